@@ -1,0 +1,191 @@
+"""AttentionConfig: the one validated description of an attention problem and its tiling.
+
+Every allowed value lives in this module (ALLOWED and the Limits below) and every error
+message quotes it, so the UI can show the same text a developer sees.
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, fields, replace
+
+# ---- allowed values: the single source quoted by every error message -------------------
+HEAD_DIMS = (16, 32, 64, 128, 256)
+BLOCK_SIZES = (8, 16, 32, 64, 128)
+DTYPES = ("float32", "float16")
+INPUT_PRESETS = ("normal", "rising")
+MAX_SEQ = 1 << 20          # structural bound; resource limits below are the real guard
+MAX_BATCH_HEADS = 1 << 16
+MAX_LOGIT_SCALE = 1e4
+MAX_SEED = 2**32 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value is not allowed; the message says what is allowed."""
+
+
+class LimitError(ValueError):
+    """A request exceeds a resource limit of this server; the message says how to raise it."""
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Shapes, tiling and inputs of one attention forward pass (B, H, seq, head_dim layout)."""
+
+    batch: int = 1
+    heads: int = 2
+    seq_q: int = 256
+    seq_k: int = 256
+    head_dim: int = 64
+    block_q: int = 64
+    block_k: int = 64
+    dtype: str = "float32"
+    causal: bool = False
+    scale: float | None = None
+    seed: int = 0
+    inputs: str = "normal"
+    logit_scale: float = 1.0
+
+    def __post_init__(self):
+        for name in ("batch", "heads", "seq_q", "seq_k"):
+            val = getattr(self, name)
+            if not _is_int(val) or not 1 <= val <= MAX_SEQ:
+                raise ConfigError(f"{name} must be a whole number from 1 to {MAX_SEQ}; got {val!r}.")
+        if self.batch * self.heads > MAX_BATCH_HEADS:
+            raise ConfigError(
+                f"batch × heads must be at most {MAX_BATCH_HEADS}; got {self.batch * self.heads}.")
+        _check_choice("head_dim", self.head_dim, HEAD_DIMS)
+        _check_choice("block_q", self.block_q, BLOCK_SIZES)
+        _check_choice("block_k", self.block_k, BLOCK_SIZES)
+        _check_choice("dtype", self.dtype, DTYPES)
+        _check_choice("inputs", self.inputs, INPUT_PRESETS)
+        if not isinstance(self.causal, bool):
+            raise ConfigError(f"causal must be True or False; got {self.causal!r}.")
+        if self.scale is not None and (
+                not _is_real(self.scale) or not math.isfinite(self.scale) or self.scale <= 0):
+            raise ConfigError(f"scale must be a finite number > 0, or None for 1/sqrt(head_dim); "
+                              f"got {self.scale!r}.")
+        if (not _is_real(self.logit_scale) or not math.isfinite(self.logit_scale)
+                or not 0 < self.logit_scale <= MAX_LOGIT_SCALE):
+            raise ConfigError(f"logit_scale must be a number in (0, {MAX_LOGIT_SCALE:g}]; "
+                              f"got {self.logit_scale!r}.")
+        if not _is_int(self.seed) or not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"seed must be a whole number from 0 to {MAX_SEED}; got {self.seed!r}.")
+
+    # ---- derived quantities ----------------------------------------------------------
+    @property
+    def softmax_scale(self) -> float:
+        return float(self.scale) if self.scale is not None else 1.0 / math.sqrt(self.head_dim)
+
+    @property
+    def Tr(self) -> int:
+        return -(-self.seq_q // self.block_q)
+
+    @property
+    def Tc(self) -> int:
+        return -(-self.seq_k // self.block_k)
+
+    @property
+    def bh(self) -> int:
+        return self.batch * self.heads
+
+    @property
+    def itemsize(self) -> int:
+        return 4 if self.dtype == "float32" else 2
+
+    @property
+    def flops(self) -> float:
+        """4·B·H·Nq·Nk·d, halved for causal (the convention used for every TFLOP/s figure)."""
+        f = 4.0 * self.bh * self.seq_q * self.seq_k * self.head_dim
+        return f / 2 if self.causal else f
+
+    def with_(self, **changes) -> "AttentionConfig":
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _check_choice(name, value, allowed):
+    if isinstance(value, bool) or value not in allowed:
+        shown = ", ".join(str(a) for a in allowed)
+        raise ConfigError(f"{name} must be one of {shown}; got {value!r}.")
+
+
+# ---- resource limits for a shared server ----------------------------------------------
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    env: str
+    default: int
+    unit: str
+    what: str
+
+    @property
+    def value(self) -> int:
+        raw = os.environ.get(self.env)
+        if raw is None:
+            return self.default
+        try:
+            val = int(float(raw))
+        except ValueError:
+            return self.default
+        return val if val > 0 else self.default
+
+
+LIMITS = {
+    "qkv_elements": Limit("qkv_elements", "FA_LAB_MAX_QKV_ELEMENTS", 1 << 26, "elements",
+                          "elements of Q, K and V together"),
+    "trace_bytes": Limit("trace_bytes", "FA_LAB_MAX_TRACE_BYTES", 256 << 20, "bytes",
+                         "bytes of the online-softmax trace"),
+    "naive_bytes": Limit("naive_bytes", "FA_LAB_MAX_NAIVE_BYTES", 2 << 30, "bytes",
+                         "bytes of naive attention's S and P matrices"),
+}
+
+
+def _fmt(n: float, unit: str) -> str:
+    if unit == "bytes":
+        for u, s in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+            if n >= s:
+                return f"{n / s:.1f} {u}"
+        return f"{int(n)} B"
+    return f"{int(n):,} {unit}"
+
+
+def qkv_elements(cfg: AttentionConfig) -> int:
+    return cfg.bh * (cfg.seq_q + 2 * cfg.seq_k) * cfg.head_dim
+
+
+def trace_bytes(cfg: AttentionConfig) -> int:
+    """Four float32 arrays of shape (B, H, seq_q, Tc) plus the (Tr, Tc) processed map."""
+    return 4 * 4 * cfg.bh * cfg.seq_q * cfg.Tc + cfg.Tr * cfg.Tc
+
+
+def naive_bytes(cfg: AttentionConfig) -> int:
+    """S and P, each B·H·seq_q·seq_k float32 (the CPU emulation's precision)."""
+    return 2 * 4 * cfg.bh * cfg.seq_q * cfg.seq_k
+
+
+def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = False) -> None:
+    """Raise LimitError naming the limit, the value asked for and how to raise it."""
+    asked = [("qkv_elements", qkv_elements(cfg))]
+    if trace and algorithm == "flash":
+        asked.append(("trace_bytes", trace_bytes(cfg)))
+    if algorithm == "naive":
+        asked.append(("naive_bytes", naive_bytes(cfg)))
+    for key, val in asked:
+        lim = LIMITS[key]
+        if val > lim.value:
+            raise LimitError(
+                f"Limit {lim.name} exceeded: this request needs {_fmt(val, lim.unit)} of "
+                f"{lim.what}; this server allows {_fmt(lim.value, lim.unit)}. "
+                f"Use smaller sizes, or raise it with the environment variable "
+                f"{lim.env}=<{lim.unit}> before starting the app.")

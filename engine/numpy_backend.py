@@ -1,0 +1,102 @@
+"""NumPy backend: naive attention and an emulation of the tiled FlashAttention-2 forward loop.
+
+The emulation follows the kernel's loop order (outer: query tiles, here vectorised; inner:
+key tiles j = 0..Tc-1) and writes the trace exactly as shared/DESIGN.md defines it. All
+arithmetic is float32, as in the kernels' accumulators; the output is cast to the input dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .config import AttentionConfig
+from .results import Result, Trace
+
+
+def _flat(x: np.ndarray) -> np.ndarray:
+    """(B, H, N, d) -> (B·H, N, d) float32."""
+    return np.ascontiguousarray(x.reshape(-1, *x.shape[2:]), dtype=np.float32)
+
+
+def processed_tiles(cfg: AttentionConfig) -> np.ndarray:
+    """(Tr, Tc) bool: tile (i, j) runs unless causal and no row of query tile i sees key j·Bc."""
+    Tr, Tc = cfg.Tr, cfg.Tc
+    if not cfg.causal:
+        return np.ones((Tr, Tc), dtype=bool)
+    last_row = np.minimum((np.arange(Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
+    first_key = np.arange(Tc) * cfg.block_k
+    return first_key[None, :] <= last_row[:, None]
+
+
+def naive(cfg: AttentionConfig, q, k, v) -> Result:
+    """Materialise S = scale·QKᵀ and P = softmax(S), then O = PV."""
+    Q, K, V = _flat(q), _flat(k), _flat(v)
+    S = np.matmul(Q, K.transpose(0, 2, 1)) * np.float32(cfg.softmax_scale)
+    if cfg.causal:
+        hidden = np.arange(cfg.seq_k)[None, :] > np.arange(cfg.seq_q)[:, None]
+        S[:, hidden] = -np.inf
+    m = S.max(axis=-1, keepdims=True)
+    P = np.exp(S - m)
+    l = P.sum(axis=-1, keepdims=True)
+    O = np.matmul(P, V) / l
+    lse = (m + np.log(l))[..., 0]
+    B, H = cfg.batch, cfg.heads
+    return Result(output=O.reshape(B, H, cfg.seq_q, cfg.head_dim).astype(q.dtype),
+                  lse=lse.reshape(B, H, cfg.seq_q).astype(np.float32),
+                  backend="numpy", algorithm="naive")
+
+
+def flash(cfg: AttentionConfig, q, k, v, trace: bool = False) -> Result:
+    """Tiled forward pass with online softmax; loops over key tiles only."""
+    Q, K, V = _flat(q), _flat(k), _flat(v)
+    BH, Nq, d = Q.shape
+    Br, Bc, Tc = cfg.block_q, cfg.block_k, cfg.Tc
+    Q = Q * np.float32(cfg.softmax_scale)          # fold the scale into Q once
+    rows = np.arange(Nq)
+
+    m_i = np.full((BH, Nq), -np.inf, dtype=np.float32)   # running max
+    l_i = np.zeros((BH, Nq), dtype=np.float32)           # running sum
+    O_i = np.zeros((BH, Nq, d), dtype=np.float32)        # unnormalised output
+    if trace:
+        shape = (BH, Nq, Tc)
+        t_m, t_l = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        t_r, t_t = np.empty(shape, np.float32), np.empty(shape, np.float32)
+
+    for j in range(Tc):
+        k0, k1 = j * Bc, min((j + 1) * Bc, cfg.seq_k)
+        # Causal: query tiles whose last row is before key k0 skip this tile entirely; they
+        # keep their state (rescale 1, tile max -inf), which is what the untouched rows get.
+        r0 = (k0 // Br) * Br if cfg.causal else 0
+        Kj, Vj = K[:, k0:k1], V[:, k0:k1]
+        S_ij = np.matmul(Q[:, r0:], Kj.transpose(0, 2, 1))           # (BH, Nq-r0, bc)
+        if cfg.causal:
+            hidden = np.arange(k0, k1)[None, :] > rows[r0:, None]
+            S_ij[:, hidden] = -np.inf
+        tile_max = np.full((BH, Nq), -np.inf, dtype=np.float32)
+        tile_max[:, r0:] = S_ij.max(axis=-1)
+        m_new = np.maximum(m_i, tile_max)
+        # exp(m_old - m_new); exactly 1 where the max did not move (also all -inf rows).
+        same = m_new == m_i
+        with np.errstate(invalid="ignore"):
+            rescale = np.where(same, np.float32(1), np.exp(m_i - m_new)).astype(np.float32)
+        m_safe = np.where(np.isneginf(m_new), np.float32(0), m_new)[:, r0:, None]
+        P_ij = np.exp(S_ij - m_safe)                                   # hidden -> 0
+        l_i = rescale * l_i
+        l_i[:, r0:] += P_ij.sum(axis=-1)
+        O_i *= rescale[..., None]
+        O_i[:, r0:] += np.matmul(P_ij, Vj)
+        m_i = m_new
+        if trace:
+            t_m[..., j], t_l[..., j], t_r[..., j], t_t[..., j] = m_i, l_i, rescale, tile_max
+
+    O = O_i / l_i[..., None]
+    lse = m_i + np.log(l_i)
+    B, H = cfg.batch, cfg.heads
+    tr = None
+    if trace:
+        shp = (B, H, Nq, Tc)
+        tr = Trace(running_max=t_m.reshape(shp), running_sum=t_l.reshape(shp),
+                   rescale=t_r.reshape(shp), tile_max=t_t.reshape(shp),
+                   processed=processed_tiles(cfg))
+    return Result(output=O.reshape(B, H, Nq, d).astype(q.dtype),
+                  lse=lse.reshape(B, H, Nq).astype(np.float32),
+                  backend="numpy", algorithm="flash", trace=tr)

@@ -1,0 +1,62 @@
+"""Plain containers returned by engine.run and engine.benchmark (NumPy arrays only)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Trace:
+    """Online-softmax state per query row after each key tile (see shared/DESIGN.md).
+
+    Arrays of shape (B, H, seq_q, Tc), float32, in natural-log units of the scaled scores;
+    `processed` is (Tr, Tc) bool.
+    """
+
+    running_max: np.ndarray
+    running_sum: np.ndarray
+    rescale: np.ndarray
+    tile_max: np.ndarray
+    processed: np.ndarray
+
+
+@dataclass
+class Schedule:
+    """Per thread block, as recorded by a GPU kernel: which SM ran it, and when (ns)."""
+
+    block_bh: np.ndarray      # (n_blocks,) batch·head index
+    block_q_tile: np.ndarray  # (n_blocks,) query tile index i
+    sm_id: np.ndarray         # (n_blocks,) %smid
+    start_ns: np.ndarray      # (n_blocks,) %globaltimer at block start
+    end_ns: np.ndarray        # (n_blocks,) %globaltimer at block end
+
+
+@dataclass
+class Result:
+    output: np.ndarray        # (B, H, seq_q, d), input dtype
+    lse: np.ndarray           # (B, H, seq_q) float32
+    backend: str              # "numpy" or "cupy"
+    algorithm: str            # "flash" or "naive"
+    kernel: str | None = None  # flash kernel name on CuPy, else None
+    trace: Trace | None = None
+    schedule: Schedule | None = None
+    info: dict = field(default_factory=dict)  # backend notes (device, compile facts, ...)
+
+
+@dataclass
+class Timing:
+    """Summary of repeated timings of one configuration."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    reps: int
+    tflops: float
+    peak_bytes: int
+    method: str
+    backend: str = ""
+    algorithm: str = ""
+    kernel: str | None = None
+    stages: dict = field(default_factory=dict)   # stage name -> median ms (naive baseline)
+    samples_ms: list = field(default_factory=list)
