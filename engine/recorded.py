@@ -1,0 +1,50 @@
+"""GPU results recorded in benchmarks/ (JSON), shown by the app when no GPU is present.
+
+A benchmark file (benchmarks/bench_*.json) holds:
+  {"device": {"name", "sms", "driver", "cuda_runtime", "cupy_version", "torch_version", ...},
+   "date": "YYYY-MM-DD", "method": "<timing method>",
+   "results": [{"kernel": "naive" | "teaching" | "tensorcore" | "torch_flash" | "torch_cudnn"
+                          | "torch_math", "batch", "heads", "seq_q", "seq_k", "head_dim",
+                "dtype", "causal", "block_q", "block_k", "trace", "median_ms", "p10_ms",
+                "p90_ms", "reps", "tflops", "peak_bytes", "stages": {name: ms}}, ...]}
+A schedule file (benchmarks/schedule_*.json) holds:
+  {"device": {...}, "date": ..., "kernel": ..., "config": {AttentionConfig fields},
+   "block_bh": [...], "block_q_tile": [...], "sm_id": [...], "start_ns": [...],
+   "end_ns": [...]}
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+MAX_FILE_BYTES = 32 << 20
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def load_benchmarks(directory: Path = BENCH_DIR) -> list[dict]:
+    """Every readable benchmark file, newest date first, each with its 'file' name added."""
+    out = []
+    for path in sorted(Path(directory).glob("bench_*.json")):
+        data = _load(path)
+        if data and isinstance(data.get("results"), list):
+            out.append({**data, "file": path.name})
+    out.sort(key=lambda d: str(d.get("date", "")), reverse=True)
+    return out
+
+
+def load_schedule(directory: Path = BENCH_DIR) -> dict | None:
+    """The newest recorded block-to-SM schedule, or None when none is recorded."""
+    found = [d for d in (_load(p) for p in sorted(Path(directory).glob("schedule_*.json"))) if d]
+    if not found:
+        return None
+    return max(found, key=lambda d: str(d.get("date", "")))
