@@ -143,11 +143,11 @@ class Limit:
 
 LIMITS = {
     "qkv_elements": Limit("qkv_elements", "FA_LAB_MAX_QKV_ELEMENTS", 1 << 26, "elements",
-                          "elements of Q, K and V together"),
+                          "Q, K and V together would hold"),
     "trace_bytes": Limit("trace_bytes", "FA_LAB_MAX_TRACE_BYTES", 256 << 20, "bytes",
-                         "bytes of the online-softmax trace"),
+                         "the online-softmax trace would take"),
     "naive_bytes": Limit("naive_bytes", "FA_LAB_MAX_NAIVE_BYTES", 2 << 30, "bytes",
-                         "bytes of naive attention's S and P matrices"),
+                         "naive attention's S and P matrices would take"),
 }
 
 
@@ -185,7 +185,7 @@ def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = F
         lim = LIMITS[key]
         if val > lim.value:
             raise LimitError(
-                f"Limit {lim.name} exceeded: this request needs {_fmt(val, lim.unit)} of "
-                f"{lim.what}; this server allows {_fmt(lim.value, lim.unit)}. "
+                f"Limit {lim.name} exceeded: {lim.what} {_fmt(val, lim.unit)}; "
+                f"this server allows {_fmt(lim.value, lim.unit)}. "
                 f"Use smaller sizes, or raise it with the environment variable "
                 f"{lim.env}=<{lim.unit}> before starting the app.")

@@ -1,0 +1,71 @@
+"""Float64 reference for attention and for the online-softmax trace, written independently of
+the engine: the trace is derived from the full score matrix in closed form, not by a loop that
+carries state."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def scores64(q, k, scale, causal):
+    """Scaled scores in float64, (BH, Nq, Nk), hidden keys at -inf."""
+    Q = q.reshape(-1, *q.shape[2:]).astype(np.float64)
+    K = k.reshape(-1, *k.shape[2:]).astype(np.float64)
+    S = scale * Q @ K.transpose(0, 2, 1)
+    if causal:
+        nq, nk = S.shape[1:]
+        S[:, np.arange(nk)[None, :] > np.arange(nq)[:, None]] = -np.inf
+    return S
+
+
+def attention64(q, k, v, scale, causal):
+    """Output (B, H, Nq, d) and lse (B, H, Nq) in float64."""
+    S = scores64(q, k, scale, causal)
+    V = v.reshape(-1, *v.shape[2:]).astype(np.float64)
+    m = S.max(-1, keepdims=True)
+    P = np.exp(S - m)
+    l = P.sum(-1, keepdims=True)
+    O = (P @ V) / l
+    B, H = q.shape[:2]
+    return O.reshape(B, H, *O.shape[1:]), (m + np.log(l))[..., 0].reshape(B, H, -1)
+
+
+def trace64(q, k, scale, causal, block_k):
+    """tile_max, running_max, rescale, running_sum, each (B, H, Nq, Tc), float64.
+
+    m_j is the max over all visible keys before the end of tile j; l_j is the sum of
+    exp(s - m_j) over those same keys; rescale_j = exp(m_{j-1} - m_j), 1 when equal, 0 at j=0.
+    """
+    S = scores64(q, k, scale, causal)
+    BH, nq, nk = S.shape
+    Tc = -(-nk // block_k)
+    padded = np.full((BH, nq, Tc * block_k), -np.inf)
+    padded[..., :nk] = S
+    tile_max = padded.reshape(BH, nq, Tc, block_k).max(-1)
+    running_max = np.maximum.accumulate(tile_max, axis=-1)
+    prev = np.concatenate([np.full((BH, nq, 1), -np.inf), running_max[..., :-1]], axis=-1)
+    with np.errstate(invalid="ignore"):
+        rescale = np.where(prev == running_max, 1.0, np.exp(prev - running_max))
+    running_sum = np.empty_like(running_max)
+    for j in range(Tc):
+        upto = min((j + 1) * block_k, nk)
+        m = running_max[..., j:j + 1]
+        running_sum[..., j] = np.exp(S[..., :upto] - m).sum(-1)
+    B, H = q.shape[:2]
+    shp = (B, H, nq, Tc)
+    return {"tile_max": tile_max.reshape(shp), "running_max": running_max.reshape(shp),
+            "rescale": rescale.reshape(shp), "running_sum": running_sum.reshape(shp)}
+
+
+def rel_err(got, want) -> float:
+    """Relative Frobenius error over finite entries; infinities must sit in the same places
+    with the same sign (else returns inf)."""
+    got = np.asarray(got, dtype=np.float64)
+    want = np.asarray(want, dtype=np.float64)
+    if got.shape != want.shape:
+        return float("inf")
+    fin = np.isfinite(want)
+    if not np.array_equal(fin, np.isfinite(got)) or not np.array_equal(got[~fin], want[~fin]):
+        return float("inf")
+    denom = np.linalg.norm(want[fin])
+    diff = np.linalg.norm(got[fin] - want[fin])
+    return float(diff / denom) if denom > 0 else float(diff)
