@@ -148,6 +148,8 @@ LIMITS = {
                          "the online-softmax trace would take"),
     "naive_bytes": Limit("naive_bytes", "FA_LAB_MAX_NAIVE_BYTES", 2 << 30, "bytes",
                          "naive attention's S and P matrices would take"),
+    "sweep_points": Limit("sweep_points", "FA_LAB_MAX_SWEEP_POINTS", 48, "runs",
+                          "a sweep would make"),
 }
 
 

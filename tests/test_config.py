@@ -92,3 +92,18 @@ def test_run_checks_input_shapes_and_dtypes():
         engine.run(cfg, q.astype("float16"), k, v, backend="numpy")
     with pytest.raises(ValueError, match="all of q, k and v"):
         engine.run(cfg, q, None, None, backend="numpy")
+
+
+def test_device_memory_guard_names_both_needs():
+    from engine.guards import check_device_memory, check_sweep
+    cfg = engine.AttentionConfig(batch=4, heads=16, seq_q=32768, seq_k=32768, head_dim=64,
+                                 dtype="float16")
+    with pytest.raises(engine.LimitError) as exc:
+        check_device_memory(cfg, "naive", False, free_bytes=12_100_000_000)
+    msg = str(exc.value)
+    # S and P: 2 · 64 · 32768² · 2 bytes = 274.9 GB
+    assert "274.9 GB" in msg and "for S and P" in msg and "12.1 GB free" in msg
+    check_device_memory(cfg, "flash", False, free_bytes=12_100_000_000)
+    check_sweep(10)
+    with pytest.raises(engine.LimitError, match="FA_LAB_MAX_SWEEP_POINTS"):
+        check_sweep(10_000)
