@@ -1,0 +1,373 @@
+// Tensor-core FlashAttention-2 forward pass (float16 in, float32 accumulate), sm_80 and later.
+//
+// One thread block per (query tile i, batch·head): blockIdx.x = i, blockIdx.y = bh.
+// Each warp owns 16 query rows of Q_i; Br = 16 · warps. Key tiles K_j, V_j (Bc rows) are
+// streamed through shared memory with cp.async, two buffers deep. S_ij = Q_i K_jᵀ and
+// O_i += P_ij V_j run on mma.sync m16n8k16; O_i, m_i and l_i stay in registers.
+// Scores are kept raw (q·k); exp2 uses scale·log2(e) folded in, so the trace, written in
+// natural-log units of scale·q·k, needs only one multiply.
+//
+// Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc),
+// TRACE (0 or 1: write the online-softmax trace and the block schedule).
+
+#ifndef HEAD_DIM
+#error "define HEAD_DIM"
+#endif
+#ifndef BLOCK_Q
+#error "define BLOCK_Q"
+#endif
+#ifndef BLOCK_K
+#error "define BLOCK_K"
+#endif
+#ifndef TRACE
+#define TRACE 0
+#endif
+
+constexpr int d = HEAD_DIM;
+constexpr int Br = BLOCK_Q;
+constexpr int Bc = BLOCK_K;
+constexpr int WARPS = Br / 16;
+constexpr int THREADS = WARPS * 32;
+constexpr int CHUNKS = d / 8;            // 16-byte chunks per row of Q, K, V, O
+constexpr int ROW_BYTES = d * 2;
+constexpr int S_TILES = Bc / 8;          // n-tiles of 8 keys in one row strip of S_ij
+constexpr int O_TILES = d / 8;           // n-tiles of 8 columns in one row strip of O_i
+constexpr float LOG2E = 1.4426950408889634f;
+
+static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
+static_assert(Br % 16 == 0 && Br >= 16, "BLOCK_Q must be a multiple of 16");
+static_assert(Bc % 16 == 0 && Bc >= 16, "BLOCK_K must be a multiple of 16");
+static_assert((Bc * CHUNKS) % THREADS == 0, "K/V tile must split evenly over the threads");
+static_assert((Br * CHUNKS) % THREADS == 0, "Q tile must split evenly over the threads");
+
+typedef unsigned short half_t;   // raw float16 bits
+typedef unsigned long long u64;
+
+// ---- shared-memory layout: rows of CHUNKS 16-byte chunks, chunk index XOR (row mod 8) ----
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+    return row * CHUNKS + (chunk ^ (row & 7));
+}
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned a;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+                 : "=r"(a) : "l"(p));
+    return a;
+}
+
+// Copy 16 bytes global -> shared; zero-fill when the row is out of range.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+
+// rows x d tile of a (seq, d) matrix into swizzled shared memory (rows past seq -> zeros).
+template <int ROWS>
+__device__ __forceinline__ void load_tile(unsigned dst, const half_t* src, int row0, int seq,
+                                          int tid) {
+    #pragma unroll
+    for (int it = 0; it < ROWS * CHUNKS / THREADS; ++it) {
+        int idx = tid + it * THREADS;
+        int row = idx / CHUNKS, chunk = idx % CHUNKS;
+        bool valid = row0 + row < seq;
+        const half_t* g = src + (u64)(valid ? row0 + row : 0) * d + chunk * 8;
+        cp_async16(dst + swizzle(row, chunk) * 16, g, valid);
+    }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// c += a (16x16, row) · b (16x8, col), float16 inputs, float32 accumulators.
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+#if TRACE
+__device__ __forceinline__ u64 global_timer() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ int sm_index() {
+    int s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
+                 const half_t* __restrict__ V, half_t* __restrict__ O, float* __restrict__ lse,
+                 int seq_q, int seq_k, float scale, int causal,
+                 float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
+                 float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
+                 int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns,
+                 u64* __restrict__ t_end_ns) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    const int i = blockIdx.x, bh = blockIdx.y, Tr = gridDim.x;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
+    const int Tc = (seq_k + Bc - 1) / Bc;
+#if TRACE
+    u64 t_start = global_timer();
+#endif
+
+    const unsigned sQ = smem_addr(smem);                  // Br x d (later: O_i staging)
+    const unsigned sK = sQ + Br * d * 2;                  // 2 buffers of Bc x d
+    const unsigned sV = sK + 2 * Bc * d * 2;              // 2 buffers of Bc x d
+    const int q0 = i * Br;
+    const half_t* Qb = Q + (u64)bh * seq_q * d;
+    const half_t* Kb = K + (u64)bh * seq_k * d;
+    const half_t* Vb = V + (u64)bh * seq_k * d;
+
+    // Causal: key tile j runs iff j·Bc <= the last row of Q_i; later tiles are skipped.
+    const int last_row = min(q0 + Br, seq_q) - 1;
+    const int n_tiles = causal ? min(Tc, last_row / Bc + 1) : Tc;
+
+    // Prologue: Q_i and K_0 in one group, V_0 in the next.
+    load_tile<Br>(sQ, Qb, q0, seq_q, tid);
+    load_tile<Bc>(sK, Kb, 0, seq_k, tid);
+    cp_async_commit();
+    load_tile<Bc>(sV, Vb, 0, seq_k, tid);
+    cp_async_commit();
+
+    // Rows of this thread: r_lo = row0 + g, r_hi = row0 + g + 8.
+    const int row0 = q0 + warp * 16;
+    const int r_lo = row0 + g, r_hi = row0 + g + 8;
+    const float scale_log2 = scale * LOG2E;
+
+    // ldmatrix row addresses of this lane at kk = 0 (K_j) and n2 = 0 (V_j). Chunk 2·kk (or
+    // 2·n2) XOR the swizzle equals this offset XOR 32·kk bytes, so the loops need no tables.
+    const unsigned k_lane_off = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES
+                                + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
+    const unsigned v_lane_off = (lane & 15) * ROW_BYTES + (((lane >> 4) ^ (lane & 7)) * 16);
+
+    unsigned Qf[d / 16][4];            // Q_i rows of this warp as mma A fragments
+    float O_acc[O_TILES][4];           // unnormalised O_i
+    float m_i[2] = {neg_inf(), neg_inf()};   // running max of raw scores q·k
+    float l_i[2] = {0.f, 0.f};               // running sum (this thread's columns only)
+    #pragma unroll
+    for (int n = 0; n < O_TILES; ++n)
+        O_acc[n][0] = O_acc[n][1] = O_acc[n][2] = O_acc[n][3] = 0.f;
+
+    for (int j = 0; j < n_tiles; ++j) {
+        const unsigned bufK = sK + (j & 1) * Bc * d * 2;
+        const unsigned bufV = sV + (j & 1) * Bc * d * 2;
+        cp_async_wait<1>();            // K_j (and Q_i) have landed
+        __syncthreads();
+        if (j == 0) {
+            #pragma unroll
+            for (int kk = 0; kk < d / 16; ++kk) {
+                int row = warp * 16 + (lane & 15), chunk = kk * 2 + (lane >> 4);
+                ldmatrix_x4(sQ + swizzle(row, chunk) * 16, Qf[kk]);
+            }
+        }
+        if (j + 1 < n_tiles)           // prefetch K_{j+1}; its buffer held K_{j-1}
+            load_tile<Bc>(sK + ((j + 1) & 1) * Bc * d * 2, Kb, (j + 1) * Bc, seq_k, tid);
+        cp_async_commit();
+
+        // S_ij = Q_i K_jᵀ (raw scores).
+        float S[S_TILES][4];
+        #pragma unroll
+        for (int n = 0; n < S_TILES; ++n) S[n][0] = S[n][1] = S[n][2] = S[n][3] = 0.f;
+        #pragma unroll
+        for (int kk = 0; kk < d / 16; ++kk) {
+            #pragma unroll
+            for (int n2 = 0; n2 < S_TILES / 2; ++n2) {
+                unsigned b[4];
+                ldmatrix_x4(bufK + n2 * 16 * ROW_BYTES + (k_lane_off ^ (kk * 32)), b);
+                mma16816(S[2 * n2], Qf[kk], b[0], b[1]);
+                mma16816(S[2 * n2 + 1], Qf[kk], b[2], b[3]);
+            }
+        }
+
+        // Masks only where needed: the diagonal tiles (causal) and a ragged last key tile.
+        const int k0 = j * Bc;
+        const bool diagonal = causal && k0 + Bc - 1 > q0;
+        if (diagonal || k0 + Bc > seq_k) {
+            #pragma unroll
+            for (int n = 0; n < S_TILES; ++n) {
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    int c = k0 + n * 8 + 2 * t + (e & 1);
+                    int r = (e < 2) ? r_lo : r_hi;
+                    if (c >= seq_k || (causal && c > r)) S[n][e] = neg_inf();
+                }
+            }
+        }
+
+        // Online softmax: new max, rescale factor, P_ij = exp(scale·(S - m)).
+        float tile_max[2] = {neg_inf(), neg_inf()};
+        #pragma unroll
+        for (int n = 0; n < S_TILES; ++n) {
+            tile_max[0] = fmaxf(tile_max[0], fmaxf(S[n][0], S[n][1]));
+            tile_max[1] = fmaxf(tile_max[1], fmaxf(S[n][2], S[n][3]));
+        }
+        float rescale[2], m_shift[2];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            tile_max[h] = quad_max(tile_max[h]);
+            float m_new = fmaxf(m_i[h], tile_max[h]);
+            rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
+            m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
+            m_i[h] = m_new;
+        }
+        float row_sum[2] = {0.f, 0.f};
+        #pragma unroll
+        for (int n = 0; n < S_TILES; ++n) {
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                S[n][e] = fast_exp2(fmaf(S[n][e], scale_log2, -m_shift[e >> 1]));
+                row_sum[e >> 1] += S[n][e];
+            }
+        }
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
+        #pragma unroll
+        for (int n = 0; n < O_TILES; ++n) {
+            O_acc[n][0] *= rescale[0]; O_acc[n][1] *= rescale[0];
+            O_acc[n][2] *= rescale[1]; O_acc[n][3] *= rescale[1];
+        }
+
+#if TRACE
+        {
+            float l_row[2] = {quad_sum(l_i[0]), quad_sum(l_i[1])};
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                int r = h ? r_hi : r_lo;
+                if (t == 0 && r < seq_q) {
+                    u64 at = ((u64)bh * seq_q + r) * Tc + j;
+                    t_running_max[at] = m_i[h] * scale;
+                    t_running_sum[at] = l_row[h];
+                    t_rescale[at] = rescale[h];
+                    t_tile_max[at] = tile_max[h] * scale;
+                }
+            }
+        }
+#endif
+
+        cp_async_wait<1>();            // V_j has landed (K_{j+1} may still be in flight)
+        __syncthreads();
+        if (j + 1 < n_tiles)           // prefetch V_{j+1}; its buffer held V_{j-1}
+            load_tile<Bc>(sV + ((j + 1) & 1) * Bc * d * 2, Vb, (j + 1) * Bc, seq_k, tid);
+        cp_async_commit();
+
+        // O_i += P_ij V_j, P_ij as float16 A fragments straight from the S accumulators.
+        #pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+            unsigned P[4] = {pack_half2(S[2 * kk][0], S[2 * kk][1]),
+                             pack_half2(S[2 * kk][2], S[2 * kk][3]),
+                             pack_half2(S[2 * kk + 1][0], S[2 * kk + 1][1]),
+                             pack_half2(S[2 * kk + 1][2], S[2 * kk + 1][3])};
+            #pragma unroll
+            for (int n2 = 0; n2 < O_TILES / 2; ++n2) {
+                unsigned b[4];
+                ldmatrix_x4_trans(bufV + kk * 16 * ROW_BYTES + (v_lane_off ^ (n2 * 32)), b);
+                mma16816(O_acc[2 * n2], P, b[0], b[1]);
+                mma16816(O_acc[2 * n2 + 1], P, b[2], b[3]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    // Epilogue: full row sums, O_i / l_i, lse = scale·m + log(l).
+    float inv_l[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l_i[h] = quad_sum(l_i[h]);
+        inv_l[h] = 1.f / l_i[h];
+        int r = h ? r_hi : r_lo;
+        if (t == 0 && r < seq_q) lse[(u64)bh * seq_q + r] = m_i[h] * scale + logf(l_i[h]);
+    }
+#if TRACE
+    // Causal-skipped tiles carry the state forward: rescale 1, tile max -inf.
+    for (int j = n_tiles; j < Tc; ++j) {
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            int r = h ? r_hi : r_lo;
+            if (t == 0 && r < seq_q) {
+                u64 at = ((u64)bh * seq_q + r) * Tc + j;
+                t_running_max[at] = m_i[h] * scale;
+                t_running_sum[at] = l_i[h];
+                t_rescale[at] = 1.f;
+                t_tile_max[at] = neg_inf();
+            }
+        }
+    }
+#endif
+
+    // Stage this warp's 16 rows of O_i in its own rows of the Q_i buffer, then store 16 B
+    // per lane, coalesced. Only this warp touches those rows: a warp barrier suffices.
+    unsigned char* sO = smem;
+    #pragma unroll
+    for (int n = 0; n < O_TILES; ++n) {
+        int row = warp * 16 + g;
+        *(unsigned*)(sO + swizzle(row, n) * 16 + t * 4) =
+            pack_half2(O_acc[n][0] * inv_l[0], O_acc[n][1] * inv_l[0]);
+        *(unsigned*)(sO + swizzle(row + 8, n) * 16 + t * 4) =
+            pack_half2(O_acc[n][2] * inv_l[1], O_acc[n][3] * inv_l[1]);
+    }
+    __syncwarp();
+    half_t* Ob = O + (u64)bh * seq_q * d;
+    #pragma unroll
+    for (int it = 0; it < 16 * CHUNKS / 32; ++it) {
+        int idx = lane + it * 32;
+        int row = warp * 16 + idx / CHUNKS, chunk = idx % CHUNKS;
+        if (q0 + row < seq_q)
+            *(uint4*)(Ob + (u64)(q0 + row) * d + chunk * 8) =
+                *(const uint4*)(sO + swizzle(row, chunk) * 16);
+    }
+
+#if TRACE
+    __syncthreads();
+    if (tid == 0) {
+        int rec = bh * Tr + i;
+        t_sm_id[rec] = sm_index();
+        t_start_ns[rec] = t_start;
+        t_end_ns[rec] = global_timer();
+    }
+#endif
+}

@@ -1,0 +1,187 @@
+"""Tensor-core kernel: the support check (any machine) and, on a GPU, output, lse, trace and
+block schedule against float64 and NumPy references, every output poisoned before launch."""
+import numpy as np
+import pytest
+
+import engine
+from engine import tensorcore
+from engine.config import ConfigError
+from reference import attention64, rel_err, trace64
+
+RNG = np.random.default_rng()
+TRACE_NAMES = ("running_max", "running_sum", "rescale", "tile_max")
+
+
+def config(**changes):
+    base = dict(batch=1, heads=2, seq_q=128, seq_k=128, head_dim=64, block_q=64, block_k=64,
+                dtype="float16", seed=int(RNG.integers(0, 2**31)))
+    return engine.AttentionConfig(**{**base, **changes})
+
+
+# ---- the support check (no GPU needed) -----------------------------------------------------
+@pytest.mark.parametrize("shape", tensorcore.SUPPORTED["shapes"])
+def test_every_listed_shape_passes_the_check(shape):
+    d, bq, bk = shape
+    tensorcore.check_supported(config(head_dim=d, block_q=bq, block_k=bk))
+
+
+@pytest.mark.parametrize("changes", [dict(head_dim=32), dict(block_q=32), dict(block_k=16),
+                                     dict(dtype="float32"), dict(head_dim=128, block_k=128),
+                                     dict(batch=1, heads=65536)])
+def test_unsupported_configs_are_refused_with_the_list(changes):
+    with pytest.raises(ConfigError) as err:
+        tensorcore.check_supported(config(**changes))
+    msg = str(err.value)
+    assert tensorcore.supported_text() in msg
+    assert "head_dim 128 with block_q×block_k 64×32, 64×64, 128×32, 128×64" in msg
+
+
+def test_shared_memory_of_every_shape_fits_one_h200_block():
+    limit = engine.PROFILES["H200"].smem_per_block_optin
+    for d, bq, bk in tensorcore.SUPPORTED["shapes"]:
+        cfg = config(head_dim=d, block_q=bq, block_k=bk)
+        assert tensorcore.smem_bytes(cfg) == (bq + 4 * bk) * d * 2 <= limit
+
+
+# ---- on the GPU -----------------------------------------------------------------------------
+# (head_dim, block_q, block_k, seq_q, seq_k, causal, inputs): exact and ragged tiles,
+# seq_q < seq_k and seq_q > seq_k under causal, one tile and many.
+CASES = [
+    (64, 64, 64, 256, 256, False, "normal"),
+    (64, 64, 32, 300, 257, False, "rising"),
+    (64, 64, 32, 300, 257, True, "rising"),
+    (64, 128, 128, 200, 450, True, "normal"),
+    (64, 128, 64, 333, 100, True, "rising"),
+    (64, 64, 128, 70, 513, False, "normal"),
+    (128, 64, 64, 190, 190, True, "normal"),
+    (128, 128, 32, 129, 65, False, "rising"),
+    (128, 128, 64, 1024, 1024, True, "normal"),
+    (128, 64, 32, 1, 1, False, "normal"),
+    (128, 64, 64, 500, 700, False, "rising"),
+]
+
+
+def to_gpu(cfg, x):
+    import cupy
+    return cupy.asarray(x.reshape(cfg.bh, -1, cfg.head_dim))
+
+
+def run_kernel(cfg, q, k, v, trace):
+    out = tensorcore.launch(cfg, to_gpu(cfg, q), to_gpu(cfg, k), to_gpu(cfg, v), trace,
+                            poison=True)
+    return {name: arr.get() for name, arr in out.items()}
+
+
+def as_bhnt(cfg, arr):
+    return arr.reshape(cfg.batch, cfg.heads, cfg.seq_q, -1)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
+def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs):
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
+                 inputs=inputs, batch=2)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=False)
+    assert set(got) == {"O", "lse"}
+    assert got["O"].dtype == np.float16 and got["lse"].dtype == np.float32
+    assert not np.isnan(got["O"]).any() and not np.isnan(got["lse"]).any(), "unwritten output"
+    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, causal)
+    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3, cfg
+    assert rel_err(got["lse"].reshape(lse64.shape), lse64) <= 1e-4, cfg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
+def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inputs):
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
+                 inputs=inputs, heads=3)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=True)
+    plain = run_kernel(cfg, q, k, v, trace=False)
+    # Tracing only adds writes: the traced build computes the same output.
+    assert np.abs(got["O"].astype(np.float32) - plain["O"].astype(np.float32)).max() <= 1e-3
+    assert np.abs(got["lse"] - plain["lse"]).max() <= 1e-5
+
+    ref = engine.run(cfg, q, k, v, backend="numpy", algorithm="flash", trace=True)
+    want64 = trace64(q, k, cfg.softmax_scale, causal, cfg.block_k)
+    for name in TRACE_NAMES:
+        arr = got[name]
+        assert arr.dtype == np.float32 and arr.shape == (cfg.bh, nq, cfg.Tc)
+        assert not np.isnan(arr).any(), f"unwritten {name}"
+        arr = as_bhnt(cfg, arr)
+        assert rel_err(arr, getattr(ref.trace, name)) <= 1e-3, (name, cfg)
+        assert rel_err(arr, want64[name]) <= 1e-3, (name, cfg)
+
+    # Exact parts of the semantics.
+    rm, rs, rc, tm = (as_bhnt(cfg, got[n]) for n in TRACE_NAMES)
+    assert (rc[..., 0] == 0).all(), "rescale is 0 at j = 0 (key 0 is visible to every row)"
+    same = rm[..., 1:] == rm[..., :-1]
+    assert (rc[..., 1:][same] == 1).all(), "rescale is exactly 1 when the max did not move"
+    skipped = ~ref.trace.processed                      # (Tr, Tc)
+    rows_skipped = np.repeat(skipped, cfg.block_q, axis=0)[:nq]   # (Nq, Tc)
+    assert (tm[..., rows_skipped] == -np.inf).all() and (rc[..., rows_skipped] == 1).all()
+    for j in range(1, cfg.Tc):
+        carry = rows_skipped[:, j]
+        assert np.array_equal(rm[..., carry, j], rm[..., carry, j - 1])
+        assert np.array_equal(rs[..., carry, j], rs[..., carry, j - 1])
+
+
+@pytest.mark.gpu
+def test_schedule_records_every_block():
+    import cupy
+    cfg = config(head_dim=128, block_q=128, block_k=64, seq_q=1000, seq_k=600, heads=5)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=True)
+    n_blocks = cfg.bh * cfg.Tr
+    sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    assert got["sm_id"].shape == got["start_ns"].shape == got["end_ns"].shape == (n_blocks,)
+    assert ((got["sm_id"] >= 0) & (got["sm_id"] < sms)).all()
+    assert (got["start_ns"] > 0).all() and (got["end_ns"] >= got["start_ns"]).all()
+    span = int(got["end_ns"].max() - got["start_ns"].min())
+    assert 0 < span < 10**9, "one small launch spans well under a second"
+
+
+@pytest.mark.gpu
+def test_custom_scale_and_large_logits():
+    cfg = config(head_dim=64, block_q=64, block_k=32, seq_q=250, seq_k=300, scale=0.3,
+                 logit_scale=20.0, causal=True)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=False)
+    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, True)
+    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3
+    assert rel_err(got["lse"].reshape(lse64.shape), lse64) <= 1e-4
+
+
+@pytest.mark.gpu
+def test_repeated_launches_are_identical():
+    cfg = config(head_dim=128, block_q=64, block_k=64, seq_q=777, seq_k=777, causal=True,
+                 heads=4)
+    q, k, v = engine.make_inputs(cfg)
+    first = run_kernel(cfg, q, k, v, trace=False)
+    for _ in range(3):
+        again = run_kernel(cfg, q, k, v, trace=False)
+        assert np.array_equal(first["O"], again["O"]), "a race: output changed between runs"
+        assert np.array_equal(first["lse"], again["lse"])
+
+
+@pytest.mark.gpu
+def test_wrong_operands_are_refused():
+    import cupy
+    cfg = config()
+    q, k, v = (to_gpu(cfg, x) for x in engine.make_inputs(cfg))
+    with pytest.raises(ConfigError, match="shape"):
+        tensorcore.launch(cfg, q[:, :-1], k, v, trace=False)
+    with pytest.raises(ConfigError, match="dtype float16"):
+        tensorcore.launch(cfg, q.astype(cupy.float32), k, v, trace=False)
+    with pytest.raises(ConfigError, match="CuPy array"):
+        tensorcore.launch(cfg, q.get(), k, v, trace=False)
+
+
+@pytest.mark.gpu
+def test_kernel_facts_report_no_spills():
+    for trace in (False, True):
+        for d, bq, bk in tensorcore.SUPPORTED["shapes"]:
+            facts = tensorcore.kernel_facts(config(head_dim=d, block_q=bq, block_k=bk), trace)
+            assert 0 < facts["registers"] <= 255 and facts["local_bytes"] == 0, (d, bq, bk)
+            assert facts["threads"] == bq // 16 * 32
