@@ -1,0 +1,321 @@
+"""Command line: record GPU benchmarks and traces.
+
+  python -m engine bench --seq 256,512,1024 --head-dim 64,128 --dtype float16,float32 \\
+      --causal both --kernels naive,teaching,torch --out benchmarks/bench_x.json
+  python -m engine trace --seq-q 300 --seq-k 257 --head-dim 64 --block-q 64 --block-k 32 \\
+      --dtype float16 --causal --out trace.npz [--schedule-out schedule.json]
+  python -m engine fairness --out fairness.json
+
+bench writes its JSON after every configuration (the format engine/recorded.py reads), so
+an interrupted sweep keeps what it measured. Sizes whose naive S and P would not fit in free
+GPU memory are skipped with a note, never attempted.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+from .config import BLOCK_SIZES, DTYPES, HEAD_DIMS, AttentionConfig
+from .inputs import make_inputs
+
+KERNEL_CHOICES = ("naive", "teaching", "tensorcore", "torch")
+TORCH_LINES = ("torch_flash", "torch_cudnn", "torch_math")
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers; got {text!r}")
+
+
+def _names(allowed):
+    def parse(text: str) -> list[str]:
+        got = [x.strip() for x in text.split(",") if x.strip()]
+        bad = [x for x in got if x not in allowed]
+        if bad or not got:
+            raise argparse.ArgumentTypeError(
+                f"choose from {', '.join(allowed)} (comma-separated); got {text!r}")
+        return got
+    return parse
+
+
+def _causal(text: str) -> list[bool]:
+    table = {"both": [False, True], "true": [True], "false": [False]}
+    if text not in table:
+        raise argparse.ArgumentTypeError(f"--causal is both, true or false; got {text!r}")
+    return table[text]
+
+
+class Progress:
+    """A plain-text progress bar on stderr."""
+
+    def __init__(self, total: int, width: int = 30):
+        self.total, self.width, self.done = max(total, 1), width, 0
+
+    def step(self, label: str):
+        self.done += 1
+        filled = self.width * self.done // self.total
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] "
+                         f"{self.done}/{self.total} {label[:70]:<70}")
+        sys.stderr.flush()
+
+    def close(self):
+        sys.stderr.write("\n")
+
+
+def device_record() -> dict:
+    from .devices import device_info
+    from .torch_reference import torch_version
+    info = device_info()
+    gpu = info.gpu
+    record = {"name": info.name, "kind": info.kind, "sms": gpu.sms,
+              "compute_capability": gpu.compute_capability, "l2_bytes": gpu.l2_bytes,
+              "memory_bytes": gpu.memory_bytes, "smem_per_block_optin": gpu.smem_per_block_optin,
+              "driver": _nvidia_driver(), "cuda_driver_api": info.driver,
+              "cuda_runtime": info.cuda_runtime, "cupy_version": info.cupy_version,
+              "torch_version": torch_version()}
+    return record
+
+
+def _nvidia_driver() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 else ""
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return ""
+
+
+def _today() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+
+
+def _write_json(path: Path, data: dict):
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1))
+    os.replace(tmp, path)
+
+
+def _timing_row(cfg: AttentionConfig, kernel: str, t) -> dict:
+    return {"kernel": kernel, "batch": cfg.batch, "heads": cfg.heads, "seq_q": cfg.seq_q,
+            "seq_k": cfg.seq_k, "head_dim": cfg.head_dim, "dtype": cfg.dtype,
+            "causal": cfg.causal, "block_q": cfg.block_q, "block_k": cfg.block_k,
+            "trace": False, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
+            "reps": t.reps, "tflops": t.tflops, "peak_bytes": t.peak_bytes,
+            "stages": t.stages}
+
+
+def _free_bytes() -> int:
+    import cupy
+    from .torch_reference import release_memory
+    release_memory()
+    return cupy.cuda.runtime.memGetInfo()[0]
+
+
+def _lines(kernels: list[str]) -> list[str]:
+    out = []
+    for k in kernels:
+        out.extend(TORCH_LINES if k == "torch" else [k])
+    return out
+
+
+def _configs(args) -> list[AttentionConfig]:
+    cfgs = []
+    for d in args.head_dim:
+        for dtype in args.dtype:
+            for causal in args.causal:
+                for n in args.seq:
+                    batch = args.batch or max(1, args.tokens // n)
+                    heads = args.heads or max(1, args.model_dim // d)
+                    cfgs.append(AttentionConfig(batch=batch, heads=heads, seq_q=n, seq_k=n,
+                                                head_dim=d, block_q=args.block_q,
+                                                block_k=args.block_k, dtype=dtype,
+                                                causal=causal))
+    return cfgs
+
+
+def _bench_one(cfg, line, args, inputs):
+    from .timing import benchmark_gpu
+    from .torch_reference import benchmark_torch
+    if line in TORCH_LINES:
+        return benchmark_torch(cfg, line, args.reps, args.warmup, args.budget, inputs)
+    algorithm = "naive" if line == "naive" else "flash"
+    return benchmark_gpu(cfg, algorithm, line, False, args.reps, args.warmup, args.budget,
+                         inputs)
+
+
+def _naive_need(cfg: AttentionConfig) -> int:
+    from .gpu_naive import device_bytes
+    return device_bytes(cfg)
+
+
+def cmd_bench(args) -> int:
+    from .timing import method_text
+    lines = _lines(args.kernels)
+    cfgs = _configs(args)
+    out = Path(args.out)
+    data = {"device": device_record(), "date": _today(),
+            "method": method_text(args.reps, args.warmup,
+                                  " Repetitions are cut to fit --budget seconds per line, never "
+                                  "below 20." if args.budget else ""),
+            "command": " ".join(sys.argv[1:]), "results": [], "skipped": []}
+    bar = Progress(len(cfgs) * len(lines))
+    for cfg in cfgs:
+        inputs = make_inputs(cfg)
+        for line in lines:
+            label = (f"{line} N={cfg.seq_q} d={cfg.head_dim} {cfg.dtype}"
+                     f"{' causal' if cfg.causal else ''}")
+            bar.step(label)
+            reason = None
+            free = _free_bytes()
+            if line in ("naive", "torch_math"):
+                need = _naive_need(cfg)
+                if need > 0.8 * free:
+                    reason = (f"naive S and P would need {need / 1e9:.1f} GB; "
+                              f"{free / 1e9:.1f} GB free")
+            if reason is None:
+                try:
+                    timing = _bench_one(cfg, line, args, inputs)
+                    data["results"].append(_timing_row(cfg, line, timing))
+                except ValueError as exc:
+                    reason = f"{type(exc).__name__}: {exc}"
+            if reason is not None:
+                data["skipped"].append({"kernel": line, "config": cfg.to_dict(),
+                                        "reason": reason})
+            _write_json(out, data)
+    bar.close()
+    _print_table(data)
+    return 0
+
+
+def _print_table(data: dict):
+    print(f"{'kernel':<12}{'N':>7}{'d':>5} {'dtype':<8}{'causal':<7}{'median ms':>11}"
+          f"{'TFLOP/s':>9}{'peak MB':>9}")
+    for r in data["results"]:
+        print(f"{r['kernel']:<12}{r['seq_q']:>7}{r['head_dim']:>5} {r['dtype']:<8}"
+              f"{str(r['causal']):<7}{r['median_ms']:>11.4f}{r['tflops']:>9.2f}"
+              f"{r['peak_bytes'] / 1e6:>9.1f}")
+    for s in data["skipped"]:
+        c = s["config"]
+        print(f"skipped {s['kernel']} N={c['seq_q']} d={c['head_dim']} {c['dtype']} "
+              f"causal={c['causal']}: {s['reason'][:160]}")
+
+
+def _config_from(args) -> AttentionConfig:
+    return AttentionConfig(batch=args.batch, heads=args.heads, seq_q=args.seq_q,
+                           seq_k=args.seq_k, head_dim=args.head_dim, block_q=args.block_q,
+                           block_k=args.block_k, dtype=args.dtype, causal=args.causal,
+                           scale=args.scale, seed=args.seed, inputs=args.inputs,
+                           logit_scale=args.logit_scale)
+
+
+def cmd_trace(args) -> int:
+    from .api import run
+    from .trace_io import to_npz_bytes
+    cfg = _config_from(args)
+    res = run(cfg, backend=args.backend, algorithm="flash", kernel=args.kernel, trace=True)
+    Path(args.out).write_bytes(to_npz_bytes(cfg, res))
+    print(f"wrote {args.out}: {res.backend} backend, trace of shape {res.trace.rescale.shape}")
+    if args.schedule_out:
+        if res.schedule is None:
+            print("no schedule: the NumPy backend records none", file=sys.stderr)
+            return 1
+        s = res.schedule
+        _write_json(Path(args.schedule_out), {
+            "device": device_record(), "date": _today(), "kernel": res.kernel,
+            "config": cfg.to_dict(), "block_bh": s.block_bh.tolist(),
+            "block_q_tile": s.block_q_tile.tolist(), "sm_id": s.sm_id.tolist(),
+            "start_ns": s.start_ns.tolist(), "end_ns": s.end_ns.tolist()})
+        print(f"wrote {args.schedule_out}: {len(s.sm_id)} thread blocks on "
+              f"{len(set(s.sm_id.tolist()))} SMs")
+    return 0
+
+
+def cmd_fairness(args) -> int:
+    from .torch_reference import fairness
+    got = fairness(reps=args.reps)
+    rows = {}
+    for who in ("naive", "torch"):
+        t = got[who]
+        rows[who] = {"median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
+                     "reps": t.reps, "tflops": t.tflops, "peak_bytes": t.peak_bytes,
+                     "stages": t.stages}
+        print(f"{who:<6} {t.median_ms:9.4f} ms (p10 {t.p10_ms:.4f}, p90 {t.p90_ms:.4f})  "
+              + ", ".join(f"{k}: {v:.4f}" for k, v in t.stages.items()))
+    print(f"naive / PyTorch = {got['ratio']:.3f} (limit {got['limit']})")
+    if args.out:
+        _write_json(Path(args.out), {"device": device_record(), "date": _today(),
+                                     "method": got["naive"].method, "config": got["config"],
+                                     **rows, "ratio": got["ratio"], "limit": got["limit"]})
+    return 0 if got["ratio"] <= got["limit"] else 1
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    b = sub.add_parser("bench", help="sweep sequence lengths and kernels; write JSON")
+    b.add_argument("--seq", type=_ints, required=True, help="sequence lengths, e.g. 256,512")
+    b.add_argument("--head-dim", type=_ints, default=[64])
+    b.add_argument("--dtype", type=_names(DTYPES), default=["float16"])
+    b.add_argument("--causal", type=_causal, default=[False], help="both, true or false")
+    b.add_argument("--kernels", type=_names(KERNEL_CHOICES), default=["naive", "teaching"],
+                   help="naive, teaching, tensorcore, torch (adds the SDPA backends)")
+    b.add_argument("--block-q", type=int, default=64, choices=BLOCK_SIZES)
+    b.add_argument("--block-k", type=int, default=64, choices=BLOCK_SIZES)
+    b.add_argument("--tokens", type=int, default=16384,
+                   help="batch = tokens // seq unless --batch is given (default 16384)")
+    b.add_argument("--model-dim", type=int, default=1024,
+                   help="heads = model_dim // head_dim unless --heads is given (default 1024)")
+    b.add_argument("--batch", type=int, default=0)
+    b.add_argument("--heads", type=int, default=0)
+    b.add_argument("--reps", type=int, default=30)
+    b.add_argument("--warmup", type=int, default=2)
+    b.add_argument("--budget", type=float, default=None,
+                   help="seconds per line; cuts repetitions (never below 20)")
+    b.add_argument("--out", required=True)
+    b.set_defaults(func=cmd_bench)
+
+    t = sub.add_parser("trace", help="run one traced flash forward pass; write NPZ (engine.trace_io format)")
+    t.add_argument("--batch", type=int, default=1)
+    t.add_argument("--heads", type=int, default=2)
+    t.add_argument("--seq-q", type=int, default=256)
+    t.add_argument("--seq-k", type=int, default=256)
+    t.add_argument("--head-dim", type=int, default=64, choices=HEAD_DIMS)
+    t.add_argument("--block-q", type=int, default=64, choices=BLOCK_SIZES)
+    t.add_argument("--block-k", type=int, default=64, choices=BLOCK_SIZES)
+    t.add_argument("--dtype", default="float32", choices=DTYPES)
+    t.add_argument("--causal", action="store_true")
+    t.add_argument("--scale", type=float, default=None)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--inputs", default="normal")
+    t.add_argument("--logit-scale", type=float, default=1.0)
+    t.add_argument("--backend", default="auto", choices=("auto", "numpy", "cupy"))
+    t.add_argument("--kernel", default="teaching", choices=("teaching", "tensorcore"))
+    t.add_argument("--out", required=True)
+    t.add_argument("--schedule-out", default=None,
+                   help="also write the block-to-SM schedule (benchmarks/schedule_*.json format)")
+    t.set_defaults(func=cmd_trace)
+
+    f = sub.add_parser("fairness", help="naive baseline vs PyTorch matmul-softmax-matmul")
+    f.add_argument("--reps", type=int, default=30)
+    f.add_argument("--out", default=None)
+    f.set_defaults(func=cmd_fairness)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,246 @@
+"""GPU timing harness: CUDA events, warm-up, L2 flush, median of repetitions, ceilings.
+
+time_stages() times any list of enqueueing callables (CuPy kernels, cuBLAS, PyTorch ops on
+the same default stream); benchmark_gpu() builds the stages of one engine configuration,
+measures its peak device memory and refuses figures above the GPU's measured ceilings.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.loader import get_function
+
+from .config import AttentionConfig, ConfigError
+from .gpu_lock import GPU_LOCK
+from .gpu_runtime import gpu_failures, live_gpu
+from .inputs import make_inputs
+from .iomodel import naive_hbm
+from .results import Timing
+
+MIN_REPS = 20
+MAX_REPS = 10_000
+HOLD_NS = 300_000        # GPU wait queued before each repetition's first event
+FLUSH_FACTOR = 2         # the L2 flush writes a buffer this many times the L2 size
+
+
+class ImplausibleTimingError(ValueError):
+    """A timing beats what the GPU can do: a bug in the kernel or in the measurement."""
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    flops: float          # FLOP/s no kernel on this GPU exceeds
+    bytes_per_s: float    # device-memory bytes/s (read + written) no kernel exceeds
+    source: str
+
+
+# Measured on this workplace's NVIDIA H200 machines (2026-10-28 and 2026-11-04): an
+# 8192×8192×8192 bf16 matrix product ran at 769-798 TFLOP/s on random data, and a large
+# device-to-device copy moved about 4.3 TB/s counting bytes read and written.
+KNOWN_CEILINGS = {
+    "H200": Ceiling(800e12, 4.4e12, "NVIDIA H200, measured: 798 TFLOP/s bf16 matmul (max "
+                                    "seen), 4.3 TB/s copy; rounded up"),
+}
+
+
+@functools.lru_cache(maxsize=1)
+def ceilings() -> Ceiling:
+    name = live_gpu().name
+    for key, ceiling in KNOWN_CEILINGS.items():
+        if key in name:
+            return ceiling
+    return _measure_ceilings(name)
+
+
+def _measure_ceilings(name: str) -> Ceiling:
+    """For a GPU without recorded ceilings: a 1 GiB copy and a 8192³ float16 matmul, +10%."""
+    import cupy
+    a = cupy.ones(1 << 28, dtype=cupy.float32)
+    b = cupy.empty_like(a)
+    copy_ms = min(time_stages([("copy", lambda: cupy.copyto(b, a))], MIN_REPS, 2)[0])
+    x = cupy.ones((8192, 8192), dtype=cupy.float16)
+    mm_ms = min(time_stages([("matmul", lambda: cupy.matmul(x, x))], MIN_REPS, 2)[0])
+    bw = 2 * a.nbytes / (copy_ms * 1e-3)
+    fl = 2 * 8192**3 / (mm_ms * 1e-3)
+    return Ceiling(1.1 * fl, 1.1 * bw, f"{name}, measured here: {fl / 1e12:.0f} TFLOP/s float16 "
+                                       f"matmul, {bw / 1e12:.2f} TB/s copy; +10%")
+
+
+@functools.lru_cache(maxsize=1)
+def _flush_buffer():
+    import cupy
+    return cupy.empty(FLUSH_FACTOR * live_gpu().l2_bytes, dtype=cupy.uint8)
+
+
+def time_stages(stages: list, reps: int, warmup: int,
+                budget_s: float | None = None) -> tuple[list, dict]:
+    """Time `stages` ([(name, fn)], each fn enqueuing GPU work on the default stream).
+
+    Warm-up runs first; then per repetition: flush L2 (write a buffer of 2× the L2 size),
+    queue a GPU wait of HOLD_NS so the host enqueues the whole region before the GPU reaches
+    it, record an event, and one more after each stage. With budget_s, the repetitions are cut
+    to fit it (never below MIN_REPS). Returns (total ms per rep, {stage: ms per rep})."""
+    import cupy
+    hold = get_function("bench_hold.cu", "hold_gpu")
+    flush = _flush_buffer()
+    t0 = time.perf_counter()
+    for _ in range(max(warmup, 1)):
+        for _, fn in stages:
+            fn()
+    cupy.cuda.Device().synchronize()
+    per_run_s = (time.perf_counter() - t0) / max(warmup, 1)
+    if budget_s is not None:
+        reps = max(MIN_REPS, min(reps, int(budget_s / max(per_run_s, 1e-6))))
+    events = [[cupy.cuda.Event() for _ in range(len(stages) + 1)] for _ in range(reps)]
+    for rep in range(reps):
+        flush.fill(rep % 251 + 1)
+        hold((1,), (1,), (np.uint64(HOLD_NS),))
+        marks = events[rep]
+        marks[0].record()
+        for s, (_, fn) in enumerate(stages):
+            fn()
+            marks[s + 1].record()
+    events[-1][-1].synchronize()
+    totals = [cupy.cuda.get_elapsed_time(m[0], m[-1]) for m in events]
+    per_stage = {name: [cupy.cuda.get_elapsed_time(m[s], m[s + 1]) for m in events]
+                 for s, (name, _) in enumerate(stages)}
+    return totals, per_stage
+
+
+class PeakMemory:
+    """High-water mark of CuPy memory-pool allocations made inside the `with` block."""
+
+    def __init__(self):
+        from cupy.cuda import memory_hook
+
+        outer = self
+
+        class _Hook(memory_hook.MemoryHook):
+            name = "PeakMemory"
+
+            def malloc_postprocess(self, **kwargs):
+                outer.current += kwargs["mem_size"]
+                outer.peak = max(outer.peak, outer.current)
+
+            def free_postprocess(self, **kwargs):
+                outer.current -= kwargs["mem_size"]
+
+        self.current = 0
+        self.peak = 0
+        self._hook = _Hook()
+
+    def __enter__(self):
+        self._hook.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._hook.__exit__(*exc)
+
+
+def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool) -> int:
+    """Bytes any implementation must move through device memory: naive reads and writes S
+    and P; flash reads Q, K, V once and writes O, lse (and the trace)."""
+    if algorithm == "naive":
+        return naive_hbm(cfg).total
+    e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
+    total = bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * e + 4 * bh * cfg.seq_q
+    if trace:
+        total += 16 * bh * cfg.seq_q * cfg.Tc + 20 * bh * cfg.Tr
+    return total
+
+
+def check_ceilings(cfg: AttentionConfig, algorithm: str, trace: bool, median_ms: float,
+                   label: str) -> None:
+    ceil = ceilings()
+    seconds = median_ms * 1e-3
+    flops, moved = cfg.flops / seconds, compulsory_bytes(cfg, algorithm, trace) / seconds
+    if flops > ceil.flops or moved > ceil.bytes_per_s:
+        raise ImplausibleTimingError(
+            f"{label}: {median_ms:.4f} ms means {flops / 1e12:.0f} TFLOP/s and "
+            f"{moved / 1e12:.2f} TB/s, above this GPU's ceilings ({ceil.flops / 1e12:.0f} "
+            f"TFLOP/s, {ceil.bytes_per_s / 1e12:.1f} TB/s; {ceil.source}). Such a figure is a "
+            f"bug in the kernel or the timing, so it is refused.")
+
+
+def method_text(reps: int, warmup: int, extra: str = "") -> str:
+    gpu, ceil = live_gpu(), ceilings()
+    return (f"GPU ({gpu.name}): CUDA events on the default stream around the timed region; "
+            f"{warmup} warm-up run(s) first, so kernel compilation, module loading and cuBLAS "
+            f"handle creation stay out; {reps} repetitions, median with p10/p90; before each, "
+            f"the L2 cache ({gpu.l2_bytes / 2**20:.0f} MiB) is flushed by writing a "
+            f"{FLUSH_FACTOR * gpu.l2_bytes / 2**20:.0f} MiB buffer and a "
+            f"{HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead stays "
+            f"outside the events. TFLOP/s = 4·B·H·Nq·Nk·d (halved for causal) / median. Peak "
+            f"memory: high-water mark of device allocations (inputs, outputs, temporaries) "
+            f"during one separate run. Figures above the GPU's ceilings "
+            f"({ceil.flops / 1e12:.0f} TFLOP/s, {ceil.bytes_per_s / 1e12:.1f} TB/s) are refused "
+            f"as bugs.{extra}")
+
+
+def summarize(samples: list, cfg: AttentionConfig) -> dict:
+    med = float(np.median(samples))
+    return {"median_ms": med, "p10_ms": float(np.percentile(samples, 10)),
+            "p90_ms": float(np.percentile(samples, 90)), "reps": len(samples),
+            "tflops": cfg.flops / (med * 1e-3) / 1e12}
+
+
+def _check_reps(reps, warmup):
+    if not isinstance(reps, int) or isinstance(reps, bool) or not MIN_REPS <= reps <= MAX_REPS:
+        raise ConfigError(f"reps must be a whole number from {MIN_REPS} to {MAX_REPS} on the "
+                          f"GPU; got {reps!r}.")
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or not 1 <= warmup <= 100:
+        raise ConfigError(f"warmup must be a whole number from 1 to 100; got {warmup!r}.")
+
+
+def _flash_stages(cfg, kernel, trace, Q, K, V):
+    from .cupy_backend import launcher
+    mod = launcher(kernel)
+    if hasattr(mod, "prepare"):
+        run, out = mod.prepare(cfg, Q, K, V, trace)
+        return [("kernel", run)], out, ""
+    keep = {}
+
+    def run():
+        keep["out"] = mod.launch(cfg, Q, K, V, trace)   # the previous outputs are freed here
+
+    return [("kernel", run)], keep, " (this kernel allocates its outputs inside each run)"
+
+
+def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool, reps: int,
+                  warmup: int, budget_s: float | None = None, inputs: tuple | None = None
+                  ) -> Timing:
+    """Time one configuration on the GPU (see method_text for the method). inputs: q, k, v
+    as make_inputs(cfg) returns them, to spare a sweep generating them once per line."""
+    import cupy
+
+    from . import gpu_naive
+    from .cupy_backend import to_device
+    _check_reps(reps, warmup)
+    label = "naive attention" if algorithm == "naive" else f"the {kernel} flash kernel"
+    with GPU_LOCK, gpu_failures(f"benchmark of {label}"):
+        q, k, v = inputs if inputs is not None else make_inputs(cfg)
+        with PeakMemory() as peak:
+            Q, K, V = (to_device(cfg, x) for x in (q, k, v))
+            if algorithm == "naive":
+                stages, keep = gpu_naive.prepare(cfg, Q, K, V)
+                extra = (" Naive stages: cuBLAS QKᵀ (cupy.matmul, including its copy of Kᵀ), "
+                         "the fused softmax kernel, cuBLAS PV.")
+            else:
+                stages, keep, extra = _flash_stages(cfg, kernel, trace, Q, K, V)
+            for _, fn in stages:
+                fn()
+            cupy.cuda.Device().synchronize()
+        totals, per_stage = time_stages(stages, reps, warmup, budget_s)
+        del keep
+    summary = summarize(totals, cfg)
+    check_ceilings(cfg, algorithm, trace, summary["median_ms"], label)
+    stage_ms = ({name: float(np.median(ms)) for name, ms in per_stage.items()}
+                if algorithm == "naive" else {})
+    return Timing(**summary, peak_bytes=int(peak.peak),
+                  method=method_text(summary["reps"], warmup, extra), backend="cupy",
+                  algorithm=algorithm, kernel=kernel if algorithm == "flash" else None,
+                  stages=stage_ms, samples_ms=[float(x) for x in totals])

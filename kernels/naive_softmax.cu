@@ -1,0 +1,93 @@
+// Row softmax of naive attention, fused into one pass over S.
+//
+// Naive attention runs S = QKᵀ and O = PV through cuBLAS; between them this kernel turns each
+// row of S into a row of P = softmax(scale · S) (causal mask applied), and writes the row's
+// log-sum-exp. One thread block per row: the row is read from HBM once into shared memory as
+// float32, reduced for its max and its sum of exponentials, and written once as P.
+//
+// Compile-time parameter (-D): ELEM_T = float or half_bits (IEEE float16), the dtype of S and P.
+// Launch: grid (B·H·seq_q), NUM_THREADS threads, seq_k · 4 bytes of dynamic shared memory.
+
+#ifndef ELEM_T
+#error "compile with -DELEM_T=float|half_bits"
+#endif
+
+typedef unsigned short half_bits;  // float16 kept as raw bits: no header needed
+typedef ELEM_T elem_t;
+
+#define NUM_THREADS 256
+#define NUM_WARPS (NUM_THREADS / 32)
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(half_bits x) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+    return f;
+}
+__device__ __forceinline__ void store_as(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store_as(half_bits* p, float x) {
+    half_bits h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    *p = h;
+}
+
+// Max (is_max) or sum of one value per thread over the whole block; every thread gets it.
+__device__ float block_reduce(float x, bool is_max, float* partials) {
+    for (int offset = 16; offset > 0; offset /= 2) {
+        const float y = __shfl_xor_sync(0xffffffffu, x, offset);
+        x = is_max ? fmaxf(x, y) : x + y;
+    }
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) partials[warp] = x;
+    __syncthreads();  // every warp's partial is in shared memory before thread 0 combines them
+    if (threadIdx.x == 0) {
+        float total = partials[0];
+        for (int w = 1; w < NUM_WARPS; ++w)
+            total = is_max ? fmaxf(total, partials[w]) : total + partials[w];
+        partials[NUM_WARPS] = total;
+    }
+    __syncthreads();  // the combined value is written before any thread reads it
+    const float total = partials[NUM_WARPS];
+    __syncthreads();  // all threads have read it before the next call reuses `partials`
+    return total;
+}
+
+extern "C" __global__ void __launch_bounds__(NUM_THREADS)
+row_softmax(const elem_t* __restrict__ S,   // (B·H, seq_q, seq_k), unscaled scores
+            elem_t* __restrict__ P,         // (B·H, seq_q, seq_k)
+            float* __restrict__ lse,        // (B·H, seq_q)
+            int seq_q, int seq_k, float scale, int causal)
+{
+    extern __shared__ float row[];          // this row's scaled scores, then exponentials
+    __shared__ float partials[NUM_WARPS + 1];
+    const float NEG_INF = __int_as_float(0xff800000);
+    const long long row_id = blockIdx.x;    // (bh, r) flattened
+    const int r = (int)(row_id % seq_q);
+    const elem_t* S_row = S + row_id * seq_k;
+    elem_t* P_row = P + row_id * seq_k;
+    // Causal, top-left aligned: query r sees keys 0..r (at least key 0).
+    const int visible = causal ? min(seq_k, r + 1) : seq_k;
+
+    // The one read of S: scale, keep in shared memory, track the max.
+    float m = NEG_INF;
+    for (int c = threadIdx.x; c < visible; c += NUM_THREADS) {
+        const float s = scale * to_f32(S_row[c]);
+        row[c] = s;
+        m = fmaxf(m, s);
+    }
+    m = block_reduce(m, true, partials);
+
+    // Each thread revisits only the entries it wrote itself: no barrier needed on `row`.
+    float l = 0.f;
+    for (int c = threadIdx.x; c < visible; c += NUM_THREADS) {
+        const float e = expf(row[c] - m);
+        row[c] = e;
+        l += e;
+    }
+    l = block_reduce(l, false, partials);
+
+    const float inv_l = 1.f / l;
+    for (int c = threadIdx.x; c < seq_k; c += NUM_THREADS)
+        store_as(&P_row[c], c < visible ? row[c] * inv_l : 0.f);
+    if (threadIdx.x == 0) lse[row_id] = m + logf(l);
+}

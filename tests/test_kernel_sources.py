@@ -1,0 +1,91 @@
+"""Every CUDA source in kernels/ compiles with nvcc for sm_90, for the option combinations
+the launchers use (skipped where nvcc is missing), and the teaching kernel's shared-memory
+layout and its overflow message agree with the IO model — all without a GPU."""
+import shutil
+import subprocess
+
+import pytest
+
+import engine
+from engine import gpu_naive, iomodel, teaching
+from engine.config import BLOCK_SIZES, HEAD_DIMS
+from kernels.loader import KERNEL_DIR, source_names
+
+NVCC = shutil.which("nvcc")
+H200 = engine.PROFILES["H200"]
+
+
+def cfg(**kw):
+    return engine.AttentionConfig(**kw)
+
+
+# Every (dtype, causal, trace) combination, spread over head dims and tile sizes.
+TEACHING = [
+    (cfg(head_dim=64, block_q=64, block_k=64, dtype="float16", causal=True), True),
+    (cfg(head_dim=64, block_q=64, block_k=64, dtype="float16", causal=False), False),
+    (cfg(head_dim=16, block_q=8, block_k=128, dtype="float32", causal=True), False),
+    (cfg(head_dim=32, block_q=128, block_k=8, dtype="float32", causal=False), True),
+    (cfg(head_dim=128, block_q=128, block_k=64, dtype="float32", causal=True), True),
+    (cfg(head_dim=256, block_q=32, block_k=16, dtype="float16", causal=False), True),
+    (cfg(head_dim=128, block_q=16, block_k=32, dtype="float16", causal=True), False),
+    (cfg(head_dim=256, block_q=8, block_k=8, dtype="float32", causal=False), False),
+]
+EXAMPLES = {
+    "flash_teaching.cu": [teaching.compile_options(c, t) for c, t in TEACHING],
+    "naive_softmax.cu": [gpu_naive.compile_options(cfg(dtype=d)) for d in ("float32", "float16")],
+    "bench_hold.cu": [()],
+}
+
+
+def tensorcore_examples():
+    """The tensor-core kernel's first and last supported shapes, traced and not."""
+    from engine import tensorcore
+    shapes = tensorcore.SUPPORTED["shapes"]
+    return [("--std=c++17", f"-DHEAD_DIM={d}", f"-DBLOCK_Q={bq}", f"-DBLOCK_K={bk}",
+             f"-DTRACE={t}") for d, bq, bk in (shapes[0], shapes[-1]) for t in (0, 1)]
+
+
+def nvcc(source, options):
+    cmd = [NVCC, "-arch=sm_90", "-c", str(KERNEL_DIR / source), "-o", "/dev/null", *options]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("source", source_names())
+def test_every_kernel_source_compiles_for_sm90(source):
+    examples = tensorcore_examples() if source == "flash_tensorcore.cu" else EXAMPLES[source]
+    for options in examples:
+        done = nvcc(source, options)
+        assert done.returncode == 0, f"{source} {' '.join(options)}:\n{done.stderr}"
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
+def test_missing_defines_fail_with_a_message():
+    done = nvcc("flash_teaching.cu", ("-DBLOCK_Q=64",))
+    assert done.returncode != 0 and "compile with -DBLOCK_Q=" in done.stderr
+
+
+def test_options_name_every_compile_time_parameter():
+    opts = teaching.compile_options(cfg(head_dim=128, block_q=32, block_k=16,
+                                        dtype="float16", causal=True), trace=False)
+    assert opts == ("-DBLOCK_Q=32", "-DBLOCK_K=16", "-DHEAD_DIM=128", "-DELEM_T=half_bits",
+                    "-DCAUSAL=1", "-DTRACE=0")
+
+
+def test_teaching_smem_layout_equals_the_io_model():
+    for d in HEAD_DIMS:
+        for bq in BLOCK_SIZES:
+            for bk in BLOCK_SIZES:
+                for dtype in ("float32", "float16"):
+                    c = cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
+                    assert teaching.smem_bytes(c) == iomodel.smem_budget(c, H200).total
+
+
+def test_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
+    c = cfg(head_dim=256, block_q=64, block_k=64, dtype="float32")
+    with pytest.raises(teaching.SharedMemoryError) as err:
+        teaching.check_fits(c, H200)
+    msg = str(err.value)
+    assert "279,040 bytes" in msg and f"{H200.smem_per_block_optin:,} bytes" in msg
+    assert "block_q=64, block_k=32" in msg and "block_q=32, block_k=64" in msg
+    assert teaching.check_fits(c.with_(block_k=32), H200) == 205_312
