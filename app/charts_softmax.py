@@ -1,0 +1,132 @@
+"""Charts of the online-softmax page. Pure functions: DataFrames in, Altair charts out.
+
+The per-tile panels share one Vega slider (`upto`, the key tile the loop has reached), so
+stepping through the tiles happens in the browser without re-running Python.
+"""
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+
+from app.style import ALARM, DONE, FONT, INK, TILE_COLORS, finish
+
+UPTO = "upto"
+LN10 = math.log(10)
+LOG10_FP16_MAX = math.log10(65504.0)
+
+
+def tile_param(n_tiles: int) -> alt.Parameter:
+    return alt.param(name=UPTO, value=max(n_tiles - 1, 0),
+                     bind=alt.binding_range(min=0, max=max(n_tiles - 1, 0), step=1,
+                                            name="after key tile j = "))
+
+
+def _panel(data: pd.DataFrame, title: str, width: int):
+    return alt.Chart(data, title=title).properties(width=width, height=190)
+
+
+def _x(n_tiles: int):
+    return alt.X("tile:Q", title="key tile j", scale=alt.Scale(domain=[-0.5, n_tiles - 0.5]),
+                 axis=alt.Axis(tickMinStep=1, format="d"))
+
+
+def _seen(chart):
+    """Fade what the loop has not reached yet."""
+    return chart.encode(opacity=alt.condition(f"datum.tile <= {UPTO}", alt.value(1),
+                                              alt.value(0.12)))
+
+
+def _now(n_tiles: int):
+    return alt.Chart(pd.DataFrame({"t": [0]})).transform_calculate(tile=UPTO).mark_rule(
+        color=INK, strokeDash=[4, 4], strokeWidth=2).encode(x=_x(n_tiles))
+
+
+def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 330) -> alt.VConcatChart:
+    """Tile max vs running max, rescale factor (below 1 in red), running sum, and the partial
+    output's error against the exact answer, over key tiles."""
+    n = len(rows)
+    x = _x(n)
+    long_max = rows.melt(id_vars=["tile"], value_vars=["tile_max", "running_max"],
+                         var_name="series", value_name="value").dropna()
+    maxes = _panel(long_max, "tile max vs running max m_i", width)
+    max_color = alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom"),
+                          scale=alt.Scale(domain=["tile_max", "running_max"],
+                                          range=[TILE_COLORS["K_j"], TILE_COLORS["m_i"]]))
+    maxes = (_seen(maxes.mark_line(point=alt.OverlayMarkDef(size=90), strokeWidth=3).encode(
+        x=x, y=alt.Y("value:Q", title="score (scaled)", scale=alt.Scale(zero=False)),
+        color=max_color, tooltip=["tile:Q", "series:N", alt.Tooltip("value:Q", format=".4f")]))
+        + _now(n))
+
+    flagged = rows.assign(moved=rows.rescale < 1,
+                          fill=[ALARM if f < 1 else DONE for f in rows.rescale])
+    rescale = (_seen(_panel(flagged, "rescale factor exp(m_old − m_new)", width).mark_bar(
+        size=max(4, 0.6 * width / max(n, 1))).encode(
+        x=x, y=alt.Y("rescale:Q", title="factor", scale=alt.Scale(domain=[0, 1.05])),
+        color=alt.Color("fill:N", scale=None),
+        tooltip=["tile:Q", alt.Tooltip("rescale:Q", format=".6f"), "moved:N"]))
+        + _now(n))
+
+    sums = (_seen(_panel(rows, "running sum l_i", width).mark_line(
+        point=alt.OverlayMarkDef(size=90), strokeWidth=3, color=TILE_COLORS["l_i"]).encode(
+        x=x, y=alt.Y("running_sum:Q", title="l_i"),
+        tooltip=["tile:Q", alt.Tooltip("running_sum:Q", format=".6g")])) + _now(n))
+
+    err = (_seen(_panel(errors, "error of the partial output vs exact", width).mark_line(
+        point=alt.OverlayMarkDef(size=90), strokeWidth=3, color=TILE_COLORS["O_i"]).encode(
+        x=x, y=alt.Y("rel_error:Q", title="relative error"),
+        tooltip=["tile:Q", alt.Tooltip("rel_error:Q", format=".3e")])) + _now(n))
+
+    chart = alt.vconcat(alt.hconcat(maxes, rescale), alt.hconcat(sums, err)).add_params(
+        tile_param(n))
+    return finish(chart)
+
+
+def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 760) -> alt.LayerChart:
+    """The row's scores by key with its key tiles marked as alternating bands."""
+    bands = alt.Chart(tiles.assign(odd=tiles.tile % 2 == 1)).mark_rect(opacity=0.25).encode(
+        x=alt.X("k0:Q", title="key index"), x2="k1:Q",
+        color=alt.Color("odd:N", legend=None,
+                        scale=alt.Scale(domain=[False, True],
+                                        range=[TILE_COLORS["K_j"], "#FFFFFF"])),
+        tooltip=[alt.Tooltip("tile:Q", title="key tile j"), "k0:Q", "k1:Q"])
+    line = alt.Chart(scores.dropna(subset=["score"])).mark_line(
+        color=TILE_COLORS["S_ij"], strokeWidth=2).encode(
+        x="key:Q", y=alt.Y("score:Q", title="score s = scale·q·k"),
+        tooltip=["key:Q", alt.Tooltip("score:Q", format=".4f"), "tile:Q"])
+    chart = alt.layer(bands, line).properties(
+        height=220, title="The row of scores; shaded bands are the key tiles K_j")
+    return finish(chart, width=width)
+
+
+def safe_softmax_chart(scores: pd.DataFrame, width: int = 360) -> alt.HConcatChart:
+    """exp(k·s) without and with the max subtracted, as log10, against float16's largest
+    number; a browser slider multiplies the scores (a temperature) to show the overflow."""
+    mult = alt.param(name="mult", value=1, bind=alt.binding_range(
+        min=1, max=40, step=0.5, name="multiply the scores by "))
+    top = float(scores.score.max()) if scores.score.notna().any() else 0.0
+    base = alt.Chart(scores.dropna(subset=["score"])).transform_calculate(
+        naive="mult * datum.score / " + repr(LN10),
+        safe="mult * (datum.score - " + repr(top) + ") / " + repr(LN10),
+        overflow=f"datum.naive > {LOG10_FP16_MAX!r}",
+    )
+    color = alt.Color("overflow:N", title="float16",
+                      scale=alt.Scale(domain=[True, False], range=[ALARM, TILE_COLORS["Q_i"]]),
+                      legend=alt.Legend(orient="bottom", labelExpr=(
+                          "datum.value ? 'inf (overflow)' : 'finite'")))
+    limit = alt.Chart(pd.DataFrame({"y": [LOG10_FP16_MAX]})).mark_rule(
+        color=ALARM, strokeDash=[6, 4], strokeWidth=2).encode(y="y:Q")
+    count = base.transform_calculate(ov="datum.overflow ? 1 : 0").transform_aggregate(
+        n="sum(ov)", total="count()").transform_calculate(
+        text="datum.n + ' of ' + datum.total + ' keys overflow to inf in float16'",
+    ).mark_text(align="left", fontSize=FONT["text"], color=ALARM, fontWeight="bold").encode(
+        text="text:N", x=alt.value(6), y=alt.value(208))
+    naive = alt.layer(base.mark_circle(size=30).encode(
+        x=alt.X("key:Q", title="key index"),
+        y=alt.Y("naive:Q", title="log10 exp(s)"), color=color), limit, count).properties(
+        width=width, height=220, title="without max subtraction")
+    safe = alt.layer(base.mark_circle(size=30, color=TILE_COLORS["Q_i"]).encode(
+        x=alt.X("key:Q", title="key index"), y=alt.Y("safe:Q", title="log10 exp(s − max)")),
+        limit).properties(width=width, height=220, title="with max subtraction (safe)")
+    return finish(alt.hconcat(naive, safe).add_params(mult))

@@ -1,0 +1,176 @@
+"""Charts of the SRAM-tiling page. Pure functions: DataFrames in, Altair charts out.
+
+The loop animation sends every step once; a Vega slider bound to the `step` param picks the
+step in the browser, so moving it never re-runs Python.
+"""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from app.style import ALARM, DONE, FONT, INK, PENDING, SKIPPED, TILE_COLORS, finish
+
+STATES = ["current S_ij", "done", "to do", "skipped (causal)"]
+STATE_COLORS = [TILE_COLORS["S_ij"], DONE, PENDING, SKIPPED]
+STEP = "step"
+
+
+def step_param(n_steps: int, value: int = 0) -> alt.Parameter:
+    return alt.param(name=STEP, value=min(max(value, 0), max(n_steps - 1, 0)),
+                     bind=alt.binding_range(min=0, max=max(n_steps - 1, 0), step=1,
+                                            name="loop step "))
+
+
+def _rect(data, color: str, **enc):
+    return alt.Chart(data).mark_rect(color=color, stroke="white", strokeWidth=0.5).encode(**enc)
+
+
+def _label(x: float, y: float, text: str, color: str, align: str = "center"):
+    return alt.Chart(pd.DataFrame({"x": [x], "y": [y], "t": [text]})).mark_text(
+        fontSize=FONT["text"], fontWeight="bold", color=color, align=align).encode(
+        x="x:Q", y="y:Q", text="t:N")
+
+
+def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
+               start: int = 0, size: int = 640) -> alt.VConcatChart:
+    """The Tr×Tc grid of S with the Q_i, K_j, V_j and O_i strips around it, and the HBM bytes
+    moved so far, all driven by one step slider."""
+    n = len(steps)
+    t = max(1.0, 0.07 * max(rows, cols))          # strip thickness in cell units
+    x_dom, y_dom = [-2.2 * t, cols + 1.6 * t], [-3.4 * t, rows]
+    unit = size / max(x_dom[1] - x_dom[0], y_dom[1] - y_dom[0])
+    x = alt.X("x0:Q", scale=alt.Scale(domain=x_dom, nice=False, zero=False), axis=None)
+    y = alt.Y("y0:Q", scale=alt.Scale(domain=y_dom, reverse=True, nice=False, zero=False),
+              axis=None)
+    now = f"datum.order == {STEP}"
+    cur = steps.copy()
+
+    grid = alt.Chart(tiles).transform_calculate(
+        x0="datum.col", x1="datum.col + 1", y0="datum.row", y1="datum.row + 1",
+        state=(f"datum.order < 0 ? '{STATES[3]}' : datum.order < {STEP} ? '{STATES[1]}' : "
+               f"datum.order == {STEP} ? '{STATES[0]}' : '{STATES[2]}'"),
+    ).mark_rect(stroke="#BBBBBB", strokeWidth=0.5).encode(
+        x=x, x2="x1:Q", y=y, y2="y1:Q",
+        color=alt.Color("state:N", scale=alt.Scale(domain=STATES, range=STATE_COLORS),
+                        legend=alt.Legend(title="tile of S", orient="bottom")),
+        tooltip=[alt.Tooltip("label:N", title="tile"), alt.Tooltip("order:Q", title="step")])
+
+    # Rows are contiguous in the loop order (one query tile at a time), so a row's state
+    # follows from its first and last step.
+    per_row = tiles[tiles.order >= 0].groupby("row").order.agg(["min", "max"]).reset_index()
+
+    def row_strip(x0: float, name: str, done_color: str):
+        fill = (f"datum.max < {STEP} ? '{done_color}' : datum.min <= {STEP} ? "
+                f"'{TILE_COLORS[name]}' : '{PENDING}'")
+        return alt.Chart(per_row).transform_calculate(
+            x0=f"{x0}", x1=f"{x0 + t}", y0="datum.row", y1="datum.row + 1", fill=fill,
+        ).mark_rect(stroke="white", strokeWidth=0.5).encode(
+            x=x, x2="x1:Q", y=y, y2="y1:Q", color=alt.Color("fill:N", scale=None))
+
+    def col_strip(y0: float, name: str):
+        base = alt.Chart(pd.DataFrame({"col": range(cols)})).transform_calculate(
+            x0="datum.col", x1="datum.col + 1", y0=f"{y0}", y1=f"{y0 + t}")
+        hit = alt.Chart(cur).transform_filter(now).transform_calculate(
+            x0="datum.col", x1="datum.col + 1", y0=f"{y0}", y1=f"{y0 + t}")
+        return (base.mark_rect(color=PENDING, stroke="white", strokeWidth=0.5)
+                .encode(x=x, x2="x1:Q", y=y, y2="y1:Q")
+                + hit.mark_rect(color=TILE_COLORS[name]).encode(x=x, x2="x1:Q", y=y, y2="y1:Q"))
+
+    band = alt.Chart(cur).transform_filter(now)
+    row_band = band.transform_calculate(x0="0", x1=f"{cols}", y0="datum.row",
+                                        y1="datum.row + 1").mark_rect(
+        fillOpacity=0, stroke=TILE_COLORS["Q_i"], strokeWidth=3).encode(
+        x=x, x2="x1:Q", y=y, y2="y1:Q")
+    col_band = band.transform_calculate(x0="datum.col", x1="datum.col + 1", y0="0",
+                                        y1=f"{rows}").mark_rect(
+        fillOpacity=0, stroke=TILE_COLORS["K_j"], strokeWidth=3).encode(
+        x=x, x2="x1:Q", y=y, y2="y1:Q")
+
+    q_x, o_x = -1.6 * t, cols + 0.4 * t
+    k_y, v_y = -3.2 * t, -1.9 * t
+    labels = (_label(q_x + t / 2, -0.5 * t, "Q_i", TILE_COLORS["Q_i"])
+              + _label(cols + 0.9 * t, -0.5 * t, "O_i", TILE_COLORS["O_i"])
+              + _label(-0.3 * t, k_y + t / 2, "K_j", TILE_COLORS["K_j"], align="right")
+              + _label(-0.3 * t, v_y + t / 2, "V_j", TILE_COLORS["V_j"], align="right"))
+    board = alt.layer(
+        grid, row_band, col_band,
+        row_strip(q_x, "Q_i", "#A6C8E0"), row_strip(o_x, "O_i", DONE),
+        col_strip(k_y, "K_j"), col_strip(v_y, "V_j"), labels,
+    ).properties(width=unit * (x_dom[1] - x_dom[0]), height=unit * (y_dom[1] - y_dom[0]))
+
+    caption = alt.Chart(cur).transform_filter(now).transform_calculate(
+        text=f"'Step ' + ({STEP} + 1) + ' of {n}: ' + datum.label",
+    ).mark_text(fontSize=FONT["chart_title"], align="left", color=INK).encode(
+        text="text:N").properties(height=30, width=size)
+
+    chart = alt.vconcat(caption, board, hbm_bars(steps), spacing=10).add_params(
+        step_param(n, start))
+    return finish(chart)
+
+
+HBM_LABELS = {"flash_read": "FlashAttention: read so far",
+              "flash_written": "FlashAttention: written so far",
+              "naive_read": "naive: reads (whole pass)",
+              "naive_written": "naive: writes (whole pass)"}
+
+
+def hbm_bars(steps: pd.DataFrame) -> alt.Chart:
+    """HBM bytes moved up to the current step, beside naive attention's whole pass.
+    Needs the `step` param from the enclosing chart."""
+    top = float(max(steps[list(HBM_LABELS)].max().max(), 1)) / 1e6
+    data = steps[["order", *HBM_LABELS]]
+    return alt.Chart(data).transform_filter(f"datum.order == {STEP}").transform_fold(
+        list(HBM_LABELS), as_=["what", "bytes"],
+    ).transform_calculate(
+        MB="datum.bytes / 1e6",
+        label=" + ".join(f"(datum.what == '{k}' ? '{v}' : '')" for k, v in HBM_LABELS.items()),
+        fill=f"indexof(datum.what, 'flash') == 0 ? '{TILE_COLORS['Q_i']}' : '{ALARM}'",
+    ).mark_bar(height=22).encode(
+        x=alt.X("MB:Q", title="HBM traffic (MB)", scale=alt.Scale(domain=[0, top])),
+        y=alt.Y("label:N", title=None, sort=list(HBM_LABELS.values()),
+                axis=alt.Axis(labelLimit=400)),
+        color=alt.Color("fill:N", scale=None),
+        tooltip=["label:N", alt.Tooltip("MB:Q", format=",.3f")],
+    ).properties(width=420, height=130, title="HBM bytes moved")
+
+
+def smem_chart(parts: pd.DataFrame) -> alt.LayerChart:
+    """One thread block's shared memory, tile by tile, against the GPU's per-block limit;
+    the limit line and title turn red when the tiles do not fit."""
+    fits = bool(parts.fits.iloc[0])
+    limit_kb = float(parts.limit.iloc[0]) / 1024
+    names = list(parts.part)
+    data = parts.assign(KB=parts.bytes / 1024)
+    bars = alt.Chart(data).mark_bar(height=36).encode(
+        x=alt.X("sum(KB):Q", title="shared memory (KiB)",
+                scale=alt.Scale(domain=[0, max(limit_kb, data.KB.sum()) * 1.05])),
+        color=alt.Color("part:N", sort=names, title="tile",
+                        scale=alt.Scale(domain=names,
+                                        range=[TILE_COLORS.get(p, INK) for p in names]),
+                        legend=alt.Legend(orient="bottom", columns=7)),
+        order=alt.Order("order:Q"),
+        tooltip=["part:N", alt.Tooltip("KB:Q", format=".1f", title="KiB")],
+    ).transform_calculate(order=f"indexof({names}, datum.part)")
+    rule = alt.Chart(pd.DataFrame({"KB": [limit_kb], "t": [f"limit {limit_kb:.0f} KiB"]}))
+    limit = rule.mark_rule(color=ALARM if not fits else INK, strokeWidth=4,
+                           strokeDash=[] if not fits else [6, 4]).encode(x="KB:Q")
+    text = rule.mark_text(y=-10, align="right", fontSize=FONT["text"],
+                          color=ALARM if not fits else INK).encode(x="KB:Q", text="t:N")
+    title = ("The tiles fit in one thread block's shared memory" if fits else
+             "Too big: these tiles do not fit in one thread block's shared memory")
+    chart = alt.layer(bars, limit, text).properties(
+        height=60, title=alt.Title(title, color=INK if fits else ALARM))
+    return finish(chart, width=640)
+
+
+def waves_chart(table: pd.DataFrame, sms: int) -> alt.Chart:
+    """Thread blocks resident on each SM, wave after wave."""
+    chart = alt.Chart(table).transform_calculate(sm1="datum.sm + 1").mark_rect(
+        stroke="white", strokeWidth=0.3).encode(
+        x=alt.X("sm:Q", title="SM", scale=alt.Scale(domain=[0, sms], nice=False)),
+        x2="sm1:Q",
+        y=alt.Y("wave:O", title="wave"),
+        color=alt.Color("blocks:O", title="blocks on the SM",
+                        scale=alt.Scale(scheme="blues")),
+        tooltip=["wave:O", "sm:Q", "blocks:O"])
+    return finish(chart.properties(height=alt.Step(22)), width=900)

@@ -1,0 +1,66 @@
+"""Tables for the Kernel page: the CUDA source by path, compile facts, and the block-to-SM
+schedule recorded by a kernel (live Result.schedule or a file in benchmarks/)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import engine
+
+KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+KERNEL_FILES = {"teaching": "flash_teaching.cu", "tensorcore": "flash_tensorcore.cu"}
+MAX_BLOCKS_DRAWN = 20000
+SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
+
+
+def kernel_source(kernel: str, directory: Path = KERNEL_DIR) -> tuple[Path, str | None]:
+    """The path of the kernel's CUDA source and its text, or None when the file is absent."""
+    path = directory / KERNEL_FILES[kernel]
+    try:
+        return path, path.read_text()
+    except OSError:
+        return path, None
+
+
+def facts_table(info: dict) -> pd.DataFrame:
+    """The scalar facts a backend reported (compile facts, device, ...), as text."""
+    rows = [(k, str(v)) for k, v in info.items()
+            if isinstance(v, (str, int, float, bool, np.integer, np.floating))]
+    return pd.DataFrame(rows, columns=["fact", "value"])
+
+
+def schedule_table(schedule) -> pd.DataFrame:
+    """One row per thread block: SM, start and end in µs from the first start, query tile
+    and batch·head. Accepts engine.Schedule or a recorded schedule dict; evenly samples
+    down to MAX_BLOCKS_DRAWN blocks."""
+    get = (schedule.get if isinstance(schedule, dict)
+           else lambda name: getattr(schedule, name))
+    cols = {name: np.asarray(get(name), dtype=np.int64) for name in SCHEDULE_FIELDS}
+    n = len(cols["sm_id"])
+    if any(len(c) != n for c in cols.values()):
+        raise ValueError("A schedule needs block_bh, block_q_tile, sm_id, start_ns and end_ns "
+                         "of equal length.")
+    t0 = cols["start_ns"].min() if n else 0
+    df = pd.DataFrame({"sm": cols["sm_id"], "q_tile": cols["block_q_tile"],
+                       "bh": cols["block_bh"], "start_us": (cols["start_ns"] - t0) / 1e3,
+                       "end_us": (cols["end_ns"] - t0) / 1e3})
+    if n > MAX_BLOCKS_DRAWN:
+        df = df.iloc[np.linspace(0, n - 1, MAX_BLOCKS_DRAWN).astype(int)]
+    return df.reset_index(drop=True)
+
+
+def schedule_summary(df: pd.DataFrame) -> dict:
+    if df.empty:
+        return {"blocks": 0, "sms": 0, "span_us": 0.0}
+    return {"blocks": len(df), "sms": int(df.sm.nunique()),
+            "span_us": float(df.end_us.max() - df.start_us.min())}
+
+
+def recorded_config(schedule: dict) -> engine.AttentionConfig | None:
+    """The config a recorded schedule ran, if its file names a valid one."""
+    try:
+        return engine.AttentionConfig(**schedule.get("config", {}))
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,21 @@
+"""FlashAttention Lab: `python -m streamlit run app/main.py` from the repository root."""
+from pathlib import Path
+
+import streamlit as st
+
+from app import sidebar
+from app.ui import SETTINGS_KEY
+
+PAGES = Path(__file__).resolve().parent.parent / "pages"
+
+st.set_page_config(page_title="FlashAttention Lab", page_icon="⚡", layout="wide")
+page = st.navigation([
+    st.Page(PAGES / "overview.py", title="Overview", url_path="overview", default=True),
+    st.Page(PAGES / "sram_tiling.py", title="SRAM tiling", url_path="sram-tiling"),
+    st.Page(PAGES / "online_softmax.py", title="Online softmax", url_path="online-softmax"),
+    st.Page(PAGES / "timings.py", title="Timings", url_path="timings"),
+    st.Page(PAGES / "kernel.py", title="Kernel", url_path="kernel"),
+    st.Page(PAGES / "downloads.py", title="Downloads", url_path="downloads"),
+])
+st.session_state[SETTINGS_KEY] = sidebar.render()
+page.run()

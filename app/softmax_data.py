@@ -1,0 +1,119 @@
+"""Tables for the online-softmax page, for one query row: the run's trace over key tiles, the
+partial output after each tile against the exact answer, the row of scores, and float16's
+overflow when the max is not subtracted."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+import engine
+
+MAX_SCORE_POINTS = 2000
+FP16_MAX = float(np.finfo(np.float16).max)
+
+
+def _finite_or_nan(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return np.where(np.isfinite(x), x, np.nan)
+
+
+def row_trace(trace: engine.Trace, cfg: engine.AttentionConfig, b: int, h: int,
+              r: int) -> pd.DataFrame:
+    """One row of the trace per key tile j; -inf (nothing visible yet) becomes NaN."""
+    j = np.arange(cfg.Tc)
+    k0 = j * cfg.block_k
+    k1 = np.minimum(k0 + cfg.block_k, cfg.seq_k)
+    visible = np.clip(np.minimum(k1, r + 1) - k0, 0, None) if cfg.causal else k1 - k0
+    return pd.DataFrame({
+        "tile": j, "k0": k0, "k1": k1, "visible_keys": visible,
+        "processed": trace.processed[r // cfg.block_q],
+        "tile_max": _finite_or_nan(trace.tile_max[b, h, r]),
+        "running_max": _finite_or_nan(trace.running_max[b, h, r]),
+        "rescale": np.asarray(trace.rescale[b, h, r], dtype=np.float64),
+        "running_sum": np.asarray(trace.running_sum[b, h, r], dtype=np.float64),
+    })
+
+
+def scores(cfg: engine.AttentionConfig, q: np.ndarray, k: np.ndarray, b: int, h: int,
+           r: int) -> tuple[np.ndarray, np.ndarray]:
+    """Scaled scores s[r, :] in float64 and the mask of keys row r may see."""
+    s = cfg.softmax_scale * (k[b, h].astype(np.float64) @ q[b, h, r].astype(np.float64))
+    visible = np.arange(cfg.seq_k) <= r if cfg.causal else np.ones(cfg.seq_k, dtype=bool)
+    return s, visible
+
+
+@dataclass(frozen=True)
+class Convergence:
+    table: pd.DataFrame      # tile, rel_error of the partial output after that tile
+    sum_agreement: float     # max relative gap between the trace's l_j and float64's
+    output_error: float      # relative error of the run's output row against float64
+
+
+def convergence(cfg: engine.AttentionConfig, q, k, v, output: np.ndarray,
+                trace: engine.Trace, b: int, h: int, r: int) -> Convergence:
+    """Partial output after key tile j = (Σ_{c < end of tile j} p_c v_c) / (Σ p_c), computed
+    in float64 from the inputs, against the exact row; plus how well the run's trace and
+    output agree with float64."""
+    s, visible = scores(cfg, q, k, b, h, r)
+    V = v[b, h].astype(np.float64)
+    M = s[visible].max()
+    p = np.where(visible, np.exp(s - M), 0.0)
+    ends = np.minimum((np.arange(cfg.Tc) + 1) * cfg.block_k, cfg.seq_k)
+    P = np.cumsum(p[:, None] * V, axis=0)[ends - 1]        # (Tc, d)
+    L = np.cumsum(p)[ends - 1]                               # (Tc,)
+    exact = P[-1] / L[-1]
+    norm = np.linalg.norm(exact) or 1.0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        partial = P / L[:, None]
+        err = np.linalg.norm(partial - exact, axis=1) / norm
+        m = trace.running_max[b, h, r].astype(np.float64)
+        l_f64 = L * np.exp(M - m)
+        gap = np.abs(trace.running_sum[b, h, r] - l_f64) / l_f64
+    out_err = np.linalg.norm(output[b, h, r].astype(np.float64) - exact) / norm
+    return Convergence(
+        table=pd.DataFrame({"tile": np.arange(cfg.Tc), "rel_error": _finite_or_nan(err)}),
+        sum_agreement=float(np.nanmax(gap[np.isfinite(gap)])) if np.isfinite(gap).any()
+        else float("nan"),
+        output_error=float(out_err))
+
+
+def score_row(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int) -> pd.DataFrame:
+    """The row's scores by key, binned to at most MAX_SCORE_POINTS points (keeping each
+    bin's largest visible score, so peaks survive)."""
+    s, visible = scores(cfg, q, k, b, h, r)
+    keys = np.arange(cfg.seq_k)
+    width = -(-cfg.seq_k // MAX_SCORE_POINTS)
+    if width > 1:
+        pad = -cfg.seq_k % width
+        ss = np.pad(np.where(visible, s, -np.inf), (0, pad), constant_values=-np.inf)
+        s_bin = ss.reshape(-1, width).max(axis=1)
+        keys = keys[::width]
+        visible = np.isfinite(s_bin)
+        s = np.where(visible, s_bin, np.nan)
+    return pd.DataFrame({"key": keys, "score": np.where(visible, s, np.nan),
+                         "tile": keys // cfg.block_k, "visible": visible})
+
+
+@dataclass(frozen=True)
+class Overflow:
+    naive_inf: int           # entries of exp(s) that are inf in float16
+    safe_inf: int            # entries of exp(s - max) that are inf in float16
+    visible: int
+    max_score: float
+    overflow_at: float       # smallest logit multiplier that overflows exp(s) in float16
+
+
+def fp16_overflow(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int) -> Overflow:
+    """Real float16 arithmetic on this row: exp without and with max subtraction."""
+    s, visible = scores(cfg, q, k, b, h, r)
+    s16 = s[visible].astype(np.float16)
+    with np.errstate(over="ignore"):
+        naive = np.exp(s16)
+        safe = np.exp(s16 - s16.max())
+    top = float(s[visible].max())
+    limit = float(np.log(FP16_MAX))
+    return Overflow(naive_inf=int(np.isinf(naive).sum()), safe_inf=int(np.isinf(safe).sum()),
+                    visible=int(visible.sum()), max_score=top,
+                    overflow_at=limit / top if top > 0 else float("inf"))

@@ -1,0 +1,55 @@
+"""One palette and one set of font sizes for every chart (projector-friendly, colour-blind safe).
+
+Colours are the Okabe–Ito palette. Each tile of the algorithm keeps its colour on every page:
+Q_i blue, K_j orange, V_j green, S_ij purple, O_i sky blue.
+"""
+from __future__ import annotations
+
+import altair as alt
+
+TILE_COLORS = {
+    "Q_i": "#0072B2",
+    "K_j": "#E69F00",
+    "V_j": "#009E73",
+    "S_ij": "#CC79A7",
+    "O_i": "#56B4E9",
+    "m_i": "#7F7F7F",
+    "l_i": "#444444",
+}
+ALARM = "#D55E00"        # vermillion: does not fit, overflow, rescale < 1, naive's wall
+DONE = "#9E9E9E"         # tiles the loop has finished
+PENDING = "#E8E8E8"      # tiles still to come
+SKIPPED = "#FFFFFF"      # causally skipped tiles (drawn with a dashed outline)
+INK = "#222222"
+
+KERNEL_COLORS = {
+    "naive": ALARM,
+    "teaching": TILE_COLORS["Q_i"],
+    "tensorcore": TILE_COLORS["V_j"],
+    "CPU emulation": TILE_COLORS["K_j"],
+    "torch_flash": TILE_COLORS["S_ij"],
+    "torch_cudnn": TILE_COLORS["O_i"],
+    "torch_math": "#000000",
+}
+
+FONT = {"label": 16, "title": 18, "chart_title": 20, "text": 16}
+
+
+def kernel_scale(names) -> alt.Scale:
+    """The colour scale for kernels, in a fixed order so a kernel keeps its colour."""
+    names = list(dict.fromkeys(names))
+    return alt.Scale(domain=names, range=[KERNEL_COLORS.get(n, INK) for n in names])
+
+
+def finish(chart, width: int | None = None):
+    """Apply the shared fonts to a top-level chart (configure_* is only legal there); sizes
+    are the chart's own (autosize pad), so small charts are not squeezed."""
+    if width is not None:
+        chart = chart.properties(width=width)
+    return (chart.properties(autosize=alt.AutoSizeParams(type="pad", contains="padding"))
+            .configure_axis(labelFontSize=FONT["label"], titleFontSize=FONT["title"])
+            .configure_legend(labelFontSize=FONT["label"], titleFontSize=FONT["title"],
+                              symbolSize=200)
+            .configure_title(fontSize=FONT["chart_title"], anchor="start")
+            .configure_header(labelFontSize=FONT["label"], titleFontSize=FONT["title"])
+            .configure_view(strokeWidth=0))

@@ -1,0 +1,52 @@
+"""Small helpers the pages share: the current settings, error display, where numbers came
+from, and drawing a chart with the app's own fonts."""
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+import streamlit as st
+
+from app.sidebar import Settings
+
+T = TypeVar("T")
+SETTINGS_KEY = "_settings"
+
+
+def settings() -> Settings:
+    return st.session_state[SETTINGS_KEY]
+
+
+def usable_settings() -> Settings:
+    """The settings, after showing any problem; stops the page when there is no valid config."""
+    s = settings()
+    for msg in s.url_errors:
+        st.error(msg)
+    if s.error:
+        st.error(s.error)
+    if s.error or s.cfg is None:
+        st.stop()
+    return s
+
+
+def guarded(fn: Callable[..., T], *args) -> T | None:
+    """Call fn; a ValueError (bad config, limit, unsupported shape) becomes an st.error."""
+    try:
+        return fn(*args)
+    except ValueError as exc:
+        st.error(str(exc))
+        return None
+
+
+def source_line(s: Settings, backend: str) -> str:
+    """Where the numbers on the page came from."""
+    if backend == "cupy":
+        kernel = "tensor-core kernel" if s.kernel == "tensorcore" else "teaching kernel"
+        return f"Values measured on the GPU: {s.device.name}, {kernel} (CuPy)."
+    extra = (" The tensor-core kernel needs a GPU; its algorithm is the same, so the emulation "
+             "stands in for it." if s.kernel == "tensorcore" else "")
+    return (f"Values computed by the CPU emulation (NumPy) of the kernel's loop, emulating "
+            f"{s.device.name.removeprefix('CPU emulation of ')}.{extra}")
+
+
+def chart(c) -> None:
+    st.altair_chart(c, theme=None, width="content")

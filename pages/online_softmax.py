@@ -1,0 +1,57 @@
+"""Online softmax: one query row's running max, rescale factors, running sum and partial
+output over the key tiles, straight from the run's trace."""
+import streamlit as st
+
+from app import runner
+from app.charts_softmax import safe_softmax_chart, scores_chart, stats_chart
+from app.softmax_data import convergence, fp16_overflow, row_trace, score_row
+from app.ui import chart, guarded, source_line, usable_settings
+
+st.title("Online softmax")
+s = usable_settings()
+cfg = s.cfg
+res = guarded(runner.flash, cfg, s.backend, s.kernel)
+if res is None:
+    st.stop()
+q, k, v = runner.inputs(cfg)
+st.info(source_line(s, res.backend))
+
+c1, c2, c3 = st.columns(3)
+b = c1.number_input("batch index", 0, cfg.batch - 1, key="sm_batch") if cfg.batch > 1 else 0
+h = c2.number_input("head index", 0, cfg.heads - 1, key="sm_head") if cfg.heads > 1 else 0
+r = c3.number_input("query row", 0, cfg.seq_q - 1, value=min(cfg.seq_q - 1, cfg.block_q + 5),
+                    key="sm_row")
+i = r // cfg.block_q
+st.markdown(
+    f"Row **{r}** sits in query tile **Q_{i}**. For each key tile K_j the kernel computes the "
+    f"tile's max, raises the running max m_i if needed and multiplies the old sum l_i and "
+    f"accumulator O_i by **exp(m_old − m_new)** — the rescale factor, red when it is below 1 "
+    f"(the max moved). Division by l_i waits until the last tile.")
+
+rows = row_trace(res.trace, cfg, b, h, r)
+conv = convergence(cfg, q, k, v, res.output, res.trace, b, h, r)
+st.caption("Drag **after key tile j** below the charts (in your browser) to replay the loop.")
+chart(stats_chart(rows, conv.table))
+m1, m2, m3 = st.columns(3)
+m1.metric("rescales below 1", int((rows.rescale[1:] < 1).sum()), help="key tiles j ≥ 1 that "
+          "raised this row's max")
+m2.metric("trace's running sum vs float64", f"{conv.sum_agreement:.1e}",
+          help="largest relative gap between l_j in the trace and l_j recomputed in float64")
+m3.metric("output row vs float64", f"{conv.output_error:.1e}",
+          help="relative error of the run's output row against the exact float64 answer")
+st.caption("The error panel: the partial output after tile j, Σ p·v over the keys seen so far "
+           "divided by their sum, against the exact row; it reaches 0 at the last tile "
+           "(recomputed in float64 from the inputs).")
+
+chart(scores_chart(score_row(cfg, q, k, b, h, r), rows))
+
+st.subheader("Why subtract the max: float16 overflows")
+o = fp16_overflow(cfg, q, k, b, h, r)
+st.markdown(
+    f"float16's largest number is 65504 = e^11.09. This row's largest score is "
+    f"**{o.max_score:.3f}**: computing exp(s) in float16 without subtracting it gives "
+    f"**{o.naive_inf}** inf of {o.visible} (softmax then returns NaN); with the max "
+    f"subtracted, **{o.safe_inf}**. "
+    + (f"Scores {o.overflow_at:.2f}× larger would overflow — raise the logit scale or use "
+       f"the slider below." if o.naive_inf == 0 and o.overflow_at != float("inf") else ""))
+chart(safe_softmax_chart(score_row(cfg, q, k, b, h, r)))

@@ -1,0 +1,48 @@
+"""Overview: what FlashAttention changes, the device in use, the config's key figures."""
+import streamlit as st
+
+from app.controls import PRESETS
+from app.figures import gib, key_figures, kib
+from app.sidebar import apply_preset
+from app.ui import usable_settings
+
+st.title("FlashAttention Lab")
+st.markdown(
+    "Attention computes **O = softmax(QKᵀ·scale)·V**. Done naively, the N×N score matrix S "
+    "and its softmax P are written to the GPU's large, slow **HBM** and read back. "
+    "FlashAttention cuts Q, K and V into tiles small enough for the fast on-chip **SRAM** "
+    "(shared memory), computes each tile of S there, and keeps a *running* max and sum per "
+    "row (the online softmax) so S and P never leave the chip. The answer is the same up to "
+    "rounding; the HBM traffic and the memory drop from N² to N.")
+
+st.subheader("Presets for talks")
+cols = st.columns(len(PRESETS))
+for col, name in zip(cols, PRESETS):
+    col.button(name, on_click=apply_preset, args=(name,), width="stretch")
+
+s = usable_settings()
+cfg, dev = s.cfg, s.device
+
+st.subheader("Device")
+if dev.kind == "gpu":
+    st.success(f"Running live on **{dev.name}** (compute capability "
+               f"{dev.gpu.compute_capability}, driver {dev.driver}, CUDA runtime "
+               f"{dev.cuda_runtime}, CuPy {dev.cupy_version}).")
+else:
+    st.info(f"**{dev.name}.** {dev.reason} The NumPy emulation runs the kernel's loop "
+            f"and writes the same trace; sizes below are the emulated GPU's.")
+g = dev.gpu
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("SMs", g.sms)
+c2.metric("shared memory per SM", kib(g.smem_per_sm))
+c3.metric("shared memory per block", kib(g.smem_per_block_optin))
+c4.metric("GPU memory", gib(g.memory_bytes))
+
+st.subheader(f"This config: B={cfg.batch}, H={cfg.heads}, N_q={cfg.seq_q}, N_k={cfg.seq_k}, "
+             f"d={cfg.head_dim}, tiles {cfg.block_q}×{cfg.block_k}, {cfg.dtype}"
+             + (", causal" if cfg.causal else ""))
+figures = key_figures(cfg, g)
+for row in (figures[:4], figures[4:]):
+    for col, (label, value, note) in zip(st.columns(4), row):
+        col.metric(label, value, help=note)
+        col.caption(note)

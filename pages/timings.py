@@ -1,0 +1,124 @@
+"""Timings: naive vs flash for the chosen config, a sweep over sequence length with naive's
+memory wall, and GPU results recorded in benchmarks/."""
+import pandas as pd
+import streamlit as st
+
+from app import runner
+from app.charts_timing import config_chart, hbm_chart, memory_chart, stages_chart, sweep_chart
+from app.figures import gib
+from app.sweep import run_sweep
+from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
+                             recorded_table, stage_table, sweep_lengths, timing_table)
+from app.ui import chart, guarded, usable_settings
+from engine import recorded
+
+GPU_METHOD = ("CUDA events around the kernel(s), warm-up runs first (compile, module load and "
+              "cuBLAS handles stay out), the median of many repetitions with the 10th–90th "
+              "percentile spread, L2 flushed between repetitions, FLOPs counted as "
+              "4·B·H·N_q·N_k·d (halved for causal).")
+CPU_AUTO_FLOPS = 4e9     # on CPU, time the chosen config automatically below this many FLOPs
+
+st.title("Timings")
+s = usable_settings()
+cfg, gpu, on_gpu = s.cfg, s.device.gpu, s.on_gpu
+reps = 30 if on_gpu else 5
+where = s.device.name if on_gpu else "this machine's CPU (NumPy emulation, not a GPU figure)"
+
+st.subheader("This config: naive against flash")
+left, right = st.columns([3, 2])
+auto = on_gpu or cfg.flops <= CPU_AUTO_FLOPS
+if auto or left.button("Time this config"):
+    entries = []
+    for label, algorithm, kernel in runner.kernels_for(s.backend):
+        t = guarded(runner.timing, cfg, algorithm, s.backend, kernel, reps)
+        if t is not None:
+            entries.append((label, t))
+    table = timing_table(entries)
+    if not table.empty:
+        st.session_state["config_timings"] = table
+        with left:
+            st.caption(f"Measured on {where}.")
+            chart(config_chart(table))
+            naive = dict(entries).get("naive")
+            if naive is not None and naive.stages:
+                st.caption("Naive attention's stages")
+                chart(stages_chart(stage_table(naive)))
+        with right:
+            st.markdown("**How this was timed**")
+            st.write(entries[0][1].method)
+            if on_gpu:
+                st.caption(GPU_METHOD)
+else:
+    left.info(f"This config is {cfg.flops / 1e9:.1f} GFLOP: on the CPU it takes a while, so "
+              f"it is timed only when you press the button.")
+
+st.subheader("Sweep over sequence length (N_q = N_k = N)")
+wall = memory_wall(cfg, gpu)
+choices = sweep_lengths(256, 65536 if on_gpu else 8192)
+c1, c2 = st.columns([2, 3])
+largest = c1.select_slider("largest N", choices, value=16384 if on_gpu else 2048,
+                           key="sweep_largest")
+lengths = sweep_lengths(256, largest)
+key = (cfg, s.backend, tuple(lengths))
+if c1.button("Run sweep", type="primary"):
+    bar = st.progress(0.0, text="starting…")
+    result = guarded(run_sweep, cfg, s.backend, gpu, lengths, runner.timing, reps,
+                     lambda done, total, what: bar.progress(done / total, text=what))
+    bar.empty()
+    if result is not None:
+        st.session_state["sweep"] = (key, result)
+c2.caption(f"Times {len(lengths)} lengths × {len(runner.kernels_for(s.backend))} kernels on "
+           f"{where}. Naive is never attempted where the memory model predicts it would not "
+           f"fit in {gpu.name}'s {gib(gpu.memory_bytes)}"
+           + (f" (from N = {wall:,})." if wall else "."))
+stored = st.session_state.get("sweep")
+if stored and stored[0] == key:
+    sweep = stored[1]
+    cols = st.columns(3)
+    for col, metric in zip(cols, ("median_ms", "tflops", "speedup")):
+        with col:
+            chart(sweep_chart(sweep, metric, wall if wall and wall <= 4 * largest else None,
+                              width=320))
+    skipped = sweep[sweep.skipped != ""]
+    if not skipped.empty:
+        st.caption("Not run: " + "; ".join(f"{r.kernel} at N = {r.seq}: {r.skipped}"
+                                          for r in skipped.itertuples()))
+else:
+    st.caption("Press **Run sweep** to time every length (a progress bar shows each run).")
+
+parts = [st.session_state.get("config_timings"), stored[1] if stored and stored[0] == key
+         else None]
+parts = [p for p in parts if p is not None and not p.empty]
+st.session_state["timing_results"] = pd.concat(parts, ignore_index=True) if parts else None
+
+model_ns = sweep_lengths(256, max(largest, 2 * wall if wall else 0, 1024))
+memory = memory_table(cfg, [n for n in model_ns if n <= 2**20])
+c1, c2 = st.columns(2)
+with c1:
+    chart(memory_chart(memory, gpu.memory_bytes, gpu.name, wall))
+with c2:
+    chart(hbm_chart(memory))
+st.caption("Both from the memory and IO model of this exact config (engine.iomodel), not "
+           "measured. Naive's peak grows as N², flash's as N.")
+
+st.subheader("Recorded on real GPUs")
+files = recorded.load_benchmarks(bench_dir())
+if not files:
+    st.info("No GPU results are recorded in benchmarks/ yet.")
+else:
+    table = recorded_speedup(recorded_table(files))
+    names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
+             for f in files]
+    pick = st.selectbox("recorded file", names, key="rec_file")
+    chosen = files[names.index(pick)]
+    rows = table[table.file == chosen["file"]]
+    shapes = sorted(rows["shape"].unique())
+    shape = st.selectbox("shape", shapes, key="rec_shape")
+    rows = rows[rows["shape"] == shape]
+    st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
+               f"{chosen.get('date', '?')}. Method: {chosen.get('method', 'not stated')}")
+    cols = st.columns(3)
+    for col, metric in zip(cols, ("median_ms", "tflops", "speedup")):
+        with col:
+            chart(sweep_chart(rows, metric, width=320))
+    st.dataframe(rows.drop(columns=["file", "method"]), hide_index=True)

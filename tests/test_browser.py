@@ -1,0 +1,130 @@
+"""A real browser: start the app headless, open every page in Debian's Chromium (Playwright),
+check that nothing raised and the charts are drawn, move a step slider and check the chart
+changes, and save a screenshot of each page to docs/screenshots/."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+SHOTS = ROOT / "docs" / "screenshots"
+PAGES = {"overview": False, "sram-tiling": True, "online-softmax": True, "timings": True,
+         "kernel": False, "downloads": False}     # url path -> has charts in any config
+CHART = ".vega-embed canvas, .vega-embed svg"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.headless", "true",
+         "--server.port", str(port), "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.time() > deadline:
+                out = proc.stdout.read().decode(errors="replace") if proc.poll() is not None else ""
+                pytest.fail(f"the Streamlit server did not start: {out[-2000:]}")
+            time.sleep(0.5)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        yield b
+        b.close()
+
+
+def _open(browser, url: str):
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.goto(url)
+    page.wait_for_selector('[data-testid="stMainBlockContainer"]', timeout=30000)
+    # Wait until the script run has finished: the title is drawn and the status is idle.
+    page.wait_for_selector("h1", timeout=30000)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60000)
+    return page
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_page_renders_without_exception(browser, server, path):
+    page = _open(browser, f"{server}/{path}")
+    try:
+        if PAGES[path]:
+            page.wait_for_selector(CHART, timeout=30000)
+        assert page.locator('[data-testid="stException"]').count() == 0
+        assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / f"{path}.png"), full_page=True)
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("path", ["sram-tiling", "online-softmax"])
+def test_step_slider_changes_chart(browser, server, path):
+    page = _open(browser, f"{server}/{path}")
+    try:
+        page.wait_for_selector(CHART, timeout=30000)
+        slider = page.locator(".vega-bind input[type=range]").first
+        embed = page.locator(".vega-embed").filter(has=slider).first
+        before = embed.screenshot()
+        top = slider.get_attribute("max")
+        slider.fill("1" if slider.input_value() != "1" else top)
+        page.wait_for_timeout(500)
+        after = embed.screenshot()
+        assert slider.input_value() in ("1", top)
+        assert before != after, "moving the step slider did not change the chart"
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+def test_tampered_url_shows_error_not_exception(browser, server):
+    page = _open(browser, f"{server}/overview?seq_q=1e12&block_q=-3&dtype=evil")
+    try:
+        errors = page.locator('[data-testid="stAlertContentError"]')
+        errors.first.wait_for(timeout=30000)
+        text = " ".join(errors.all_inner_texts())
+        assert "seq_q" in text and "block_q" in text and "dtype" in text
+        assert "float16" in text          # says what is allowed
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
