@@ -15,13 +15,14 @@ from .config import AttentionConfig, ConfigError
 
 SOURCE_PATH = Path(__file__).resolve().parent.parent / "kernels" / "flash_tensorcore.cu"
 
-# (head_dim, block_q, block_k): each warp owns 16 query rows, so block_q / 16 warps per block.
-# Left out: block_k 128 with head_dim 128 (its registers spill) and any block below 32.
+# (head_dim, block_q, block_k) whose builds keep every value in registers (no spills), traced
+# or not. Four warps per block, each owning block_q / 4 query rows.
 SUPPORTED = {
     "dtypes": ("float16",),
-    "shapes": tuple((d, bq, bk) for d, bks in ((64, (32, 64, 128)), (128, (32, 64)))
-                    for bq in (64, 128) for bk in bks),
+    "shapes": ((64, 64, 32), (64, 64, 64), (64, 64, 128), (64, 128, 32), (64, 128, 64),
+               (128, 64, 32), (128, 64, 64), (128, 128, 32)),
 }
+THREADS = 128
 MAX_GRID_Y = 65535          # CUDA's limit on gridDim.y, which holds batch·head
 
 
@@ -51,10 +52,6 @@ def check_supported(cfg: AttentionConfig) -> None:
                           f"It supports {supported_text()}.")
 
 
-def threads(cfg: AttentionConfig) -> int:
-    return cfg.block_q // 16 * 32
-
-
 def smem_bytes(cfg: AttentionConfig) -> int:
     """Q_i plus two buffers each of K_j and V_j, float16."""
     return (cfg.block_q + 4 * cfg.block_k) * cfg.head_dim * 2
@@ -76,7 +73,7 @@ def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     check_supported(cfg)
     attrs = _kernel(cfg.head_dim, cfg.block_q, cfg.block_k, bool(trace)).attributes
     return {"registers": int(attrs["num_regs"]), "local_bytes": int(attrs["local_size_bytes"]),
-            "dynamic_smem_bytes": smem_bytes(cfg), "threads": threads(cfg),
+            "dynamic_smem_bytes": smem_bytes(cfg), "threads": THREADS,
             "trace": bool(trace), "source": SOURCE_PATH.name}
 
 
@@ -122,7 +119,7 @@ def launch(cfg: AttentionConfig, Q, K, V, trace: bool, *, poison: bool = False) 
         out["start_ns"] = alloc((n_blocks,), np.uint64, 0)
         out["end_ns"] = alloc((n_blocks,), np.uint64, 0)
         trace_args = tuple(out[name] for name in (*stats, "sm_id", "start_ns", "end_ns"))
-    kern((cfg.Tr, BH, 1), (threads(cfg), 1, 1),
+    kern((cfg.Tr, BH, 1), (THREADS, 1, 1),
          (Q, K, V, out["O"], out["lse"], np.int32(Nq), np.int32(Nk),
           np.float32(cfg.softmax_scale), np.int32(cfg.causal), *trace_args),
          shared_mem=smem_bytes(cfg))

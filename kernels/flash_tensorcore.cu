@@ -1,9 +1,11 @@
 // Tensor-core FlashAttention-2 forward pass (float16 in, float32 accumulate), sm_80 and later.
 //
-// One thread block per (query tile i, batch·head): blockIdx.x = i, blockIdx.y = bh.
-// Each warp owns 16 query rows of Q_i; Br = 16 · warps. Key tiles K_j, V_j (Bc rows) are
+// One thread block of 4 warps per (query tile i, batch·head): blockIdx.x = i, blockIdx.y = bh.
+// Each warp owns Br / 4 query rows of Q_i (one or two m16 row tiles). Key tiles K_j, V_j are
 // streamed through shared memory with cp.async, two buffers deep. S_ij = Q_i K_jᵀ and
-// O_i += P_ij V_j run on mma.sync m16n8k16; O_i, m_i and l_i stay in registers.
+// O_i += P_ij V_j run on mma.sync m16n8k16; O_i, m_i and l_i stay in registers, and so does
+// Q_i when a warp owns 16 rows (with 32 rows it is re-read from shared memory, which lets
+// each K_j / V_j fragment feed two row tiles).
 // Scores are kept raw (q·k); exp2 uses scale·log2(e) folded in, so the trace, written in
 // natural-log units of scale·q·k, needs only one multiply.
 //
@@ -26,8 +28,12 @@
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;
 constexpr int Bc = BLOCK_K;
-constexpr int WARPS = Br / 16;
+constexpr int WARPS = 4;
 constexpr int THREADS = WARPS * 32;
+constexpr int WARP_ROWS = Br / WARPS;    // query rows per warp
+constexpr int MT = WARP_ROWS / 16;       // m16 row tiles per warp
+constexpr int RT = 2 * MT;               // query rows per thread (fragment rows g and g + 8)
+constexpr bool Q_IN_REGS = MT * d <= 128;  // else Q_i is re-read from shared memory
 constexpr int CHUNKS = d / 8;            // 16-byte chunks per row of Q, K, V, O
 constexpr int ROW_BYTES = d * 2;
 constexpr int S_TILES = Bc / 8;          // n-tiles of 8 keys in one row strip of S_ij
@@ -35,7 +41,7 @@ constexpr int O_TILES = d / 8;           // n-tiles of 8 columns in one row stri
 constexpr float LOG2E = 1.4426950408889634f;
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
-static_assert(Br % 16 == 0 && Br >= 16, "BLOCK_Q must be a multiple of 16");
+static_assert(Br == 64 || Br == 128, "BLOCK_Q must be 64 or 128");
 static_assert(Bc % 16 == 0 && Bc >= 16, "BLOCK_K must be a multiple of 16");
 static_assert((Bc * CHUNKS) % THREADS == 0, "K/V tile must split evenly over the threads");
 static_assert((Br * CHUNKS) % THREADS == 0, "Q tile must split evenly over the threads");
@@ -146,13 +152,13 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                  float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
                  int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns,
                  u64* __restrict__ t_end_ns) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    const int i = blockIdx.x, bh = blockIdx.y, Tr = gridDim.x;
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int i = blockIdx.x, bh = blockIdx.y;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
     const int Tc = (seq_k + Bc - 1) / Bc;
 #if TRACE
-    u64 t_start = global_timer();
+    const u64 t_start = global_timer();
 #endif
 
     const unsigned sQ = smem_addr(smem);                  // Br x d (later: O_i staging)
@@ -174,53 +180,77 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
     load_tile<Bc>(sV, Vb, 0, seq_k, tid);
     cp_async_commit();
 
-    // Rows of this thread: r_lo = row0 + g, r_hi = row0 + g + 8.
-    const int row0 = q0 + warp * 16;
-    const int r_lo = row0 + g, r_hi = row0 + g + 8;
+    // Thread row h (0 .. RT-1) is query row row_of(h): row tile h / 2, fragment row g or g + 8.
+    const int warp_row0 = warp * WARP_ROWS;
+    auto row_of = [&](int h) { return q0 + warp_row0 + (h >> 1) * 16 + (h & 1) * 8 + g; };
     const float scale_log2 = scale * LOG2E;
 
-    // ldmatrix row addresses of this lane at kk = 0 (K_j) and n2 = 0 (V_j). Chunk 2·kk (or
-    // 2·n2) XOR the swizzle equals this offset XOR 32·kk bytes, so the loops need no tables.
+    // ldmatrix row addresses of this lane at k-step 0 (Q_i, K_j) and column step 0 (V_j).
+    // Chunk 2·kk XOR the swizzle equals the offset XOR 32·kk bytes, so loops need no tables.
+    const unsigned q_lane_off = (warp_row0 + (lane & 15)) * ROW_BYTES
+                                + (((lane >> 4) ^ (lane & 7)) * 16);
     const unsigned k_lane_off = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES
                                 + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
     const unsigned v_lane_off = (lane & 15) * ROW_BYTES + (((lane >> 4) ^ (lane & 7)) * 16);
 
-    unsigned Qf[d / 16][4];            // Q_i rows of this warp as mma A fragments
-    float O_acc[O_TILES][4];           // unnormalised O_i
-    float m_i[2] = {neg_inf(), neg_inf()};   // running max of raw scores q·k
-    float l_i[2] = {0.f, 0.f};               // running sum (this thread's columns only)
+    unsigned Qf[Q_IN_REGS ? MT : 1][d / 16][4];   // Q_i as mma A fragments, if kept in registers
+    float O_acc[MT][O_TILES][4];              // unnormalised O_i
+    float m_i[RT], l_i[RT];                   // running max of raw scores q·k; running sum
     #pragma unroll
-    for (int n = 0; n < O_TILES; ++n)
-        O_acc[n][0] = O_acc[n][1] = O_acc[n][2] = O_acc[n][3] = 0.f;
+    for (int h = 0; h < RT; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }  // l_i: own columns
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+        #pragma unroll
+        for (int n = 0; n < O_TILES; ++n)
+            O_acc[mt][n][0] = O_acc[mt][n][1] = O_acc[mt][n][2] = O_acc[mt][n][3] = 0.f;
+#if TRACE
+    float keep[4][RT];   // trace values of the tile j with j mod 4 == t, stored 4 tiles at once
+#endif
 
     for (int j = 0; j < n_tiles; ++j) {
         const unsigned bufK = sK + (j & 1) * Bc * d * 2;
         const unsigned bufV = sV + (j & 1) * Bc * d * 2;
         cp_async_wait<1>();            // K_j (and Q_i) have landed
         __syncthreads();
-        if (j == 0) {
+        if (Q_IN_REGS && j == 0) {
             #pragma unroll
-            for (int kk = 0; kk < d / 16; ++kk) {
-                int row = warp * 16 + (lane & 15), chunk = kk * 2 + (lane >> 4);
-                ldmatrix_x4(sQ + swizzle(row, chunk) * 16, Qf[kk]);
-            }
+            for (int mt = 0; mt < (Q_IN_REGS ? MT : 0); ++mt)
+                #pragma unroll
+                for (int kk = 0; kk < d / 16; ++kk)
+                    ldmatrix_x4(sQ + mt * 16 * ROW_BYTES + (q_lane_off ^ (kk * 32)), Qf[mt][kk]);
         }
         if (j + 1 < n_tiles)           // prefetch K_{j+1}; its buffer held K_{j-1}
             load_tile<Bc>(sK + ((j + 1) & 1) * Bc * d * 2, Kb, (j + 1) * Bc, seq_k, tid);
         cp_async_commit();
 
         // S_ij = Q_i K_jᵀ (raw scores).
-        float S[S_TILES][4];
+        float S[MT][S_TILES][4];
         #pragma unroll
-        for (int n = 0; n < S_TILES; ++n) S[n][0] = S[n][1] = S[n][2] = S[n][3] = 0.f;
+        for (int mt = 0; mt < MT; ++mt)
+            #pragma unroll
+            for (int n = 0; n < S_TILES; ++n)
+                S[mt][n][0] = S[mt][n][1] = S[mt][n][2] = S[mt][n][3] = 0.f;
         #pragma unroll
         for (int kk = 0; kk < d / 16; ++kk) {
+            unsigned a[MT][4];
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                if constexpr (Q_IN_REGS) {
+                    a[mt][0] = Qf[mt][kk][0]; a[mt][1] = Qf[mt][kk][1];
+                    a[mt][2] = Qf[mt][kk][2]; a[mt][3] = Qf[mt][kk][3];
+                } else {
+                    ldmatrix_x4(sQ + mt * 16 * ROW_BYTES + (q_lane_off ^ (kk * 32)), a[mt]);
+                }
+            }
             #pragma unroll
             for (int n2 = 0; n2 < S_TILES / 2; ++n2) {
                 unsigned b[4];
                 ldmatrix_x4(bufK + n2 * 16 * ROW_BYTES + (k_lane_off ^ (kk * 32)), b);
-                mma16816(S[2 * n2], Qf[kk], b[0], b[1]);
-                mma16816(S[2 * n2 + 1], Qf[kk], b[2], b[3]);
+                #pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma16816(S[mt][2 * n2], a[mt], b[0], b[1]);
+                    mma16816(S[mt][2 * n2 + 1], a[mt], b[2], b[3]);
+                }
             }
         }
 
@@ -229,61 +259,75 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         const bool diagonal = causal && k0 + Bc - 1 > q0;
         if (diagonal || k0 + Bc > seq_k) {
             #pragma unroll
-            for (int n = 0; n < S_TILES; ++n) {
+            for (int mt = 0; mt < MT; ++mt)
                 #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    int c = k0 + n * 8 + 2 * t + (e & 1);
-                    int r = (e < 2) ? r_lo : r_hi;
-                    if (c >= seq_k || (causal && c > r)) S[n][e] = neg_inf();
-                }
-            }
+                for (int n = 0; n < S_TILES; ++n)
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        int c = k0 + n * 8 + 2 * t + (e & 1);
+                        int r = row_of(2 * mt + (e >> 1));
+                        if (c >= seq_k || (causal && c > r)) S[mt][n][e] = neg_inf();
+                    }
         }
 
         // Online softmax: new max, rescale factor, P_ij = exp(scale·(S - m)).
-        float tile_max[2] = {neg_inf(), neg_inf()};
+        float tile_max[RT], rescale[RT], m_shift[RT], row_sum[RT];
         #pragma unroll
-        for (int n = 0; n < S_TILES; ++n) {
-            tile_max[0] = fmaxf(tile_max[0], fmaxf(S[n][0], S[n][1]));
-            tile_max[1] = fmaxf(tile_max[1], fmaxf(S[n][2], S[n][3]));
-        }
-        float rescale[2], m_shift[2];
+        for (int h = 0; h < RT; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
         #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+        for (int mt = 0; mt < MT; ++mt)
+            #pragma unroll
+            for (int n = 0; n < S_TILES; ++n) {
+                tile_max[2 * mt] = fmaxf(tile_max[2 * mt], fmaxf(S[mt][n][0], S[mt][n][1]));
+                tile_max[2 * mt + 1] = fmaxf(tile_max[2 * mt + 1], fmaxf(S[mt][n][2], S[mt][n][3]));
+            }
+        #pragma unroll
+        for (int h = 0; h < RT; ++h) {
             tile_max[h] = quad_max(tile_max[h]);
             float m_new = fmaxf(m_i[h], tile_max[h]);
             rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
             m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
             m_i[h] = m_new;
         }
-        float row_sum[2] = {0.f, 0.f};
         #pragma unroll
-        for (int n = 0; n < S_TILES; ++n) {
+        for (int mt = 0; mt < MT; ++mt)
             #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                S[n][e] = fast_exp2(fmaf(S[n][e], scale_log2, -m_shift[e >> 1]));
-                row_sum[e >> 1] += S[n][e];
+            for (int n = 0; n < S_TILES; ++n)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    int h = 2 * mt + (e >> 1);
+                    S[mt][n][e] = fast_exp2(fmaf(S[mt][n][e], scale_log2, -m_shift[h]));
+                    row_sum[h] += S[mt][n][e];
+                }
+        #pragma unroll
+        for (int h = 0; h < RT; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
+        #pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            #pragma unroll
+            for (int n = 0; n < O_TILES; ++n) {
+                O_acc[mt][n][0] *= rescale[2 * mt]; O_acc[mt][n][1] *= rescale[2 * mt];
+                O_acc[mt][n][2] *= rescale[2 * mt + 1]; O_acc[mt][n][3] *= rescale[2 * mt + 1];
             }
-        }
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
-        #pragma unroll
-        for (int n = 0; n < O_TILES; ++n) {
-            O_acc[n][0] *= rescale[0]; O_acc[n][1] *= rescale[0];
-            O_acc[n][2] *= rescale[1]; O_acc[n][3] *= rescale[1];
-        }
 
 #if TRACE
-        {
-            float l_row[2] = {quad_sum(l_i[0]), quad_sum(l_i[1])};
+        // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
+        #pragma unroll
+        for (int h = 0; h < RT; ++h) {
+            float l_row = quad_sum(l_i[h]);
+            if ((j & 3) == t) {
+                keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
+                keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
+            }
+        }
+        if ((j & 3) == 3 || j + 1 == n_tiles) {
+            int jj = (j & ~3) + t;
             #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                int r = h ? r_hi : r_lo;
-                if (t == 0 && r < seq_q) {
-                    u64 at = ((u64)bh * seq_q + r) * Tc + j;
-                    t_running_max[at] = m_i[h] * scale;
-                    t_running_sum[at] = l_row[h];
-                    t_rescale[at] = rescale[h];
-                    t_tile_max[at] = tile_max[h] * scale;
+            for (int h = 0; h < RT; ++h) {
+                int r = row_of(h);
+                if (jj <= j && r < seq_q) {
+                    u64 at = ((u64)bh * seq_q + r) * Tc + jj;
+                    t_running_max[at] = keep[0][h]; t_running_sum[at] = keep[1][h];
+                    t_rescale[at] = keep[2][h];     t_tile_max[at] = keep[3][h];
                 }
             }
         }
@@ -298,64 +342,73 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         // O_i += P_ij V_j, P_ij as float16 A fragments straight from the S accumulators.
         #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
-            unsigned P[4] = {pack_half2(S[2 * kk][0], S[2 * kk][1]),
-                             pack_half2(S[2 * kk][2], S[2 * kk][3]),
-                             pack_half2(S[2 * kk + 1][0], S[2 * kk + 1][1]),
-                             pack_half2(S[2 * kk + 1][2], S[2 * kk + 1][3])};
+            unsigned P[MT][4];
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                P[mt][0] = pack_half2(S[mt][2 * kk][0], S[mt][2 * kk][1]);
+                P[mt][1] = pack_half2(S[mt][2 * kk][2], S[mt][2 * kk][3]);
+                P[mt][2] = pack_half2(S[mt][2 * kk + 1][0], S[mt][2 * kk + 1][1]);
+                P[mt][3] = pack_half2(S[mt][2 * kk + 1][2], S[mt][2 * kk + 1][3]);
+            }
             #pragma unroll
             for (int n2 = 0; n2 < O_TILES / 2; ++n2) {
                 unsigned b[4];
                 ldmatrix_x4_trans(bufV + kk * 16 * ROW_BYTES + (v_lane_off ^ (n2 * 32)), b);
-                mma16816(O_acc[2 * n2], P, b[0], b[1]);
-                mma16816(O_acc[2 * n2 + 1], P, b[2], b[3]);
+                #pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    mma16816(O_acc[mt][2 * n2], P[mt], b[0], b[1]);
+                    mma16816(O_acc[mt][2 * n2 + 1], P[mt], b[2], b[3]);
+                }
             }
         }
     }
     cp_async_wait<0>();
 
     // Epilogue: full row sums, O_i / l_i, lse = scale·m + log(l).
-    float inv_l[2];
+    float inv_l[RT];
     #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < RT; ++h) {
         l_i[h] = quad_sum(l_i[h]);
         inv_l[h] = 1.f / l_i[h];
-        int r = h ? r_hi : r_lo;
+        int r = row_of(h);
         if (t == 0 && r < seq_q) lse[(u64)bh * seq_q + r] = m_i[h] * scale + logf(l_i[h]);
     }
 #if TRACE
-    // Causal-skipped tiles carry the state forward: rescale 1, tile max -inf.
-    for (int j = n_tiles; j < Tc; ++j) {
+    // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the quad's
+    // lanes take adjacent tiles.
+    for (int jj = n_tiles + t; jj < Tc; jj += 4) {
         #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            int r = h ? r_hi : r_lo;
-            if (t == 0 && r < seq_q) {
-                u64 at = ((u64)bh * seq_q + r) * Tc + j;
-                t_running_max[at] = m_i[h] * scale;
-                t_running_sum[at] = l_i[h];
-                t_rescale[at] = 1.f;
-                t_tile_max[at] = neg_inf();
+        for (int h = 0; h < RT; ++h) {
+            int r = row_of(h);
+            if (r < seq_q) {
+                u64 at = ((u64)bh * seq_q + r) * Tc + jj;
+                t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
+                t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
             }
         }
     }
 #endif
 
-    // Stage this warp's 16 rows of O_i in its own rows of the Q_i buffer, then store 16 B
-    // per lane, coalesced. Only this warp touches those rows: a warp barrier suffices.
+    // Stage this warp's rows of O_i in its own rows of the Q_i buffer, then store 16 B per
+    // lane, coalesced. Only this warp touches those rows: a warp barrier suffices.
     unsigned char* sO = smem;
     #pragma unroll
-    for (int n = 0; n < O_TILES; ++n) {
-        int row = warp * 16 + g;
-        *(unsigned*)(sO + swizzle(row, n) * 16 + t * 4) =
-            pack_half2(O_acc[n][0] * inv_l[0], O_acc[n][1] * inv_l[0]);
-        *(unsigned*)(sO + swizzle(row + 8, n) * 16 + t * 4) =
-            pack_half2(O_acc[n][2] * inv_l[1], O_acc[n][3] * inv_l[1]);
-    }
+    for (int mt = 0; mt < MT; ++mt)
+        #pragma unroll
+        for (int n = 0; n < O_TILES; ++n) {
+            int row = warp_row0 + mt * 16 + g;
+            *(unsigned*)(sO + swizzle(row, n) * 16 + t * 4) =
+                pack_half2(O_acc[mt][n][0] * inv_l[2 * mt], O_acc[mt][n][1] * inv_l[2 * mt]);
+            *(unsigned*)(sO + swizzle(row + 8, n) * 16 + t * 4) =
+                pack_half2(O_acc[mt][n][2] * inv_l[2 * mt + 1],
+                           O_acc[mt][n][3] * inv_l[2 * mt + 1]);
+        }
     __syncwarp();
     half_t* Ob = O + (u64)bh * seq_q * d;
     #pragma unroll
-    for (int it = 0; it < 16 * CHUNKS / 32; ++it) {
+    for (int it = 0; it < WARP_ROWS * CHUNKS / 32; ++it) {
         int idx = lane + it * 32;
-        int row = warp * 16 + idx / CHUNKS, chunk = idx % CHUNKS;
+        int row = warp_row0 + idx / CHUNKS, chunk = idx % CHUNKS;
         if (q0 + row < seq_q)
             *(uint4*)(Ob + (u64)(q0 + row) * d + chunk * 8) =
                 *(const uint4*)(sO + swizzle(row, chunk) * 16);
@@ -364,7 +417,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 #if TRACE
     __syncthreads();
     if (tid == 0) {
-        int rec = bh * Tr + i;
+        int rec = bh * gridDim.x + i;
         t_sm_id[rec] = sm_index();
         t_start_ns[rec] = t_start;
         t_end_ns[rec] = global_timer();
