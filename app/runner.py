@@ -16,7 +16,9 @@ def inputs(cfg: engine.AttentionConfig):
 
 @st.cache_data(**CACHE)
 def flash(cfg: engine.AttentionConfig, backend: str, kernel: str) -> engine.Result:
-    """The traced flash run whose numbers every page shows."""
+    """The traced flash run whose numbers every page shows (limits checked before the
+    inputs are made)."""
+    engine.check_limits(cfg, algorithm="flash", trace=True)
     q, k, v = inputs(cfg)
     return engine.run(cfg, q, k, v, backend=backend, algorithm="flash", kernel=kernel,
                       trace=True)

@@ -1,0 +1,254 @@
+"""Every page through Streamlit's AppTest: it renders without an exception, it reacts to the
+controls, and bad configs or tampered URL parameters show an error message instead."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+import engine
+from app.timing_data import BENCH_DIR_ENV
+from engine import iomodel
+
+ROOT = Path(__file__).resolve().parent.parent
+MAIN = ROOT / "app" / "main.py"
+FIXTURES = Path(__file__).resolve().parent / "data"
+PAGES = {"overview": "FlashAttention Lab", "sram_tiling": "SRAM tiling",
+         "online_softmax": "Online softmax", "timings": "Timings", "kernel": "Kernel",
+         "downloads": "Downloads"}
+CHARTS = {"overview": 0, "sram_tiling": 3, "online_softmax": 3, "timings": 3, "kernel": 1,
+          "downloads": 0}     # charts drawn with the default config and the test fixtures
+
+
+@pytest.fixture(autouse=True)
+def fresh_app_state(monkeypatch):
+    """Recorded GPU results come from tests/data; no cached run leaks between tests."""
+    monkeypatch.setenv(BENCH_DIR_ENV, str(FIXTURES))
+    st.cache_data.clear()
+    yield
+    st.cache_data.clear()
+
+
+def open_page(page: str, **params) -> AppTest:
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.query_params.update({k: str(v) for k, v in params.items()})
+    at.run()
+    if page != "overview":
+        at.switch_page(f"../pages/{page}.py").run()
+    return at
+
+
+def specs(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+
+
+def texts(at: AppTest) -> str:
+    parts = [e.value for kind in ("markdown", "caption", "info", "success", "warning", "error")
+             for e in getattr(at, kind)]
+    parts += [f"{m.label}={m.value}" for m in at.metric]
+    return "\n".join(str(p) for p in parts)
+
+
+def config_heading(at: AppTest) -> str:
+    return next(h.value for h in at.main.subheader if h.value.startswith("This config"))
+
+
+def assert_clean(at: AppTest):
+    assert not at.exception, [e.value for e in at.exception]
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_renders(page):
+    at = open_page(page)
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert at.title[0].value == PAGES[page]
+    assert len(at.get("vega_lite_chart")) >= CHARTS[page]
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_tampered_url_shows_error_not_exception(page):
+    at = open_page(page, seq_q="1e12", block_q="-3", dtype="evil", backend="gpu!")
+    assert_clean(at)
+    errors = " ".join(e.value for e in at.error)
+    assert "seq_q must be a whole number from 1 to 65536" in errors
+    assert "block_q must be one of 8, 16, 32, 64, 128" in errors
+    assert "dtype must be one of float32, float16" in errors
+    assert "backend must be one of auto, cupy, numpy" in errors
+    # The page still works with the defaults that replaced the bad values.
+    assert at.title[0].value == PAGES[page]
+    assert at.number_input(key="seq_q").value == 256
+
+
+def test_unknown_url_parameter_is_reported():
+    at = open_page("overview", seq_q="512", colour="red")
+    assert_clean(at)
+    assert any("unknown parameters colour" in e.value for e in at.error)
+    assert at.number_input(key="seq_q").value == 512
+
+
+def test_url_parameters_set_the_controls_and_follow_them():
+    at = open_page("overview", seq_q="1024", link_seq="false", seq_k="300", causal="true",
+                   dtype="float16", block_k="32")
+    assert_clean(at)
+    assert not at.error
+    assert at.number_input(key="seq_q").value == 1024
+    assert at.number_input(key="seq_k").value == 300
+    assert at.checkbox(key="causal").value is True
+    assert "N_q=1024, N_k=300" in config_heading(at)
+    at.selectbox(key="head_dim").set_value(128).run()
+    assert at.query_params["head_dim"] == ["128"] or at.query_params["head_dim"] == "128"
+    assert "d=128" in config_heading(at)
+
+
+def test_overview_figures_follow_the_controls():
+    at = open_page("overview")
+    before = texts(at)
+    at.number_input(key="seq_q").set_value(2048).run()
+    assert_clean(at)
+    after = texts(at)
+    assert before != after
+    assert "16 computed" in before and "1024 computed" in after     # 4×4 -> 32×32 tiles
+
+
+def test_preset_buttons_and_selectbox_apply_presets():
+    at = open_page("overview")
+    at.button[1].click().run()           # "long context"
+    assert_clean(at)
+    assert at.number_input(key="seq_q").value == 8192
+    assert at.selectbox(key="dtype").value == "float16"
+    at.selectbox(key="_preset").set_value("causal").run()
+    assert at.checkbox(key="causal").value is True
+    assert at.number_input(key="seq_q").value == 512
+
+
+def test_sram_page_steps_follow_the_tiles():
+    at = open_page("sram_tiling")
+    loop = specs(at)[1]
+    assert loop["params"][0]["bind"]["max"] == 15          # 4×4 tiles
+    at.selectbox(key="block_q").set_value(32).run()
+    assert_clean(at)
+    assert specs(at)[1]["params"][0]["bind"]["max"] == 31  # 8×4 tiles
+
+
+def test_sram_page_causal_has_fewer_steps():
+    at = open_page("sram_tiling", causal="true")
+    assert_clean(at)
+    assert specs(at)[1]["params"][0]["bind"]["max"] == 9   # 10 of 16 tiles run
+
+
+def test_sram_page_play_advances_the_step():
+    at = open_page("sram_tiling")
+    at.toggle(key="sram_play").set_value(True).run()
+    assert_clean(at)
+    assert specs(at)[1]["params"][0]["value"] == 1
+
+
+def test_sram_page_tiles_too_big_shows_red_state():
+    at = open_page("sram_tiling", head_dim=128, block_q=128, block_k=128, dtype="float32")
+    assert_clean(at)
+    msg = " ".join(e.value for e in at.error)
+    cfg = engine.AttentionConfig(head_dim=128, block_q=128, block_k=128, dtype="float32")
+    need = iomodel.smem_budget(cfg, engine.PROFILES["H200"]).total
+    assert f"{need / 1024:.1f} KiB" in msg and "227.0 KiB" in msg and "Largest tiles" in msg
+    assert "128×64" in msg or "64×128" in msg
+    assert "Too big" in json.dumps(specs(at)[0])
+
+
+def test_sram_page_emulated_profile_changes_the_limit():
+    at = open_page("sram_tiling", profile="T4", head_dim=128, block_q=64, block_k=64)
+    assert_clean(at)
+    assert "64.0 KiB" in " ".join(e.value for e in at.error)
+
+
+def test_online_softmax_reacts_to_row_and_inputs():
+    at = open_page("online_softmax")
+    assert "CPU emulation" in at.info[0].value
+    first = specs(at)[0]
+    assert first["params"][0]["name"] == "upto"
+    at.number_input(key="sm_row").set_value(3).run()
+    assert_clean(at)
+    assert "Row **3**" in texts(at)
+    at.selectbox(key="inputs").set_value("rising").run()
+    assert_clean(at)
+    rescales = next(m for m in at.metric if m.label == "rescales below 1")
+    assert int(rescales.value) >= 2     # the rising preset moves the max at later tiles
+
+
+def test_online_softmax_overflow_is_reported_for_large_logits():
+    at = open_page("online_softmax", logit_scale="20", dtype="float16")
+    assert_clean(at)
+    body = texts(at)
+    assert "without subtracting it gives **0** inf" not in body
+    assert "with the max subtracted, **0**" in body
+
+
+def test_limit_errors_are_messages():
+    at = open_page("online_softmax", batch=64, heads=64, seq_q=65536)
+    assert_clean(at)
+    msg = " ".join(e.value for e in at.error)
+    assert "Limit" in msg and "FA_LAB_MAX_" in msg
+
+
+def test_gpu_backend_without_gpu_is_an_error():
+    at = open_page("kernel", backend="cupy")
+    assert_clean(at)
+    msg = " ".join(e.value for e in at.error)
+    assert "no GPU can be used here" in msg and "CPU emulation" in msg
+
+
+def test_timings_page_times_and_sweeps_with_progress():
+    at = open_page("timings")
+    assert "CPU emulation" in texts(at) and "Not a GPU figure" in texts(at)
+    assert "Test fixture GPU" in texts(at) and "2000-01-01" in texts(at)
+    at.select_slider(key="sweep_largest").set_value(512).run()
+    next(b for b in at.button if b.label == "Run sweep").click().run()
+    assert_clean(at)
+    titles = [json.dumps(s.get("title", "")) for s in specs(at)]
+    assert sum("TFLOP/s" in t for t in titles) == 2        # this sweep and the recorded one
+    assert sum("speedup" in t for t in titles) == 2
+    results = at.session_state["timing_results"]
+    assert set(results.kernel) == {"naive", "CPU emulation"}
+    assert set(results.dropna(subset=["median_ms"]).seq.dropna()) == {256.0, 512.0}
+    at.number_input(key="seq_q").set_value(512).run()
+    assert_clean(at)
+    # A new config has no sweep yet; the chosen config's timing is new.
+    assert sum("TFLOP/s" in json.dumps(s.get("title", "")) for s in specs(at)) == 1
+
+
+def test_kernel_page_shows_source_and_recorded_schedule():
+    at = open_page("kernel")
+    assert_clean(at)
+    body = texts(at)
+    assert "No GPU is in use here" in body
+    assert "Recorded on Test fixture GPU" in json.dumps(specs(at)[0])
+    code = at.code[0].value
+    assert "__global__" in code
+    at.radio(key="kernel").set_value("tensorcore").run()
+    assert_clean(at)
+    assert at.code[0].value != code
+    assert "mma" in at.code[0].value
+
+
+def test_kernel_page_without_recorded_schedule(monkeypatch, tmp_path):
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    at = open_page("kernel")
+    assert_clean(at)
+    assert "No block-to-SM schedule" in texts(at)
+
+
+def test_downloads_follow_the_session():
+    at = open_page("downloads")
+    assert_clean(at)
+    labels = [b.label for b in at.get("download_button")]
+    assert "Trace (NPZ)" in labels and "Trace (CSV)" in labels
+    assert not any("Timings" in x for x in labels)
+    assert any("bench_fixture.json" in x for x in labels)
+    at.switch_page("../pages/timings.py").run()
+    at.switch_page("../pages/downloads.py").run()
+    assert_clean(at)
+    labels = [b.label for b in at.get("download_button")]
+    assert "Timings (JSON)" in labels and "Timings (CSV)" in labels
