@@ -32,6 +32,10 @@ KERNEL_COLORS = {
     "torch_math": "#000000",
 }
 
+# The app caps every chart at about 20k marks itself (tiles grouped, rows binned, blocks
+# sampled), so Altair's default 5000-row guard would only refuse charts within that cap.
+alt.data_transformers.disable_max_rows()
+
 FONT = {"label": 16, "title": 18, "chart_title": 20, "text": 16}
 
 
