@@ -16,6 +16,22 @@ timeout 200 python3 -m pytest -q -rs -p no:cacheprovider tests/test_gpu_kernels.
 tests_rc=$?
 tail -25 "$OUT/pytest.log"
 
+python3 - <<'PY' 2>&1 | tee "$OUT/gemm_check.txt"
+# cupy.matmul against the direct cuBLAS call of engine.gpu_naive, float16 P·V of the fairness shape
+import cupy, numpy as np
+from engine import gpu_naive
+from engine.timing import time_stages
+bh, n, d = 64, 4096, 64
+P = cupy.random.standard_normal((bh, n, n), dtype=cupy.float32).astype(cupy.float16)
+V = cupy.random.standard_normal((bh, n, d), dtype=cupy.float32).astype(cupy.float16)
+O1, O2 = cupy.empty((bh, n, d), cupy.float16), cupy.empty((bh, n, d), cupy.float16)
+stages = [("cupy.matmul", lambda: cupy.matmul(P, V, out=O1)),
+          ("cublas direct", lambda: gpu_naive.batched_gemm(False, d, n, n, V, d, P, n, O2, d, bh))]
+tot, per = time_stages(stages, 20, 2)
+for name, ms in per.items():
+    print(f"{name}: median {np.median(ms):.4f} ms = {2 * bh * n * n * d / np.median(ms) / 1e9:.1f} TFLOP/s")
+print("max |difference|:", float(cupy.abs(O1.astype(cupy.float32) - O2.astype(cupy.float32)).max()))
+PY
 python3 -m engine fairness --reps 30 --out "$OUT/fairness_h200.json" 2>&1 | tail -4
 python3 -m engine trace --batch 1 --heads 4 --seq-q 2048 --seq-k 2048 --head-dim 64 \
   --block-q 64 --block-k 64 --dtype float16 --backend cupy --out /tmp/trace.npz \

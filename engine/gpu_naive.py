@@ -1,9 +1,13 @@
-"""Naive attention on the GPU, the fair baseline: S = QKᵀ and O = PV through cuBLAS
-(cupy.matmul) with one fused row-softmax kernel (kernels/naive_softmax.cu) between them.
+"""Naive attention on the GPU, the fair baseline: S = QKᵀ and O = PV through cuBLAS with one
+fused row-softmax kernel (kernels/naive_softmax.cu) between them.
 
 S and P are materialised in the input dtype, as a framework's matmul-softmax-matmul does;
 the softmax does its arithmetic in float32, applies the scale and the causal mask, and
-writes each row's log-sum-exp.
+writes each row's log-sum-exp. The two products call cuBLAS's strided batched GEMM
+directly, on CuPy's cuBLAS handle, as PyTorch does: float32 accumulation, tensor cores allowed
+for float16 (plain float32 stays float32, no TF32), Kᵀ by a transpose flag rather than a copy.
+On an H200 with CuPy 14.2, cupy.matmul ran these float16 products several times slower
+(benchmarks/NOTES.md).
 """
 from __future__ import annotations
 
@@ -16,7 +20,6 @@ from .gpu_runtime import live_gpu
 
 SOURCE = "naive_softmax.cu"
 FUNCTION = "row_softmax"
-NUM_THREADS = 256               # NUM_THREADS in the source
 DEFAULT_SMEM_LIMIT = 48 * 1024
 STAGES = ("S = QKᵀ (cuBLAS)", "softmax (fused kernel)", "O = PV (cuBLAS)")
 
@@ -25,8 +28,37 @@ class NaiveRowTooLongError(ConfigError):
     """A row of S does not fit in one thread block's shared memory."""
 
 
+def row_threads(cfg: AttentionConfig) -> int:
+    """Threads per softmax row: about 8 keys each, a multiple of 32, from 32 to 256."""
+    return min(256, 32 * max(1, -(-cfg.seq_k // 256)))
+
+
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
-    return ("-DELEM_T=" + ("float" if cfg.dtype == "float32" else "half_bits"),)
+    return ("-DELEM_T=" + ("float" if cfg.dtype == "float32" else "half_bits"),
+            f"-DNUM_THREADS={row_threads(cfg)}")
+
+
+def batched_gemm(transa: bool, m: int, n: int, k: int, A, lda: int, B, ldb: int, C, ldc: int,
+                 batch: int):
+    """Column-major C_b (m × n) = op(A_b) · B_b for b < batch, one cuBLAS call on the current
+    stream. Row-major arrays are read as their column-major transposes."""
+    import cupy
+    from cupy_backends.cuda.libs import cublas
+    runtime = cupy.cuda.runtime
+    dtype = C.dtype
+    cuda_type = runtime.CUDA_R_16F if dtype == cupy.float16 else runtime.CUDA_R_32F
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    handle = cupy.cuda.device.get_cublas_handle()
+    cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    cublas.setMathMode(handle, cublas.CUBLAS_DEFAULT_MATH)
+    cublas.gemmStridedBatchedEx(
+        handle, cublas.CUBLAS_OP_T if transa else cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N,
+        m, n, k, one.ctypes.data,
+        A.data.ptr, cuda_type, lda, A.size // batch,
+        B.data.ptr, cuda_type, ldb, B.size // batch,
+        zero.ctypes.data, C.data.ptr, cuda_type, ldc, C.size // batch,
+        batch, cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP)
 
 
 def row_smem_bytes(cfg: AttentionConfig) -> int:
@@ -59,18 +91,19 @@ def prepare(cfg: AttentionConfig, Q, K, V):
            "P": cupy.empty((bh, nq, nk), dtype=cfg.dtype),
            "O": cupy.empty((bh, nq, cfg.head_dim), dtype=cfg.dtype),
            "lse": cupy.empty((bh, nq), dtype=cupy.float32)}
-    K_T = K.transpose(0, 2, 1)
+    d = cfg.head_dim
     args = (out["S"], out["P"], out["lse"], np.int32(nq), np.int32(nk),
             np.float32(cfg.softmax_scale), np.int32(cfg.causal))
+    threads = row_threads(cfg)
 
-    def scores():
-        cupy.matmul(Q, K_T, out=out["S"])
+    def scores():   # row-major S = Q Kᵀ is column-major Sᵀ (nk × nq) = Kᵀ-of-(d × nk) · Q
+        batched_gemm(True, nk, nq, d, K, d, Q, d, out["S"], nk, bh)
 
     def softmax():
-        fn((bh * nq,), (NUM_THREADS,), args, shared_mem=smem)
+        fn((bh * nq,), (threads,), args, shared_mem=smem)
 
-    def output():
-        cupy.matmul(out["P"], V, out=out["O"])
+    def output():   # row-major O = P V is column-major Oᵀ (d × nq) = V (d × nk) · P (nk × nq)
+        batched_gemm(False, d, nq, nk, V, d, out["P"], nk, out["O"], d, bh)
 
     return list(zip(STAGES, (scores, softmax, output))), out
 

@@ -5,17 +5,17 @@
 // log-sum-exp. One thread block per row: the row is read from HBM once into shared memory as
 // float32, reduced for its max and its sum of exponentials, and written once as P.
 //
-// Compile-time parameter (-D): ELEM_T = float or half_bits (IEEE float16), the dtype of S and P.
+// Compile-time parameters (-D): ELEM_T = float or half_bits (IEEE float16), the dtype of S and
+// P; NUM_THREADS = threads per row (a multiple of 32, at most 1024; short rows use fewer).
 // Launch: grid (B·H·seq_q), NUM_THREADS threads, seq_k · 4 bytes of dynamic shared memory.
 
-#ifndef ELEM_T
-#error "compile with -DELEM_T=float|half_bits"
+#if !defined(ELEM_T) || !defined(NUM_THREADS)
+#error "compile with -DELEM_T=float|half_bits -DNUM_THREADS=<multiple of 32>"
 #endif
 
 typedef unsigned short half_bits;  // float16 kept as raw bits: no header needed
 typedef ELEM_T elem_t;
 
-#define NUM_THREADS 256
 #define NUM_WARPS (NUM_THREADS / 32)
 
 __device__ __forceinline__ float to_f32(float x) { return x; }

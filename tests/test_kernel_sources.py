@@ -32,7 +32,8 @@ TEACHING = [
 ]
 EXAMPLES = {
     "flash_teaching.cu": [teaching.compile_options(c, t) for c, t in TEACHING],
-    "naive_softmax.cu": [gpu_naive.compile_options(cfg(dtype=d)) for d in ("float32", "float16")],
+    "naive_softmax.cu": [gpu_naive.compile_options(cfg(dtype=d, seq_k=n))
+                         for d, n in (("float32", 100), ("float16", 4096))],
     "bench_hold.cu": [()],
 }
 
@@ -70,6 +71,11 @@ def test_options_name_every_compile_time_parameter():
                                         dtype="float16", causal=True), trace=False)
     assert opts == ("-DBLOCK_Q=32", "-DBLOCK_K=16", "-DHEAD_DIM=128", "-DELEM_T=half_bits",
                     "-DCAUSAL=1", "-DTRACE=0")
+
+
+def test_naive_softmax_threads_fit_the_row():
+    assert [gpu_naive.row_threads(cfg(seq_k=n)) for n in (1, 256, 257, 1024, 4096, 16384)] == \
+        [32, 32, 64, 128, 256, 256]
 
 
 def test_teaching_smem_layout_equals_the_io_model():
