@@ -1,19 +1,18 @@
-"""The tensor-core FlashAttention forward kernel (kernels/flash_tensorcore.cu) through CuPy.
+"""Launcher of the tensor-core FlashAttention kernel, kernels/flash_tensorcore.cu, on CuPy
+arrays, with the interface every flash launcher shares (see engine.teaching).
 
-`SUPPORTED` is the one list of what the kernel takes; `check_supported` quotes it. `launch`
-compiles (once per shape and trace switch), launches and returns CuPy arrays. CuPy is imported
-only when a kernel is compiled, so the checks work on machines without a GPU.
+`SUPPORTED` is the one list of what the kernel takes; `check_supported` and
+`supported_text` quote it. CuPy is imported only when a kernel is prepared, so the checks
+work on machines without a GPU.
 """
 from __future__ import annotations
-
-import functools
-from pathlib import Path
 
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
 
-SOURCE_PATH = Path(__file__).resolve().parent.parent / "kernels" / "flash_tensorcore.cu"
+SOURCE = "flash_tensorcore.cu"
+FUNCTION = "flash_tensorcore"
 
 # (head_dim, block_q, block_k) whose builds keep every value in registers (no spills), traced
 # or not. Four warps per block, each owning block_q / 4 query rows.
@@ -23,7 +22,9 @@ SUPPORTED = {
                (128, 64, 32), (128, 64, 64), (128, 128, 32)),
 }
 THREADS = 128
-MAX_GRID_Y = 65535          # CUDA's limit on gridDim.y, which holds batch·head
+MAX_GRID_Y = 65535          # gridDim.y holds batch·head; larger B·H runs in several launches
+TRACE_KEYS = ("running_max", "running_sum", "rescale", "tile_max")
+BLOCK_KEYS = ("sm_id", "start_ns", "end_ns")
 
 
 def supported_text() -> str:
@@ -32,21 +33,17 @@ def supported_text() -> str:
     for d in sorted({s[0] for s in SUPPORTED["shapes"]}):
         pairs = ", ".join(f"{bq}×{bk}" for dd, bq, bk in SUPPORTED["shapes"] if dd == d)
         parts.append(f"head_dim {d} with block_q×block_k {pairs}")
-    return (f"dtype {' or '.join(SUPPORTED['dtypes'])}; " + "; ".join(parts)
-            + f"; batch × heads at most {MAX_GRID_Y}")
+    return f"dtype {' or '.join(SUPPORTED['dtypes'])}; " + "; ".join(parts)
 
 
 def check_supported(cfg: AttentionConfig) -> None:
     """Raise ConfigError unless the tensor-core kernel takes this config."""
-    shape = (cfg.head_dim, cfg.block_q, cfg.block_k)
     problems = []
     if cfg.dtype not in SUPPORTED["dtypes"]:
         problems.append(f"dtype={cfg.dtype}")
-    if shape not in SUPPORTED["shapes"]:
+    if (cfg.head_dim, cfg.block_q, cfg.block_k) not in SUPPORTED["shapes"]:
         problems.append(f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, "
                         f"block_k={cfg.block_k}")
-    if cfg.bh > MAX_GRID_Y:
-        problems.append(f"batch × heads={cfg.bh}")
     if problems:
         raise ConfigError(f"The tensor-core kernel does not take {'; '.join(problems)}. "
                           f"It supports {supported_text()}.")
@@ -57,24 +54,29 @@ def smem_bytes(cfg: AttentionConfig) -> int:
     return (cfg.block_q + 4 * cfg.block_k) * cfg.head_dim * 2
 
 
-@functools.lru_cache(maxsize=None)
-def _kernel(head_dim: int, block_q: int, block_k: int, trace: bool):
-    import cupy
-    options = ("--std=c++17", f"-DHEAD_DIM={head_dim}", f"-DBLOCK_Q={block_q}",
-               f"-DBLOCK_K={block_k}", f"-DTRACE={int(trace)}")
-    module = cupy.RawModule(code=SOURCE_PATH.read_text(), options=options)
-    kern = module.get_function("flash_tensorcore")
-    kern.max_dynamic_shared_size_bytes = (block_q + 4 * block_k) * head_dim * 2
-    return kern
+def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
+    return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DBLOCK_Q={cfg.block_q}",
+            f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}")
+
+
+def _function(cfg: AttentionConfig, trace: bool):
+    """The compiled kernel (kernels.loader caches one module per option set)."""
+    from kernels.loader import get_function
+    fn = get_function(SOURCE, FUNCTION, compile_options(cfg, trace))
+    if fn.max_dynamic_shared_size_bytes < smem_bytes(cfg):
+        fn.max_dynamic_shared_size_bytes = smem_bytes(cfg)
+    return fn
 
 
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
-    """Compile facts of the build that runs this config: registers, memory, threads."""
+    """Compile facts of the build that runs this config."""
     check_supported(cfg)
-    attrs = _kernel(cfg.head_dim, cfg.block_q, cfg.block_k, bool(trace)).attributes
-    return {"registers": int(attrs["num_regs"]), "local_bytes": int(attrs["local_size_bytes"]),
-            "dynamic_smem_bytes": smem_bytes(cfg), "threads": THREADS,
-            "trace": bool(trace), "source": SOURCE_PATH.name}
+    fn = _function(cfg, trace)
+    return {"kernel_source": f"kernels/{SOURCE}",
+            "compile_options": " ".join(compile_options(cfg, trace)),
+            "registers_per_thread": int(fn.num_regs),
+            "local_bytes_per_thread": int(fn.local_size_bytes),
+            "threads_per_block": THREADS, "dynamic_smem_bytes": smem_bytes(cfg)}
 
 
 def _check_operand(name, x, want_shape, dtype):
@@ -87,40 +89,72 @@ def _check_operand(name, x, want_shape, dtype):
                           f"{x.shape}, dtype {x.dtype}, contiguous={x.flags.c_contiguous}.")
 
 
-def launch(cfg: AttentionConfig, Q, K, V, trace: bool, *, poison: bool = False) -> dict:
-    """Run the kernel on (B·H, N, d) CuPy arrays; return a dict of CuPy arrays.
-
-    "O" (B·H, seq_q, d) cfg.dtype and "lse" (B·H, seq_q) float32; with trace also
-    "running_max", "running_sum", "rescale", "tile_max" (B·H, seq_q, Tc) float32 and, per
-    thread block (index bh·Tr + i), "sm_id" int32, "start_ns" and "end_ns" uint64.
-    poison=True fills every output with NaN (or -1 / 0) first, so tests can see unwritten
-    elements; it costs a fill, so timings leave it off.
-    """
+def allocate_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> dict:
+    """Output buffers. poison=True fills them first (NaN; -1 for sm_id; 0 for the times,
+    which %globaltimer never reads), so a test can tell every element was written."""
     import cupy
-    check_supported(cfg)
-    BH, Nq, Nk, d = cfg.bh, cfg.seq_q, cfg.seq_k, cfg.head_dim
-    _check_operand("Q", Q, (BH, Nq, d), cfg.dtype)
-    _check_operand("K", K, (BH, Nk, d), cfg.dtype)
-    _check_operand("V", V, (BH, Nk, d), cfg.dtype)
-    kern = _kernel(d, cfg.block_q, cfg.block_k, bool(trace))
 
     def alloc(shape, dtype, fill):
         return cupy.full(shape, fill, dtype=dtype) if poison else cupy.empty(shape, dtype)
 
-    out = {"O": alloc((BH, Nq, d), cfg.dtype, np.nan), "lse": alloc((BH, Nq), np.float32, np.nan)}
-    null = np.uint64(0)
-    trace_args = (null,) * 7
+    bh, nq = cfg.bh, cfg.seq_q
+    out = {"O": alloc((bh, nq, cfg.head_dim), cfg.dtype, np.nan),
+           "lse": alloc((bh, nq), np.float32, np.nan)}
     if trace:
-        stats = ("running_max", "running_sum", "rescale", "tile_max")
-        for name in stats:
-            out[name] = alloc((BH, Nq, cfg.Tc), np.float32, np.nan)
-        n_blocks = BH * cfg.Tr
+        for key in TRACE_KEYS:
+            out[key] = alloc((bh, nq, cfg.Tc), np.float32, np.nan)
+        n_blocks = bh * cfg.Tr
         out["sm_id"] = alloc((n_blocks,), np.int32, -1)
         out["start_ns"] = alloc((n_blocks,), np.uint64, 0)
         out["end_ns"] = alloc((n_blocks,), np.uint64, 0)
-        trace_args = tuple(out[name] for name in (*stats, "sm_id", "start_ns", "end_ns"))
-    kern((cfg.Tr, BH, 1), (THREADS, 1, 1),
-         (Q, K, V, out["O"], out["lse"], np.int32(Nq), np.int32(Nk),
-          np.float32(cfg.softmax_scale), np.int32(cfg.causal), *trace_args),
-         shared_mem=smem_bytes(cfg))
+    return out
+
+
+def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
+            poison: bool = False):
+    """(run, outputs): run() enqueues the kernel, writing into outputs. Compiles on first use.
+
+    Q (B·H, seq_q, d), K and V (B·H, seq_k, d): contiguous CuPy arrays of cfg.dtype.
+    outputs: "O" (B·H, seq_q, d) cfg.dtype, "lse" (B·H, seq_q) float32; with trace also
+    "running_max", "running_sum", "rescale", "tile_max" (B·H, seq_q, Tc) float32 and per
+    thread block (record bh·Tr + i) "sm_id" int32, "start_ns" and "end_ns" uint64; and
+    "info", the compile facts.
+    """
+    check_supported(cfg)
+    bh, d = cfg.bh, cfg.head_dim
+    _check_operand("Q", Q, (bh, cfg.seq_q, d), cfg.dtype)
+    _check_operand("K", K, (bh, cfg.seq_k, d), cfg.dtype)
+    _check_operand("V", V, (bh, cfg.seq_k, d), cfg.dtype)
+    fn = _function(cfg, trace)
+    out = outputs if outputs is not None else allocate_outputs(cfg, trace, poison)
+    Tr, smem = cfg.Tr, smem_bytes(cfg)
+    scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
+               np.int32(cfg.causal))
+    launches = []
+    for bh0 in range(0, bh, MAX_GRID_Y):
+        bh1 = min(bh, bh0 + MAX_GRID_Y)
+        rec = slice(bh0 * Tr, bh1 * Tr)
+        traced = ([out[k][bh0:bh1] for k in TRACE_KEYS] + [out[k][rec] for k in BLOCK_KEYS]
+                  if trace else [np.uint64(0)] * 7)     # null pointers when not traced
+        args = (Q[bh0:bh1], K[bh0:bh1], V[bh0:bh1], out["O"][bh0:bh1], out["lse"][bh0:bh1],
+                *scalars, *traced)
+        launches.append(((Tr, bh1 - bh0), args))
+
+    def run():
+        for grid, args in launches:
+            fn(grid, (THREADS,), args, shared_mem=smem)
+
+    out["info"] = {"kernel_source": f"kernels/{SOURCE}",
+                   "compile_options": " ".join(compile_options(cfg, trace)),
+                   "registers_per_thread": int(fn.num_regs),
+                   "local_bytes_per_thread": int(fn.local_size_bytes),
+                   "threads_per_block": THREADS, "dynamic_smem_bytes": smem,
+                   "grid": f"{Tr} × {bh}"}
+    return run, out
+
+
+def launch(cfg: AttentionConfig, Q, K, V, trace: bool, *, poison: bool = False) -> dict:
+    """Run the kernel once; the dict of CuPy arrays that prepare() describes."""
+    run, out = prepare(cfg, Q, K, V, trace, poison=poison)
+    run()
     return out
