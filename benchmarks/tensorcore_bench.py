@@ -146,6 +146,18 @@ def bench_config(n, d, causal, notes) -> list[dict]:
     return out
 
 
+def engine_check() -> list[dict]:
+    """The same kernel timed through engine.benchmark (the app's harness), for comparison."""
+    rows = []
+    for n, d, causal, bq, bk in ((8192, 128, False, 128, 32), (4096, 64, True, 128, 64)):
+        cfg = engine.AttentionConfig(batch=BATCH, heads=HEADS, seq_q=n, seq_k=n, head_dim=d,
+                                     dtype="float16", causal=causal, block_q=bq, block_k=bk)
+        t = engine.benchmark(cfg, backend="cupy", kernel="tensorcore", reps=REPS, warmup=WARMUP)
+        rows.append({"seq": n, "head_dim": d, "causal": causal, "block_q": bq, "block_k": bk,
+                     "median_ms": t.median_ms, "tflops": t.tflops, "method": t.method})
+    return rows
+
+
 def device_block() -> dict:
     p = cupy.cuda.runtime.getDeviceProperties(0)
     ver = lambda v: f"{v // 1000}.{(v % 1000) // 10}"  # noqa: E731
@@ -203,12 +215,19 @@ def main(out_dir: str) -> None:
             for causal in (False, True):
                 results.extend(bench_config(n, d, causal, notes))
                 print(f"done n={n} d={d} causal={causal}", flush=True)
+    try:
+        check = engine_check()
+    except Exception as exc:
+        check = [{"error": f"{type(exc).__name__}: {exc}"}]
     doc = {"device": device_block(),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-           "method": METHOD, "kernel_facts": facts, "notes": notes, "results": results}
+           "method": METHOD, "kernel_facts": facts, "notes": notes,
+           "engine_benchmark_check": check, "results": results}
     Path(out_dir, "tensorcore_bench.json").write_text(json.dumps(doc, indent=1))
     for line in notes:
         print("note:", line)
+    for c in check:
+        print("engine.benchmark check:", c)
     print("\n".join(summary(results)))
 
 

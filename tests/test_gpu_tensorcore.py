@@ -201,3 +201,19 @@ def test_kernel_facts_report_no_spills():
             assert 0 < facts["registers_per_thread"] <= 255, (d, bq, bk)
             assert facts["local_bytes_per_thread"] == 0, ("spills", d, bq, bk, trace)
             assert facts["threads_per_block"] == 128
+
+
+@pytest.mark.gpu
+def test_engine_run_and_benchmark_reach_the_kernel():
+    cfg = config(head_dim=64, block_q=128, block_k=64, seq_q=400, seq_k=300, causal=True,
+                 inputs="rising")
+    q, k, v = engine.make_inputs(cfg)
+    res = engine.run(cfg, q, k, v, backend="cupy", kernel="tensorcore", trace=True)
+    ref = engine.run(cfg, q, k, v, backend="numpy", trace=True)
+    assert res.kernel == "tensorcore" and res.schedule is not None
+    assert rel_err(res.output, ref.output) <= 2e-3
+    for name in TRACE_NAMES:
+        assert rel_err(getattr(res.trace, name), getattr(ref.trace, name)) <= 1e-3, name
+    big = config(head_dim=128, block_q=128, block_k=32, seq_q=2048, seq_k=2048, heads=8)
+    t = engine.benchmark(big, backend="cupy", kernel="tensorcore", reps=5, warmup=1)
+    assert t.reps == 5 and 0 < t.median_ms and 10 < t.tflops < 1000
