@@ -1,0 +1,123 @@
+"""Load test: many concurrent headless-Chromium sessions against one app server, mixing page
+loads, control changes and animation steps. Reports requests served, the 95th-percentile
+time to a drawn chart, exceptions seen, wrong results seen, and the server's peak memory.
+
+Full size (writes benchmarks/load_test.json):  python benchmarks/load_test.py
+tests/test_load.py runs the same code at a smaller size in CI.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from app_server import CHROMIUM, CHROMIUM_ARGS, rss_bytes, serve  # noqa: E402
+
+CHART_PAGES = ("sram-tiling", "online-softmax")
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+DRAWN = ("() => { const e = [...document.querySelectorAll('.vega-embed')];"
+         " return e.length > 0 && e.every(x => x.querySelector('canvas, svg')); }")
+
+
+async def _settle(page, charts: bool, timeout_ms: int = 60000):
+    await page.wait_for_selector("h1", timeout=timeout_ms)
+    await page.wait_for_function(IDLE, timeout=timeout_ms)
+    if charts:
+        await page.wait_for_function(DRAWN, timeout=timeout_ms)
+
+
+async def _session(browser, base: str, seq_q: int, stop_at: float, stats: dict, rng):
+    ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
+    page = await ctx.new_page()
+    seed = rng.randrange(1000)
+    try:
+        while time.time() < stop_at:
+            action = rng.choice(("load", "load", "control", "step"))
+            name = rng.choice(CHART_PAGES)
+            t0 = time.perf_counter()
+            if action == "load" or page.url in ("about:blank", ""):
+                await page.goto(f"{base}/{name}?seq_q={seq_q}&seed={seed}")
+                await _settle(page, charts=True)
+            elif action == "control":
+                seed = (seed + 1) % 1000
+                box = page.get_by_label("seed")
+                await box.fill(str(seed))
+                await box.press("Enter")
+                await page.wait_for_timeout(300)
+                await _settle(page, charts=True)
+            else:
+                slider = page.locator(".vega-bind input[type=range]").first
+                if await slider.count() == 0:
+                    continue
+                top = int(await slider.get_attribute("max") or 1)
+                await slider.fill(str(rng.randint(1, max(top, 1))))
+                await page.wait_for_function(DRAWN, timeout=30000)
+            stats["latency_ms"].append((time.perf_counter() - t0) * 1e3)
+            stats["requests"][action] += 1
+            stats["exceptions"] += await page.locator('[data-testid="stException"]').count()
+            # Each visitor must see its own config, never another session's.
+            if f"seq_q={seq_q}" not in page.url:
+                stats["wrong"].append(f"URL lost seq_q={seq_q}: {page.url}")
+            shown = await page.get_by_label("seq_q (queries)").input_value()
+            if shown != str(seq_q):
+                stats["wrong"].append(f"seq_q control shows {shown}, this visitor set {seq_q}")
+    except Exception as exc:  # a timeout or crash counts as a failure of the run
+        stats["errors"].append(f"{type(exc).__name__}: {str(exc)[:200]}")
+    finally:
+        await ctx.close()
+
+
+async def _drive(base: str, sessions: int, seconds: float, seed: int) -> dict:
+    from playwright.async_api import async_playwright
+    stats = {"requests": {"load": 0, "control": 0, "step": 0}, "latency_ms": [],
+             "exceptions": 0, "wrong": [], "errors": []}
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        stop_at = time.time() + seconds
+        rng = random.Random(seed)
+        await asyncio.gather(*(
+            _session(browser, base, (128, 192, 320, 384)[i % 4], stop_at, stats, random.Random(rng.random()))
+            for i in range(sessions)))
+        await browser.close()
+    return stats
+
+
+def run(sessions: int = 20, seconds: float = 60, seed: int = 0) -> dict:
+    with serve() as (base, proc):
+        peak = [rss_bytes(proc.pid)]
+        done = threading.Event()
+
+        def sample():
+            while not done.wait(0.5):
+                peak.append(rss_bytes(proc.pid))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        t0 = time.time()
+        stats = asyncio.run(_drive(base, sessions, seconds, seed))
+        wall = time.time() - t0
+        done.set()
+        sampler.join()
+    lat = sorted(stats["latency_ms"])
+    p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else float("nan")
+    return {"sessions": sessions, "seconds": seconds, "wall_s": round(wall, 1),
+            "requests": stats["requests"], "served": sum(stats["requests"].values()),
+            "p95_ms_to_drawn_chart": round(p95, 1),
+            "median_ms": round(lat[len(lat) // 2], 1) if lat else float("nan"),
+            "exceptions": stats["exceptions"], "wrong": stats["wrong"][:20],
+            "errors": stats["errors"][:20], "server_rss_start_mb": round(peak[0] / 2**20),
+            "server_rss_peak_mb": round(max(peak) / 2**20)}
+
+
+if __name__ == "__main__":
+    out = run()
+    out["date"] = datetime.date.today().isoformat()
+    out["machine"] = "2-core developer machine, no GPU (CPU emulation), server and browser together"
+    Path(__file__).with_name("load_test.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out, indent=1))

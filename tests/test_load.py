@@ -1,0 +1,26 @@
+"""Load test at CI size: concurrent headless-Chromium sessions on one server; no exception,
+every visitor sees its own config, memory bounded. The full size (20 sessions, 60 s) is
+benchmarks/load_test.py."""
+import sys
+from pathlib import Path
+
+import pytest
+
+from app_server import CHROMIUM
+
+pytestmark = pytest.mark.browser
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+
+def test_concurrent_sessions_stay_correct():
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
+    pytest.importorskip("playwright.async_api", reason="playwright is not installed")
+    import load_test
+    out = load_test.run(sessions=4, seconds=25, seed=1)
+    assert out["errors"] == [], out
+    assert out["exceptions"] == 0, out
+    assert out["wrong"] == [], out
+    assert out["served"] >= 8, out
+    assert out["requests"]["load"] > 0 and out["requests"]["control"] + out["requests"]["step"] > 0
+    assert out["server_rss_peak_mb"] < 2048, out
