@@ -1,0 +1,57 @@
+"""Hypothesis fuzzing of URL parameters: any link gives either a valid view or a clear
+message, never an exception."""
+from pathlib import Path
+
+import streamlit as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st_h
+from streamlit.testing.v1 import AppTest
+
+from app.controls import CONTROLS, parse_value
+
+MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
+NASTY = ["1e12", "-3", "evil", "", "nan", "inf", "-inf", "0", "64.5", "0x40", "true", "None",
+         "<script>alert(1)</script>", "../../etc/passwd", "9" * 40, "1,2", " 64 ", "float16"]
+raw_values = st_h.one_of(st_h.sampled_from(NASTY), st_h.text(max_size=20),
+                         st_h.integers(-10**15, 10**15).map(str),
+                         st_h.floats(allow_nan=True, allow_infinity=True).map(repr))
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st_h.sampled_from(sorted(CONTROLS)), raw=raw_values)
+def test_parse_value_accepts_or_explains(name, raw):
+    try:
+        value = parse_value(name, raw)
+    except ValueError as exc:
+        assert name in str(exc) and CONTROLS[name].allowed() in str(exc)
+        return
+    control = CONTROLS[name]
+    if control.kind == "choice":
+        assert value in control.choices
+    elif control.kind in ("int", "float"):
+        assert control.low <= value <= control.high
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(params=st_h.dictionaries(
+    st_h.sampled_from(sorted(CONTROLS) + ["unknown", "page"]), raw_values, max_size=4))
+def test_any_link_renders_without_exception(params):
+    st.cache_data.clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.query_params.update(params)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    bad = [k for k, v in params.items() if k in CONTROLS and _invalid(k, v)]
+    if bad or set(params) - set(CONTROLS):
+        shown = " ".join(e.value for e in at.error)
+        assert shown, f"no message for {params}"
+        for k in bad:
+            assert k in shown
+
+
+def _invalid(name, raw) -> bool:
+    try:
+        parse_value(name, raw)
+    except ValueError:
+        return True
+    return False
