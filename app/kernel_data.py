@@ -24,10 +24,18 @@ def kernel_source(kernel: str, directory: Path = KERNEL_DIR) -> tuple[Path, str 
         return path, None
 
 
+SCALARS = (str, int, float, bool, np.integer, np.floating)
+
+
 def facts_table(info: dict) -> pd.DataFrame:
-    """The scalar facts a backend reported (compile facts, device, ...), as text."""
-    rows = [(k, str(v)) for k, v in info.items()
-            if isinstance(v, (str, int, float, bool, np.integer, np.floating))]
+    """The facts a backend reported (compile facts, device, ...) as text: scalars, and lists
+    of scalars joined by spaces."""
+    rows = []
+    for k, v in info.items():
+        if isinstance(v, SCALARS):
+            rows.append((k, str(v)))
+        elif isinstance(v, (list, tuple)) and all(isinstance(x, SCALARS) for x in v):
+            rows.append((k, " ".join(str(x) for x in v)))
     return pd.DataFrame(rows, columns=["fact", "value"])
 
 

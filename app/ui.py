@@ -28,12 +28,13 @@ def usable_settings() -> Settings:
     return s
 
 
-def guarded(fn: Callable[..., T], *args) -> T | None:
-    """Call fn; a ValueError (bad config, limit, unsupported shape) becomes an st.error."""
+def guarded(fn: Callable[..., T], *args, show: Callable = st.error) -> T | None:
+    """Call fn; a ValueError (bad config, limit, unsupported shape) becomes a message
+    (st.error unless `show` says otherwise)."""
     try:
         return fn(*args)
     except ValueError as exc:
-        st.error(str(exc))
+        show(str(exc))
         return None
 
 

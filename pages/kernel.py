@@ -22,7 +22,7 @@ if s.on_gpu:
     if res is not None:
         st.success(f"The {name} ran on {s.device.name} for this config.")
 else:
-    st.info(f"No GPU is in use here ({s.device.reason}) so no CUDA kernel ran: the pages show "
+    st.info(f"No GPU is in use here, so no CUDA kernel ran: {s.device.reason} The pages show "
             f"the NumPy emulation of the same loop. Below is the source of the {name} that "
             f"runs on a GPU, and a schedule recorded on a real GPU if one is in benchmarks/.")
 

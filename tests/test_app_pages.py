@@ -13,14 +13,17 @@ import engine
 from app.timing_data import BENCH_DIR_ENV
 from engine import iomodel
 
+ON_GPU = engine.probe_gpu()[0]      # backend "auto" runs the CuPy kernels there
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "app" / "main.py"
 FIXTURES = Path(__file__).resolve().parent / "data"
 PAGES = {"overview": "FlashAttention Lab", "sram_tiling": "SRAM tiling",
          "online_softmax": "Online softmax", "timings": "Timings", "kernel": "Kernel",
          "downloads": "Downloads"}
+# charts drawn with the default config and the test fixtures (the kernel page draws the
+# recorded schedule on CPU and the live one on a GPU)
 CHARTS = {"overview": 0, "sram_tiling": 3, "online_softmax": 3, "timings": 3, "kernel": 1,
-          "downloads": 0}     # charts drawn with the default config and the test fixtures
+          "downloads": 0}
 
 
 @pytest.fixture(autouse=True)
@@ -166,7 +169,7 @@ def test_sram_page_emulated_profile_changes_the_limit():
 
 def test_online_softmax_reacts_to_row_and_inputs():
     at = open_page("online_softmax")
-    assert "CPU emulation" in at.info[0].value
+    assert ("measured on the GPU" if ON_GPU else "CPU emulation") in at.info[0].value
     first = specs(at)[0]
     assert first["params"][0]["name"] == "upto"
     at.number_input(key="sm_row").set_value(3).run()
@@ -193,6 +196,7 @@ def test_limit_errors_are_messages():
     assert "Limit" in msg and "FA_LAB_MAX_" in msg
 
 
+@pytest.mark.skipif(ON_GPU, reason="needs a machine without a usable GPU")
 def test_gpu_backend_without_gpu_is_an_error():
     at = open_page("kernel", backend="cupy")
     assert_clean(at)
@@ -202,7 +206,10 @@ def test_gpu_backend_without_gpu_is_an_error():
 
 def test_timings_page_times_and_sweeps_with_progress():
     at = open_page("timings")
-    assert "CPU emulation" in texts(at) and "Not a GPU figure" in texts(at)
+    if ON_GPU:
+        assert "CUDA events" in texts(at)
+    else:
+        assert "CPU emulation" in texts(at) and "Not a GPU figure" in texts(at)
     assert "Test fixture GPU" in texts(at) and "2000-01-01" in texts(at)
     at.select_slider(key="sweep_largest").set_value(512).run()
     next(b for b in at.button if b.label == "Run sweep").click().run()
@@ -211,7 +218,8 @@ def test_timings_page_times_and_sweeps_with_progress():
     assert sum("TFLOP/s" in t for t in titles) == 2        # this sweep and the recorded one
     assert sum("speedup" in t for t in titles) == 2
     results = at.session_state["timing_results"]
-    assert set(results.kernel) == {"naive", "CPU emulation"}
+    assert set(results.kernel) == ({"naive", "teaching", "tensorcore"} if ON_GPU
+                                   else {"naive", "CPU emulation"})
     assert set(results.dropna(subset=["median_ms"]).seq.dropna()) == {256.0, 512.0}
     at.number_input(key="seq_q").set_value(512).run()
     assert_clean(at)
@@ -219,6 +227,7 @@ def test_timings_page_times_and_sweeps_with_progress():
     assert sum("TFLOP/s" in json.dumps(s.get("title", "")) for s in specs(at)) == 1
 
 
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows its live schedule instead")
 def test_kernel_page_shows_source_and_recorded_schedule():
     at = open_page("kernel")
     assert_clean(at)
@@ -233,6 +242,22 @@ def test_kernel_page_shows_source_and_recorded_schedule():
     assert "mma" in at.code[0].value
 
 
+@pytest.mark.skipif(not ON_GPU, reason="needs a usable GPU")
+def test_kernel_page_on_gpu_shows_live_facts_and_schedule():
+    at = open_page("kernel", seq_q=1024, head_dim=64, block_q=64, block_k=64)
+    assert_clean(at)
+    assert any("ran on" in m.value for m in at.success)
+    assert at.dataframe, "no compile facts were shown"
+    spec = json.dumps(specs(at)[0])
+    assert "this config" in spec
+    blocks = next(m for m in at.metric if m.label == "thread blocks drawn")
+    assert blocks.value == f"{2 * 1024 // 64:,}"        # B·H·Tr blocks, each recorded
+    at.radio(key="kernel").set_value("tensorcore").run()
+    assert_clean(at)
+    assert "tensor-core" in " ".join(m.value for m in at.success)
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows its live schedule instead")
 def test_kernel_page_without_recorded_schedule(monkeypatch, tmp_path):
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
     at = open_page("kernel")

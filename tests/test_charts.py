@@ -316,5 +316,7 @@ def test_kernel_source_and_facts(tmp_path):
     assert text is None and path.name == "flash_teaching.cu"
     (tmp_path / "flash_teaching.cu").write_text("__global__ void k() {}")
     assert kernel_data.kernel_source("teaching", tmp_path)[1] == "__global__ void k() {}"
-    facts = kernel_data.facts_table({"registers": 96, "threads": 128, "nested": {"a": 1}})
-    assert dict(zip(facts.fact, facts.value)) == {"registers": "96", "threads": "128"}
+    facts = kernel_data.facts_table({"registers": 96, "threads": 128, "grid": [4, 2],
+                                     "nested": {"a": 1}})
+    assert dict(zip(facts.fact, facts.value)) == {"registers": "96", "threads": "128",
+                                                  "grid": "4 2"}
