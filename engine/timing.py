@@ -227,8 +227,8 @@ def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool
             Q, K, V = (to_device(cfg, x) for x in (q, k, v))
             if algorithm == "naive":
                 stages, keep = gpu_naive.prepare(cfg, Q, K, V)
-                extra = (" Naive stages: cuBLAS QKᵀ (cupy.matmul, including its copy of Kᵀ), "
-                         "the fused softmax kernel, cuBLAS PV.")
+                extra = (" Naive stages: cuBLAS QKᵀ (strided batched GEMM, Kᵀ by a transpose "
+                         "flag), the fused softmax kernel, cuBLAS PV.")
             else:
                 stages, keep, extra = _flash_stages(cfg, kernel, trace, Q, K, V)
             for _, fn in stages:
