@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Record the GPU results of benchmarks/ on a lent H200: the gpu-marked kernel tests, the naive
-# fairness check against PyTorch, one block schedule, and the sequence-length sweep.
+# fairness check against PyTorch (with a side check of cupy.matmul against the direct cuBLAS
+# call), one block schedule, and the sequence-length sweep.
 # Usage: OUT=<folder> bash benchmarks/run_h200.sh [full|short]
 set -u
 export PYTHONUNBUFFERED=1
