@@ -162,7 +162,8 @@ def test_sram_page_tiles_too_big_shows_red_state():
 
 
 def test_sram_page_emulated_profile_changes_the_limit():
-    at = open_page("sram_tiling", profile="T4", head_dim=128, block_q=64, block_k=64)
+    at = open_page("sram_tiling", backend="numpy", profile="T4", head_dim=128, block_q=64,
+                   block_k=64)
     assert_clean(at)
     assert "64.0 KiB" in " ".join(e.value for e in at.error)
 
@@ -244,7 +245,7 @@ def test_kernel_page_shows_source_and_recorded_schedule():
 
 @pytest.mark.skipif(not ON_GPU, reason="needs a usable GPU")
 def test_kernel_page_on_gpu_shows_live_facts_and_schedule():
-    at = open_page("kernel", seq_q=1024, head_dim=64, block_q=64, block_k=64)
+    at = open_page("kernel", seq_q=1024, head_dim=64, block_q=64, block_k=64, dtype="float16")
     assert_clean(at)
     assert any("ran on" in m.value for m in at.success)
     assert at.dataframe, "no compile facts were shown"
@@ -255,6 +256,9 @@ def test_kernel_page_on_gpu_shows_live_facts_and_schedule():
     at.radio(key="kernel").set_value("tensorcore").run()
     assert_clean(at)
     assert "tensor-core" in " ".join(m.value for m in at.success)
+    at.selectbox(key="dtype").set_value("float32").run()      # not a tensor-core shape
+    assert_clean(at)
+    assert "does not take dtype=float32" in " ".join(e.value for e in at.error)
 
 
 @pytest.mark.skipif(ON_GPU, reason="a GPU shows its live schedule instead")
