@@ -21,6 +21,15 @@ def live_gpu() -> GpuProfile:
     return info.gpu
 
 
+def check_fits(cfg, algorithm: str, trace: bool) -> None:
+    """Refuse, before allocating, a run whose peak memory exceeds the GPU's free memory."""
+    import cupy
+    from .guards import check_device_memory
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    free += cupy.get_default_memory_pool().free_bytes()   # cached blocks can be reused
+    check_device_memory(cfg, algorithm, trace, free)
+
+
 def free_pool() -> None:
     import cupy
     cupy.get_default_memory_pool().free_all_blocks()

@@ -16,7 +16,7 @@ from kernels.loader import get_function
 
 from .config import AttentionConfig, ConfigError
 from .gpu_lock import GPU_LOCK
-from .gpu_runtime import gpu_failures, live_gpu
+from .gpu_runtime import check_fits, gpu_failures, live_gpu
 from .inputs import make_inputs
 from .iomodel import naive_hbm
 from .results import Timing
@@ -222,6 +222,7 @@ def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool
     _check_reps(reps, warmup)
     label = "naive attention" if algorithm == "naive" else f"the {kernel} flash kernel"
     with GPU_LOCK, gpu_failures(f"benchmark of {label}"):
+        check_fits(cfg, algorithm, trace)
         q, k, v = inputs if inputs is not None else make_inputs(cfg)
         with PeakMemory() as peak:
             Q, K, V = (to_device(cfg, x) for x in (q, k, v))
