@@ -67,6 +67,9 @@ def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
         raise ConfigError(f"trace must be True or False; got {trace!r}.")
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace)
+    if be == "cupy":                       # refuse before any input is even generated
+        from .gpu_runtime import check_fits
+        check_fits(cfg, algorithm, trace)
     q, k, v = _check_inputs(cfg, q, k, v)
     if be == "numpy":
         if algorithm == "naive":

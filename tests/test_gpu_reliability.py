@@ -1,0 +1,73 @@
+"""GPU reliability (gpu-marked): concurrent requests, out-of-memory refusal and recovery."""
+import threading
+
+import numpy as np
+import pytest
+
+import engine
+from reference import attention64, rel_err
+
+pytestmark = pytest.mark.gpu
+RNG = np.random.default_rng()
+
+
+def test_two_threads_at_once_both_correct():
+    cfgs = [engine.AttentionConfig(batch=1, heads=4, seq_q=int(RNG.integers(300, 900)),
+                                   seq_k=int(RNG.integers(300, 900)), head_dim=64,
+                                   dtype="float16", causal=bool(i), seed=int(RNG.integers(1e9)))
+            for i in range(2)]
+    results, errors = [None, None], []
+
+    def work(i):
+        try:
+            results[i] = engine.run(cfgs[i], backend="cupy", trace=True)
+        except Exception as exc:  # reported below, with its type
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    for cfg, res in zip(cfgs, results):
+        q, k, v = engine.make_inputs(cfg)
+        O, _ = attention64(q, k, v, cfg.softmax_scale, cfg.causal)
+        assert res.backend == "cupy" and rel_err(res.output, O) <= 2e-3
+
+
+def test_oversized_request_refused_then_next_succeeds(monkeypatch):
+    monkeypatch.setenv("FA_LAB_MAX_NAIVE_BYTES", str(10**15))
+    monkeypatch.setenv("FA_LAB_MAX_QKV_ELEMENTS", str(10**12))
+    huge = engine.AttentionConfig(batch=4, heads=16, seq_q=65536, seq_k=65536, head_dim=64,
+                                  dtype="float16")
+    with pytest.raises(engine.LimitError, match="for S and P.*GB free"):
+        engine.run(huge, backend="cupy", algorithm="naive")
+    small = engine.AttentionConfig(seq_q=256, seq_k=256, dtype="float16",
+                                   seed=int(RNG.integers(1e9)))
+    res = engine.run(small, backend="cupy", algorithm="naive")
+    q, k, v = engine.make_inputs(small)
+    assert rel_err(res.output, attention64(q, k, v, small.softmax_scale, False)[0]) <= 2e-3
+
+
+def test_real_out_of_memory_is_recovered(monkeypatch):
+    """Bypass the pre-check so the allocation itself fails; the pool is freed and the next
+    request works."""
+    import cupy
+
+    from engine import guards
+    monkeypatch.setattr(guards, "check_device_memory", lambda *a, **k: None)
+    cfg = engine.AttentionConfig(batch=1, heads=96, seq_q=32768, seq_k=32768, head_dim=16,
+                                 dtype="float16")          # S alone: 96·32768²·2 B = 206 GB
+    small = np.random.default_rng().standard_normal((1, 1, 32768, 16)).astype(np.float16)
+    q = np.broadcast_to(small, (1, 96, 32768, 16))
+    monkeypatch.setenv("FA_LAB_MAX_NAIVE_BYTES", str(10**15))
+    monkeypatch.setenv("FA_LAB_MAX_QKV_ELEMENTS", str(10**12))
+    with pytest.raises(ValueError, match="out of memory"):
+        engine.run(cfg, q, q, q, backend="cupy", algorithm="naive")
+    assert cupy.get_default_memory_pool().used_bytes() < 1 << 30
+    ok = engine.AttentionConfig(seq_q=512, seq_k=512, dtype="float16", causal=True,
+                                seed=int(RNG.integers(1e9)))
+    res = engine.run(ok, backend="cupy", trace=True)
+    q2, k2, v2 = engine.make_inputs(ok)
+    assert rel_err(res.output, attention64(q2, k2, v2, ok.softmax_scale, True)[0]) <= 2e-3
