@@ -10,17 +10,16 @@ import math
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, DONE, FONT, INK, TILE_COLORS, finish
+from app.style import ALARM, DONE, FONT, INK, TILE_COLORS, finish, slider
 
 UPTO = "upto"
 LN10 = math.log(10)
 LOG10_FP16_MAX = math.log10(65504.0)
 
 
-def tile_param(n_tiles: int) -> alt.Parameter:
-    return alt.param(name=UPTO, value=max(n_tiles - 1, 0),
-                     bind=alt.binding_range(min=0, max=max(n_tiles - 1, 0), step=1,
-                                            name="after key tile j = "))
+def tile_param(n_tiles: int) -> alt.VariableParameter:
+    top = max(n_tiles - 1, 0)
+    return slider(UPTO, top, 0, top, 1, "after key tile j = ")
 
 
 def _panel(data: pd.DataFrame, title: str, width: int):
@@ -78,9 +77,8 @@ def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 330) -> a
         x=x, y=alt.Y("rel_error:Q", title="relative error"),
         tooltip=["tile:Q", alt.Tooltip("rel_error:Q", format=".3e")])) + _now(n))
 
-    chart = alt.vconcat(alt.hconcat(maxes, rescale), alt.hconcat(sums, err)).add_params(
-        tile_param(n))
-    return finish(chart)
+    chart = alt.vconcat(alt.hconcat(maxes, rescale), alt.hconcat(sums, err))
+    return finish(chart, params=[tile_param(n)])
 
 
 def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 760) -> alt.LayerChart:
@@ -103,8 +101,7 @@ def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 760) ->
 def safe_softmax_chart(scores: pd.DataFrame, width: int = 360) -> alt.HConcatChart:
     """exp(k·s) without and with the max subtracted, as log10, against float16's largest
     number; a browser slider multiplies the scores (a temperature) to show the overflow."""
-    mult = alt.param(name="mult", value=1, bind=alt.binding_range(
-        min=1, max=40, step=0.5, name="multiply the scores by "))
+    mult = slider("mult", 1, 1, 40, 0.5, "multiply the scores by ")
     top = float(scores.score.max()) if scores.score.notna().any() else 0.0
     base = alt.Chart(scores.dropna(subset=["score"])).transform_calculate(
         naive="mult * datum.score / " + repr(LN10),
@@ -129,4 +126,4 @@ def safe_softmax_chart(scores: pd.DataFrame, width: int = 360) -> alt.HConcatCha
     safe = alt.layer(base.mark_circle(size=30, color=TILE_COLORS["Q_i"]).encode(
         x=alt.X("key:Q", title="key index"), y=alt.Y("safe:Q", title="log10 exp(s − max)")),
         limit).properties(width=width, height=220, title="with max subtraction (safe)")
-    return finish(alt.hconcat(naive, safe).add_params(mult))
+    return finish(alt.hconcat(naive, safe), params=[mult])

@@ -8,27 +8,27 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, DONE, FONT, INK, PENDING, SKIPPED, TILE_COLORS, finish
+from app.style import ALARM, DONE, FONT, INK, PENDING, SKIPPED, TILE_COLORS, finish, slider
 
 STATES = ["current S_ij", "done", "to do", "skipped (causal)"]
 STATE_COLORS = [TILE_COLORS["S_ij"], DONE, PENDING, SKIPPED]
 STEP = "step"
 
 
-def step_param(n_steps: int, value: int = 0) -> alt.Parameter:
-    return alt.param(name=STEP, value=min(max(value, 0), max(n_steps - 1, 0)),
-                     bind=alt.binding_range(min=0, max=max(n_steps - 1, 0), step=1,
-                                            name="loop step "))
+def step_param(n_steps: int, value: int = 0) -> alt.VariableParameter:
+    top = max(n_steps - 1, 0)
+    return slider(STEP, min(max(value, 0), top), 0, top, 1, "loop step ")
 
 
 def _rect(data, color: str, **enc):
     return alt.Chart(data).mark_rect(color=color, stroke="white", strokeWidth=0.5).encode(**enc)
 
 
-def _label(x: float, y: float, text: str, color: str, align: str = "center"):
-    return alt.Chart(pd.DataFrame({"x": [x], "y": [y], "t": [text]})).mark_text(
-        fontSize=FONT["text"], fontWeight="bold", color=color, align=align).encode(
-        x="x:Q", y="y:Q", text="t:N")
+def _labels(rows: list[tuple[float, float, str, str]], x, y):
+    """Bold text marks (x, y, text, colour) in the board's coordinates."""
+    data = pd.DataFrame(rows, columns=["x0", "y0", "t", "c"])
+    return alt.Chart(data).mark_text(fontSize=FONT["text"], fontWeight="bold").encode(
+        x=x, y=y, text="t:N", color=alt.Color("c:N", scale=None))
 
 
 def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
@@ -88,24 +88,23 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
 
     q_x, o_x = -1.6 * t, cols + 0.4 * t
     k_y, v_y = -3.2 * t, -1.9 * t
-    labels = (_label(q_x + t / 2, -0.5 * t, "Q_i", TILE_COLORS["Q_i"])
-              + _label(cols + 0.9 * t, -0.5 * t, "O_i", TILE_COLORS["O_i"])
-              + _label(-0.3 * t, k_y + t / 2, "K_j", TILE_COLORS["K_j"], align="right")
-              + _label(-0.3 * t, v_y + t / 2, "V_j", TILE_COLORS["V_j"], align="right"))
+    labels = _labels([(q_x + t / 2, -0.5 * t, "Q_i", TILE_COLORS["Q_i"]),
+                      (cols + 0.9 * t, -0.5 * t, "O_i", TILE_COLORS["O_i"]),
+                      (-1.2 * t, k_y + t / 2, "K_j", TILE_COLORS["K_j"]),
+                      (-1.2 * t, v_y + t / 2, "V_j", TILE_COLORS["V_j"])], x, y)
     board = alt.layer(
         grid, row_band, col_band,
         row_strip(q_x, "Q_i", "#A6C8E0"), row_strip(o_x, "O_i", DONE),
         col_strip(k_y, "K_j"), col_strip(v_y, "V_j"), labels,
-    ).properties(width=unit * (x_dom[1] - x_dom[0]), height=unit * (y_dom[1] - y_dom[0]))
+        width=unit * (x_dom[1] - x_dom[0]), height=unit * (y_dom[1] - y_dom[0]))
 
     caption = alt.Chart(cur).transform_filter(now).transform_calculate(
         text=f"'Step ' + ({STEP} + 1) + ' of {n}: ' + datum.label",
     ).mark_text(fontSize=FONT["chart_title"], align="left", color=INK).encode(
         text="text:N").properties(height=30, width=size)
 
-    chart = alt.vconcat(caption, board, hbm_bars(steps), spacing=10).add_params(
-        step_param(n, start))
-    return finish(chart)
+    chart = alt.vconcat(caption, board, hbm_bars(steps), spacing=10)
+    return finish(chart, params=[step_param(n, start)])
 
 
 HBM_LABELS = {"flash_read": "FlashAttention: read so far",

@@ -61,7 +61,7 @@ def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
     lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
         x=x, y=alt.Y(f"{metric}:Q", title=METRICS[metric], scale=alt.Scale(type="log")),
         color=alt.Color("kernel:N", scale=kernel_scale(sweep.kernel),
-                        legend=alt.Legend(orient="bottom")),
+                        legend=alt.Legend(orient="bottom", columns=3)),
         tooltip=["kernel:N", "seq:Q", alt.Tooltip(f"{metric}:Q", format=".4g")])
     if metric == "median_ms" and {"p10_ms", "p90_ms"} <= set(data):
         lines += alt.Chart(data).mark_rule(strokeWidth=2).encode(

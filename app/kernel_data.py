@@ -44,12 +44,15 @@ def schedule_table(schedule) -> pd.DataFrame:
     and batch·head. Accepts engine.Schedule or a recorded schedule dict; evenly samples
     down to MAX_BLOCKS_DRAWN blocks."""
     get = (schedule.get if isinstance(schedule, dict)
-           else lambda name: getattr(schedule, name))
-    cols = {name: np.asarray(get(name), dtype=np.int64) for name in SCHEDULE_FIELDS}
-    n = len(cols["sm_id"])
-    if any(len(c) != n for c in cols.values()):
+           else lambda name: getattr(schedule, name, None))
+    try:
+        cols = {name: np.asarray(get(name), dtype=np.int64) for name in SCHEDULE_FIELDS}
+    except (TypeError, ValueError):
+        cols = {}
+    n = len(cols["sm_id"]) if cols and cols["sm_id"].ndim == 1 else -1
+    if n < 0 or any(c.ndim != 1 or len(c) != n for c in cols.values()):
         raise ValueError("A schedule needs block_bh, block_q_tile, sm_id, start_ns and end_ns "
-                         "of equal length.")
+                         "as lists of whole numbers of equal length.")
     t0 = cols["start_ns"].min() if n else 0
     df = pd.DataFrame({"sm": cols["sm_id"], "q_tile": cols["block_q_tile"],
                        "bh": cols["block_bh"], "start_us": (cols["start_ns"] - t0) / 1e3,

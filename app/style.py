@@ -45,15 +45,31 @@ def kernel_scale(names) -> alt.Scale:
     return alt.Scale(domain=names, range=[KERNEL_COLORS.get(n, INK) for n in names])
 
 
-def finish(chart, width: int | None = None):
-    """Apply the shared fonts to a top-level chart (configure_* is only legal there); sizes
-    are the chart's own (autosize pad), so small charts are not squeezed."""
+CONFIG = alt.Config(
+    axis=alt.AxisConfig(labelFontSize=FONT["label"], titleFontSize=FONT["title"]),
+    legend=alt.LegendConfig(labelFontSize=FONT["label"], titleFontSize=FONT["title"],
+                            symbolSize=200),
+    title=alt.TitleConfig(fontSize=FONT["chart_title"], anchor="start"),
+    header=alt.HeaderConfig(labelFontSize=FONT["label"], titleFontSize=FONT["title"]),
+    view=alt.ViewConfig(strokeWidth=0))
+
+
+def slider(name: str, value: float, low: float, high: float, step: float,
+           label: str) -> alt.VariableParameter:
+    """A top-level param bound to a browser slider (Vega drives it; Python never re-runs)."""
+    return alt.VariableParameter(name=name, value=value, bind=alt.BindRange(
+        input="range", min=low, max=high, step=step, name=label))
+
+
+def finish(chart, width: int | None = None, params: list | None = None):
+    """Give a freshly built top-level chart the shared fonts, its own sizes (autosize pad, so
+    small charts are not squeezed), an optional width and top-level params. Set in place:
+    Altair's methods (add_params too) deep-copy the whole chart on every call, which costs
+    tenths of a second on big ones."""
     if width is not None:
-        chart = chart.properties(width=width)
-    return (chart.properties(autosize=alt.AutoSizeParams(type="pad", contains="padding"))
-            .configure_axis(labelFontSize=FONT["label"], titleFontSize=FONT["title"])
-            .configure_legend(labelFontSize=FONT["label"], titleFontSize=FONT["title"],
-                              symbolSize=200)
-            .configure_title(fontSize=FONT["chart_title"], anchor="start")
-            .configure_header(labelFontSize=FONT["label"], titleFontSize=FONT["title"])
-            .configure_view(strokeWidth=0))
+        chart.width = width
+    if params:
+        chart.params = params
+    chart.autosize = alt.AutoSizeParams(type="pad", contains="padding")
+    chart.config = CONFIG
+    return chart

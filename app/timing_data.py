@@ -77,13 +77,19 @@ def add_speedup(sweep: pd.DataFrame) -> pd.DataFrame:
     return sweep.assign(speedup=sweep.seq.map(naive) / sweep.median_ms)
 
 
+RECORDED_FIELDS = ("kernel", "batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal",
+                   "median_ms")
+
+
 def recorded_table(files: list[dict]) -> pd.DataFrame:
-    """Every recorded result as one row, with the device, date and file it came from."""
+    """Every recorded result as one row, with the device, date and file it came from; results
+    lacking a field the charts need are left out. `shape` groups a sweep's lines: heads,
+    head_dim, dtype and causal (batch may shrink as N grows, holding B·N constant)."""
     rows = []
     for f in files:
-        dev = f.get("device") or {}
+        dev = f.get("device") if isinstance(f.get("device"), dict) else {}
         for r in f.get("results", []):
-            if isinstance(r, dict):
+            if isinstance(r, dict) and all(k in r for k in RECORDED_FIELDS):
                 rows.append({**r, "device": dev.get("name", "unknown GPU"),
                              "date": f.get("date", "unknown date"), "file": f["file"],
                              "method": f.get("method", "")})
@@ -91,8 +97,9 @@ def recorded_table(files: list[dict]) -> pd.DataFrame:
     if df.empty:
         return df
     df["seq"] = df.seq_q
-    df["shape"] = df.apply(lambda r: (f"B={r.batch} H={r.heads} d={r.head_dim} {r.dtype}"
-                                      + (" causal" if r.causal else "")), axis=1)
+    df["tokens"] = df.batch * df.seq_q
+    df["shape"] = [f"H={h}, d={d}, {t}" + (", causal" if c else "")
+                   for h, d, t, c in zip(df.heads, df.head_dim, df.dtype, df.causal)]
     return df
 
 

@@ -116,8 +116,12 @@ else:
     shapes = sorted(rows["shape"].unique())
     shape = st.selectbox("shape", shapes, key="rec_shape")
     rows = rows[rows["shape"] == shape]
+    tokens = sorted(rows.tokens.unique())
+    held = (f" Batch shrinks as N grows so that B·N = {tokens[0]:,} tokens throughout."
+            if len(tokens) == 1 and rows.batch.nunique() > 1 else "")
     st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
-               f"{chosen.get('date', '?')}. Method: {chosen.get('method', 'not stated')}")
+               f"{chosen.get('date', '?')}.{held} Method: "
+               f"{chosen.get('method', 'not stated')}")
     cols = st.columns(3)
     for col, metric in zip(cols, ("median_ms", "tflops", "speedup")):
         with col:

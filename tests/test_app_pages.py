@@ -3,6 +3,7 @@ controls, and bad configs or tampered URL parameters show an error message inste
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,22 @@ def test_tampered_url_shows_error_not_exception(page):
     # The page still works with the defaults that replaced the bad values.
     assert at.title[0].value == PAGES[page]
     assert at.number_input(key="seq_q").value == 256
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_control_change_reruns_within_two_seconds(page):
+    """CPU mode, default config: a changed control (a new config, nothing cached for it)
+    re-runs the page's Python in under 2 s on this machine."""
+    at = open_page(page, backend="numpy")
+    for name, value in (("seq_q", 320), ("block_k", 32), ("causal", True)):
+        widget = at.checkbox(key=name) if name == "causal" else (
+            at.number_input(key=name) if name == "seq_q" else at.selectbox(key=name))
+        widget.set_value(value)
+        start = time.perf_counter()
+        at.run()
+        elapsed = time.perf_counter() - start
+        assert_clean(at)
+        assert elapsed < 2.0, f"{page}: {name} -> {value} took {elapsed:.2f} s"
 
 
 def test_unknown_url_parameter_is_reported():
