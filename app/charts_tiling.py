@@ -12,12 +12,13 @@ from app.style import ALARM, DONE, FONT, INK, PENDING, SKIPPED, TILE_COLORS, fin
 
 STATES = ["current S_ij", "done", "to do", "skipped (causal)"]
 STATE_COLORS = [TILE_COLORS["S_ij"], DONE, PENDING, SKIPPED]
-STEP = "step"
+STEP = "(step - 1)"      # the slider counts steps from 1; `order` counts from 0
 
 
-def step_param(n_steps: int, value: int = 0) -> alt.VariableParameter:
-    top = max(n_steps - 1, 0)
-    return slider(STEP, min(max(value, 0), top), 0, top, 1, "loop step ")
+def step_param(n_steps: int, index: int = 0) -> alt.VariableParameter:
+    """The loop-step slider, 1..n_steps, starting at step `index` (0-based)."""
+    top = max(n_steps, 1)
+    return slider("step", min(max(index, 0), top - 1) + 1, 1, top, 1, "loop step ")
 
 
 def _rect(data, color: str, **enc):
@@ -99,9 +100,9 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
         width=unit * (x_dom[1] - x_dom[0]), height=unit * (y_dom[1] - y_dom[0]))
 
     caption = alt.Chart(cur).transform_filter(now).transform_calculate(
-        text=f"'Step ' + ({STEP} + 1) + ' of {n}: ' + datum.label",
+        text=f"'Step ' + step + ' of {n}: ' + datum.label",
     ).mark_text(fontSize=FONT["chart_title"], align="left", color=INK).encode(
-        text="text:N").properties(height=30, width=size)
+        text="text:N", x=alt.value(0)).properties(height=30, width=size)
 
     chart = alt.vconcat(caption, board, hbm_bars(steps), spacing=10)
     return finish(chart, params=[step_param(n, start)])

@@ -18,7 +18,8 @@ st.subheader("Trace of this run")
 res = guarded(runner.flash, cfg, s.backend, s.kernel)
 if res is not None:
     st.caption(source_line(s, res.backend) + " NPZ holds the config, output, lse and the "
-               "trace arrays; CSV has one line per (batch, head, row, key tile).")
+               f"trace arrays; CSV has one line per (batch, head, row, key tile): "
+               f"{cfg.bh * cfg.seq_q * cfg.Tc:,} lines. Files are made when you click.")
     c1, c2 = st.columns(2)
     c1.download_button("Trace (NPZ)", functools.partial(trace_io.to_npz_bytes, cfg, res),
                        file_name=f"{stem}_trace.npz", mime="application/octet-stream")

@@ -148,23 +148,23 @@ def test_preset_buttons_and_selectbox_apply_presets():
 def test_sram_page_steps_follow_the_tiles():
     at = open_page("sram_tiling")
     loop = specs(at)[1]
-    assert loop["params"][0]["bind"]["max"] == 15          # 4×4 tiles
+    assert loop["params"][0]["bind"]["max"] == 16          # 4×4 tiles
     at.selectbox(key="block_q").set_value(32).run()
     assert_clean(at)
-    assert specs(at)[1]["params"][0]["bind"]["max"] == 31  # 8×4 tiles
+    assert specs(at)[1]["params"][0]["bind"]["max"] == 32  # 8×4 tiles
 
 
 def test_sram_page_causal_has_fewer_steps():
     at = open_page("sram_tiling", causal="true")
     assert_clean(at)
-    assert specs(at)[1]["params"][0]["bind"]["max"] == 9   # 10 of 16 tiles run
+    assert specs(at)[1]["params"][0]["bind"]["max"] == 10  # 10 of 16 tiles run
 
 
 def test_sram_page_play_advances_the_step():
     at = open_page("sram_tiling")
     at.toggle(key="sram_play").set_value(True).run()
     assert_clean(at)
-    assert specs(at)[1]["params"][0]["value"] == 1
+    assert specs(at)[1]["params"][0]["value"] == 2          # one step on from step 1
 
 
 def test_sram_page_tiles_too_big_shows_red_state():

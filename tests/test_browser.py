@@ -117,6 +117,9 @@ def test_page_renders_without_exception(browser, server, name):
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
         assert "Page not found" not in page.inner_text("body")
+        if name == "sram-tiling":       # show the loop mid-way in the README's picture
+            slider = page.locator(".vega-bind input[type=range]").first
+            slider.fill(str(int(slider.get_attribute("max")) // 2 + 1))
         # Streamlit scrolls inside its main block: grow the window to the content, then shoot.
         height = _settle(page, quiet_polls=1)
         page.set_viewport_size({"width": 1600, "height": min(max(height + 200, 1000), 6000)})

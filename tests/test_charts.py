@@ -83,10 +83,10 @@ def test_loop_chart_binds_the_step_to_a_slider():
     view = tiling_data.loop_view(cfg)
     chart = charts_tiling.loop_chart(view.tiles, view.steps, view.rows, view.cols, start=4)
     step = params(chart)["step"]
-    assert step["bind"]["input"] == "range"
-    assert step["bind"]["max"] == len(view.steps) - 1 and step["value"] == 4
+    assert step["bind"]["input"] == "range" and step["bind"]["min"] == 1
+    assert step["bind"]["max"] == len(view.steps) and step["value"] == 5
     spec = json.dumps(chart.to_dict())
-    assert "datum.order == step" in spec                 # the browser picks the step
+    assert "datum.order == (step - 1)" in spec           # the browser picks the step
     for name in ("Q_i", "K_j", "V_j", "O_i", "S_ij"):
         assert TILE_COLORS[name] in spec
     rows = {len(v) for v in datasets(chart).values()}
