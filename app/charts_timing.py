@@ -6,7 +6,8 @@ import pandas as pd
 
 from app.style import ALARM, FONT, INK, TILE_COLORS, finish, kernel_scale
 
-METRICS = {"median_ms": "time (ms, median)", "tflops": "TFLOP/s", "speedup": "speedup over naive"}
+METRICS = {"median_ms": "time (ms, median)", "tflops": "TFLOP/s", "speedup": "speedup over naive",
+           "peak_MB": "peak memory (MB)"}
 
 
 def config_chart(timings: pd.DataFrame, width: int = 520) -> alt.LayerChart:

@@ -98,6 +98,7 @@ def recorded_table(files: list[dict]) -> pd.DataFrame:
         return df
     df["seq"] = df.seq_q
     df["tokens"] = df.batch * df.seq_q
+    df["peak_MB"] = df.peak_bytes / 1e6 if "peak_bytes" in df else np.nan
     df["shape"] = [f"H={h}, d={d}, {t}" + (", causal" if c else "")
                    for h, d, t, c in zip(df.heads, df.head_dim, df.dtype, df.causal)]
     return df

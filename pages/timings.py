@@ -75,11 +75,14 @@ c2.caption(f"Times {len(lengths)} lengths × {len(runner.kernels_for(s.backend))
 stored = st.session_state.get("sweep")
 if stored and stored[0] == key:
     sweep = stored[1]
-    cols = st.columns(3)
-    for col, metric in zip(cols, ("median_ms", "tflops", "speedup")):
-        with col:
-            chart(sweep_chart(sweep, metric, wall if wall and wall <= 4 * largest else None,
-                              width=320))
+    shown_wall = wall if wall and wall <= 4 * largest else None
+    for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
+        for col, metric in zip(st.columns(2), metrics):
+            with col:
+                chart(sweep_chart(sweep, metric, shown_wall, width=440))
+    st.caption("Peak memory: " + ("the high-water mark of device allocations, measured."
+                                  if on_gpu else "from the memory model (a CPU run has no "
+                                  "device memory to measure)."))
     skipped = sweep[sweep.skipped != ""]
     if not skipped.empty:
         st.caption("Not run: " + "; ".join(f"{r.kernel} at N = {r.seq}: {r.skipped}"
@@ -122,8 +125,8 @@ else:
     st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
                f"{chosen.get('date', '?')}.{held} Method: "
                f"{chosen.get('method', 'not stated')}")
-    cols = st.columns(3)
-    for col, metric in zip(cols, ("median_ms", "tflops", "speedup")):
-        with col:
-            chart(sweep_chart(rows, metric, width=320))
+    for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
+        for col, metric in zip(st.columns(2), metrics):
+            with col:
+                chart(sweep_chart(rows, metric, width=440))
     st.dataframe(rows.drop(columns=["file", "method"]), hide_index=True)

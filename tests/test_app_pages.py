@@ -235,6 +235,7 @@ def test_timings_page_times_and_sweeps_with_progress():
     titles = [json.dumps(s.get("title", "")) for s in specs(at)]
     assert sum("TFLOP/s" in t for t in titles) == 2        # this sweep and the recorded one
     assert sum("speedup" in t for t in titles) == 2
+    assert sum("peak memory (MB)" in t for t in titles) == 2
     results = at.session_state["timing_results"]
     assert set(results.kernel) == ({"naive", "teaching", "tensorcore"} if ON_GPU
                                    else {"naive", "CPU emulation"})
@@ -243,6 +244,7 @@ def test_timings_page_times_and_sweeps_with_progress():
     assert_clean(at)
     # A new config has no sweep yet; the chosen config's timing is new.
     assert sum("TFLOP/s" in json.dumps(s.get("title", "")) for s in specs(at)) == 1
+    assert sum("peak memory (MB)" in json.dumps(s.get("title", "")) for s in specs(at)) == 1
 
 
 @pytest.mark.skipif(ON_GPU, reason="a GPU shows its live schedule instead")
