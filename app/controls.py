@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine import BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, PROFILES
+from engine import BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, KERNELS, PROFILES
 from engine.config import MAX_LOGIT_SCALE, MAX_SEED
 
 MAX_BATCH = 64
@@ -15,7 +15,12 @@ MAX_HEADS = 64
 MAX_SEQ_UI = 65536
 BACKEND_LABELS = {"auto": "auto (GPU when usable)", "cupy": "GPU (CuPy)",
                   "numpy": "CPU emulation (NumPy)"}
-KERNEL_LABELS = {"teaching": "teaching kernel", "tensorcore": "tensor-core kernel"}
+NAMED_KERNELS = {"teaching": "teaching kernel", "tensorcore": "tensor-core kernel"}
+
+
+def kernel_label(kernel: str) -> str:
+    """How a flash kernel of engine.KERNELS is called on screen."""
+    return NAMED_KERNELS.get(kernel, f"{kernel} kernel")
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ CONTROLS = {c.name: c for c in (
     Control("logit_scale", "float", 1.0, 0.01, MAX_LOGIT_SCALE),
     Control("seed", "int", 0, 0, MAX_SEED),
     Control("backend", "choice", "auto", choices=tuple(BACKEND_LABELS)),
-    Control("kernel", "choice", "teaching", choices=tuple(KERNEL_LABELS)),
+    Control("kernel", "choice", "teaching", choices=tuple(KERNELS)),
     Control("profile", "choice", "H200", choices=tuple(PROFILES)),
 )}
 

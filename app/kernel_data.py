@@ -10,14 +10,14 @@ import pandas as pd
 import engine
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
-KERNEL_FILES = {"teaching": "flash_teaching.cu", "tensorcore": "flash_tensorcore.cu"}
 MAX_BLOCKS_DRAWN = 20000
 SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
 
 
 def kernel_source(kernel: str, directory: Path = KERNEL_DIR) -> tuple[Path, str | None]:
-    """The path of the kernel's CUDA source and its text, or None when the file is absent."""
-    path = directory / KERNEL_FILES[kernel]
+    """The path of flash kernel `kernel`'s CUDA source (kernels/flash_<kernel>.cu) and its
+    text, or None when the file is absent."""
+    path = directory / f"flash_{kernel}.cu"
     try:
         return path, path.read_text()
     except OSError:

@@ -34,8 +34,7 @@ def timing(cfg: engine.AttentionConfig, algorithm: str, backend: str, kernel: st
 def kernels_for(backend: str) -> list[tuple[str, str, str]]:
     """(label, algorithm, kernel) of everything worth timing on this backend."""
     if backend == "cupy":
-        return [("naive", "naive", "teaching"), ("teaching", "flash", "teaching"),
-                ("tensorcore", "flash", "tensorcore")]
+        return [("naive", "naive", "teaching")] + [(k, "flash", k) for k in engine.KERNELS]
     return [("naive", "naive", "teaching"), ("CPU emulation", "flash", "teaching")]
 
 

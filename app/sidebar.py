@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 import engine
-from app.controls import (BACKEND_LABELS, CONTROLS, KERNEL_LABELS, PRESETS, parse_value,
+from app.controls import (BACKEND_LABELS, CONTROLS, PRESETS, kernel_label, parse_value,
                           to_text)
 
 CONFIG_FIELDS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block_k", "dtype",
@@ -105,7 +105,7 @@ def _widgets() -> None:
     st.subheader("Device")
     st.radio("backend", c["backend"].choices, format_func=BACKEND_LABELS.get, key="backend",
              **changed)
-    st.radio("flash kernel (GPU)", c["kernel"].choices, format_func=KERNEL_LABELS.get,
+    st.radio("flash kernel (GPU)", c["kernel"].choices, format_func=kernel_label,
              key="kernel", **changed)
     st.selectbox("GPU profile to emulate on CPU", c["profile"].choices, key="profile",
                  **changed)

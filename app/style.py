@@ -39,10 +39,15 @@ alt.data_transformers.disable_max_rows()
 FONT = {"label": 16, "title": 18, "chart_title": 20, "text": 16}
 
 
+SPARE_COLORS = ["#882255", "#999933", "#44AA99", "#AA4499"]   # kernels not named above
+
+
 def kernel_scale(names) -> alt.Scale:
     """The colour scale for kernels, in a fixed order so a kernel keeps its colour."""
     names = list(dict.fromkeys(names))
-    return alt.Scale(domain=names, range=[KERNEL_COLORS.get(n, INK) for n in names])
+    unnamed = [n for n in names if n not in KERNEL_COLORS]
+    spare = dict(zip(unnamed, SPARE_COLORS * (len(unnamed) // len(SPARE_COLORS) + 1)))
+    return alt.Scale(domain=names, range=[KERNEL_COLORS.get(n) or spare[n] for n in names])
 
 
 CONFIG = alt.Config(

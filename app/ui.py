@@ -6,6 +6,7 @@ from typing import Callable, TypeVar
 
 import streamlit as st
 
+from app.controls import kernel_label
 from app.sidebar import Settings
 
 T = TypeVar("T")
@@ -41,10 +42,9 @@ def guarded(fn: Callable[..., T], *args, show: Callable = st.error) -> T | None:
 def source_line(s: Settings, backend: str) -> str:
     """Where the numbers on the page came from."""
     if backend == "cupy":
-        kernel = "tensor-core kernel" if s.kernel == "tensorcore" else "teaching kernel"
-        return f"Values measured on the GPU: {s.device.name}, {kernel} (CuPy)."
-    extra = (" The tensor-core kernel needs a GPU; its algorithm is the same, so the emulation "
-             "stands in for it." if s.kernel == "tensorcore" else "")
+        return f"Values measured on the GPU: {s.device.name}, {kernel_label(s.kernel)} (CuPy)."
+    extra = (f" The {kernel_label(s.kernel)} needs a GPU; its algorithm is the same, so the "
+             f"emulation stands in for it." if s.kernel != "teaching" else "")
     return (f"Values computed by the CPU emulation (NumPy) of the kernel's loop, emulating "
             f"{s.device.name.removeprefix('CPU emulation of ')}.{extra}")
 

@@ -4,7 +4,7 @@ import streamlit as st
 
 from app import runner
 from app.charts_kernel import timeline_chart
-from app.controls import KERNEL_LABELS
+from app.controls import kernel_label
 from app.kernel_data import (facts_table, kernel_source, recorded_config, schedule_summary,
                              schedule_table)
 from app.timing_data import bench_dir
@@ -14,7 +14,7 @@ from engine import recorded
 st.title("Kernel")
 s = usable_settings()
 cfg = s.cfg
-name = KERNEL_LABELS[s.kernel]
+name = kernel_label(s.kernel)
 
 res = None
 if s.on_gpu:

@@ -237,7 +237,7 @@ def test_timings_page_times_and_sweeps_with_progress():
     assert sum("speedup" in t for t in titles) == 2
     assert sum("peak memory (MB)" in t for t in titles) == 2
     results = at.session_state["timing_results"]
-    assert set(results.kernel) == ({"naive", "teaching", "tensorcore"} if ON_GPU
+    assert set(results.kernel) == ({"naive", *engine.KERNELS} if ON_GPU
                                    else {"naive", "CPU emulation"})
     assert set(results.dropna(subset=["median_ms"]).seq.dropna()) == {256.0, 512.0}
     at.number_input(key="seq_q").set_value(512).run()

@@ -12,7 +12,7 @@ import pytest
 import engine
 from app import charts_kernel, charts_softmax, charts_tiling, charts_timing
 from app import kernel_data, softmax_data, tiling_data, timing_data
-from app.style import ALARM, TILE_COLORS
+from app.style import ALARM, KERNEL_COLORS, TILE_COLORS, kernel_scale
 from engine import iomodel, recorded
 from engine.numpy_backend import processed_tiles
 
@@ -278,6 +278,16 @@ def test_timing_charts():
     assert "141 GiB" in mem and "97211" in mem
     hbm = json.dumps(charts_timing.hbm_chart(memory).to_dict())
     assert "hbm_GB" in hbm
+
+
+def test_every_kernel_keeps_one_distinct_colour():
+    names = ["naive", "teaching", "future_a", "torch_math", "future_b"]
+    scale = kernel_scale(names).to_dict()
+    assert scale["domain"] == names
+    assert scale["range"][0] == KERNEL_COLORS["naive"]
+    assert len(set(scale["range"])) == len(names)
+    again = kernel_scale(["future_a", "naive"]).to_dict()
+    assert again["range"][1] == KERNEL_COLORS["naive"]
 
 
 def test_recorded_results_flatten_with_device_and_date():
