@@ -16,10 +16,13 @@ FUNCTION = "flash_tensorcore"
 
 # (head_dim, block_q, block_k) whose builds keep every value in registers (no spills), traced
 # or not. Four warps per block, each owning block_q / 4 query rows.
+# "hopper_shapes": taken only on GPUs of compute capability 9.x, where they run, traced or not,
+# on the warpgroup-MMA kernel of engine.wgmma (kernels/flash_wgmma.cu).
 SUPPORTED = {
     "dtypes": ("float16",),
     "shapes": ((64, 64, 32), (64, 64, 64), (64, 64, 128), (64, 128, 32), (64, 128, 64),
                (128, 64, 32), (128, 64, 64), (128, 128, 32)),
+    "hopper_shapes": ((128, 128, 64), (128, 128, 128)),
 }
 THREADS = 128
 MAX_GRID_Y = 65535          # gridDim.y holds batch·head; larger B·H runs in several launches
@@ -33,11 +36,25 @@ def supported_text() -> str:
     for d in sorted({s[0] for s in SUPPORTED["shapes"]}):
         pairs = ", ".join(f"{bq}×{bk}" for dd, bq, bk in SUPPORTED["shapes"] if dd == d)
         parts.append(f"head_dim {d} with block_q×block_k {pairs}")
-    return f"dtype {' or '.join(SUPPORTED['dtypes'])}; " + "; ".join(parts)
+    hopper = "; ".join(
+        f"head_dim {d} with block_q×block_k "
+        + ", ".join(f"{bq}×{bk}" for dd, bq, bk in SUPPORTED["hopper_shapes"] if dd == d)
+        for d in sorted({s[0] for s in SUPPORTED["hopper_shapes"]}))
+    return (f"dtype {' or '.join(SUPPORTED['dtypes'])}; on GPUs of compute capability 9.x "
+            f"also {hopper} (wgmma kernel); " + "; ".join(parts))
+
+
+def on_wgmma(cfg: AttentionConfig) -> bool:
+    """True when cfg runs on the Hopper warpgroup-MMA kernel (engine.wgmma)."""
+    from . import wgmma
+    return ((cfg.head_dim, cfg.block_q, cfg.block_k) in SUPPORTED["hopper_shapes"]
+            and cfg.dtype in SUPPORTED["dtypes"] and wgmma.device_has_wgmma())
 
 
 def check_supported(cfg: AttentionConfig) -> None:
     """Raise ConfigError unless the tensor-core kernel takes this config."""
+    if on_wgmma(cfg):
+        return
     problems = []
     if cfg.dtype not in SUPPORTED["dtypes"]:
         problems.append(f"dtype={cfg.dtype}")
@@ -70,6 +87,9 @@ def _function(cfg: AttentionConfig, trace: bool):
 
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     """Compile facts of the build that runs this config."""
+    if on_wgmma(cfg):
+        from . import wgmma
+        return wgmma.kernel_facts(cfg, trace)
     check_supported(cfg)
     fn = _function(cfg, trace)
     return {"kernel_source": f"kernels/{SOURCE}",
@@ -120,6 +140,9 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     thread block (record bh·Tr + i) "sm_id" int32, "start_ns" and "end_ns" uint64; and
     "info", the compile facts.
     """
+    if on_wgmma(cfg):
+        from . import wgmma
+        return wgmma.prepare(cfg, Q, K, V, trace, outputs, poison)
     check_supported(cfg)
     bh, d = cfg.bh, cfg.head_dim
     _check_operand("Q", Q, (bh, cfg.seq_q, d), cfg.dtype)

@@ -1,0 +1,499 @@
+// Hopper (sm_90a) FlashAttention-2 forward pass on warpgroup MMA (float16 in, float32 accumulate).
+//
+// One thread block per (query tile i, batch·head): blockIdx.x picks i (heaviest tiles first under
+// causal), blockIdx.y + bh_offset the batch·head. The block has 1 + Br / 64 warpgroups:
+//   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once and of
+//     K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes on an mbarrier
+//     ("full"); a buffer is refilled only after every consumer thread has arrived on its
+//     "empty" mbarrier.
+//   - warpgroups 1 .. Br / 64, the consumers: each owns 64 query rows of Q_i. S_ij = Q_i K_jᵀ runs
+//     as wgmma with both operands in shared memory; O_i += P_ij V_j as wgmma with P_ij in
+//     registers (straight from the S accumulators) and V_j in shared memory. The two products
+//     are software-pipelined: S_{i,j} is issued before P_{i,j-1} V_{j-1}, and the softmax of
+//     tile j runs while that second product is still on the tensor cores.
+// Shared-memory tiles are 64-column (128-byte) slabs in the 128-byte swizzle that both the copy
+// engine writes and wgmma reads (16-byte chunk c of row r sits at chunk c XOR (r mod 8)).
+// Rows past seq_q / seq_k arrive as zeros (the tensor map's bounds); masks apply only on the
+// diagonal tiles (causal) and on a ragged last key tile. exp2 takes scale·log2(e) folded in.
+//
+// Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 64, 128 or 192),
+// BLOCK_K (Bc: 64 or 128), TRACE (0 or 1: write the online-softmax trace and the block
+// schedule, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
+// warpgroups take turns issuing their products, so one's softmax overlaps the other's products).
+
+#ifndef HEAD_DIM
+#error "define HEAD_DIM"
+#endif
+#ifndef BLOCK_Q
+#error "define BLOCK_Q"
+#endif
+#ifndef BLOCK_K
+#error "define BLOCK_K"
+#endif
+#ifndef TRACE
+#define TRACE 0
+#endif
+#ifndef PINGPONG
+#define PINGPONG 0
+#endif
+
+constexpr int d = HEAD_DIM;
+constexpr int Br = BLOCK_Q;
+constexpr int Bc = BLOCK_K;
+constexpr int CONSUMERS = Br / 64;              // consumer warpgroups, 64 query rows each
+constexpr int THREADS = 128 * (CONSUMERS + 1);
+constexpr int STAGES = 2;                       // K_j / V_j buffers in the ring
+constexpr int SLAB_Q = Br * 128;                // bytes of one 64-column slab of Q_i
+constexpr int SLAB_KV = Bc * 128;               // ... of K_j or V_j
+constexpr int Q_BYTES = Br * d * 2;
+constexpr int KV_BYTES = Bc * d * 2;
+constexpr int S_REGS = Bc / 2;                  // S accumulators per thread (64 x Bc per warpgroup)
+constexpr int O_REGS = d / 2;                   // O accumulators per thread (64 x d)
+constexpr float LOG2E = 1.4426950408889634f;
+// Register budgets after setmaxnreg (a multiple of 8; producer + consumers within 64K).
+constexpr int PRODUCER_REGS = 24;
+constexpr int CONSUMER_REGS = CONSUMERS == 2 ? 240 : 160;
+constexpr bool TAKE_TURNS = PINGPONG && CONSUMERS > 1;
+
+static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
+static_assert(Br == 64 || Br == 128 || Br == 192, "BLOCK_Q must be 64, 128 or 192");
+static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
+
+typedef unsigned short half_t;   // raw float16 bits
+typedef unsigned long long u64;
+
+// The driver's tensor map (CUtensorMap), opaque here; passed by value as a kernel parameter.
+struct alignas(128) TensorMap { u64 opaque[16]; };
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    unsigned a;
+    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
+                 : "=r"(a) : "l"(p));
+    return a;
+}
+
+// ---- mbarriers ----------------------------------------------------------------------------
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
+}
+// Arrive and announce the bytes the copies completing on this barrier will bring.
+__device__ __forceinline__ void mbar_expect_bytes(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+// Wait until the phase with this parity has completed.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    asm volatile("{\n"
+                 ".reg .pred done;\n"
+                 "WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra WAIT;\n"
+                 "}\n" :: "r"(bar), "r"(parity) : "memory");
+}
+
+// One box of the (batch·head, seq, d) tensor -> shared memory, completing on `bar`.
+// Coordinates, innermost first: column, row, batch·head.
+__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int col, int row,
+                                         int bh, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];"
+                 :: "r"(dst), "l"(map), "r"(col), "r"(row), "r"(bh), "r"(bar) : "memory");
+}
+
+// ---- warpgroup MMA ------------------------------------------------------------------------
+// Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte
+// offsets (each stored >> 4).
+__device__ __forceinline__ u64 smem_desc(unsigned addr, unsigned lead, unsigned stride) {
+    return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lead >> 4) << 16)
+           | ((u64)(stride >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory");
+}
+// Keep the compiler from touching accumulators across an in-flight wgmma.
+template <int N>
+__device__ __forceinline__ void reg_fence(float (&r)[N]) {
+    #pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
+}
+
+// c (64 x 64) += A (64 x 16, shared, K-major) · B (16 x 64, shared, K-major);
+// accumulate == 0: c = A · B.
+__device__ __forceinline__ void wgmma_ss(float (&c)[32], u64 a_desc, u64 b_desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31])
+        : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+}
+
+// c (64 x 128) += A (64 x 16, shared, K-major) · B (16 x 128, shared, K-major);
+// accumulate == 0: c = A · B.
+__device__ __forceinline__ void wgmma_ss(float (&c)[64], u64 a_desc, u64 b_desc, int accumulate) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
+        : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+}
+
+// c (64 x 64) += A (64 x 16, registers) · B (16 x 64, shared, N-major: transposed).
+__device__ __forceinline__ void wgmma_rs(float (&c)[32], const unsigned (&a)[4], u64 b_desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+}
+
+// c (64 x 128) += A (64 x 16, registers) · B (16 x 128, shared, N-major: transposed).
+__device__ __forceinline__ void wgmma_rs(float (&c)[64], const unsigned (&a)[4], u64 b_desc) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
+}
+
+__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+
+#if TRACE
+__device__ __forceinline__ u64 global_timer() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ int sm_index() {
+    int s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
+}
+#endif
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ TensorMap tm_k,
+            const __grid_constant__ TensorMap tm_v, half_t* __restrict__ O,
+            float* __restrict__ lse, int seq_q, int seq_k, float scale, int causal, int bh_offset,
+            float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
+            float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
+            int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns, u64* __restrict__ t_end_ns) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int Tr = gridDim.x;
+    const int i = causal ? Tr - 1 - (int)blockIdx.x : (int)blockIdx.x;
+    const int bh = bh_offset + blockIdx.y;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int Tc = (seq_k + Bc - 1) / Bc;
+    const int q0 = i * Br;
+#if TRACE
+    const u64 t_start = global_timer();
+#endif
+
+    // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_i slabs, then
+    // STAGES x K_j, STAGES x V_j, then the mbarriers.
+    const unsigned base = (smem_addr(smem_raw) + 1023) & ~1023u;
+    const unsigned sQ = base;
+    const unsigned sK = sQ + Q_BYTES;
+    const unsigned sV = sK + STAGES * KV_BYTES;
+    const unsigned bars = sV + STAGES * KV_BYTES;
+    const unsigned q_full = bars;
+    auto k_full = [&](int s) { return bars + 8 * (1 + s); };
+    auto v_full = [&](int s) { return bars + 8 * (1 + STAGES + s); };
+    auto k_empty = [&](int s) { return bars + 8 * (1 + 2 * STAGES + s); };
+    auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * STAGES + s); };
+
+    // Causal: key tile j runs iff j·Bc <= the last row of Q_i; later tiles are skipped.
+    const int last_row = min(q0 + Br, seq_q) - 1;
+    const int n_tiles = causal ? min(Tc, last_row / Bc + 1) : Tc;
+
+    if (tid == 0) {
+        mbar_init(q_full, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(k_full(s), 1);
+            mbar_init(v_full(s), 1);
+            mbar_init(k_empty(s), CONSUMERS * 128);
+            mbar_init(v_empty(s), CONSUMERS * 128);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (warp < 4) {
+        // ---- producer warpgroup: one thread drives the copy engine ----------------------
+        if constexpr (CONSUMERS > 1)
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
+        if (tid == 0) {
+            mbar_expect_bytes(q_full, Q_BYTES);
+            for (int h = 0; h < d / 64; ++h)
+                tma_load(sQ + h * SLAB_Q, &tm_q, h * 64, q0, bh, q_full);
+            for (int j = 0; j < n_tiles; ++j) {
+                const int s = j % STAGES;
+                const unsigned parity = ((j / STAGES) - 1) & 1;   // the previous use of s
+                if (j >= STAGES) mbar_wait(k_empty(s), parity);
+                mbar_expect_bytes(k_full(s), KV_BYTES);
+                for (int h = 0; h < d / 64; ++h)
+                    tma_load(sK + s * KV_BYTES + h * SLAB_KV, &tm_k, h * 64, j * Bc, bh, k_full(s));
+                if (j >= STAGES) mbar_wait(v_empty(s), parity);
+                mbar_expect_bytes(v_full(s), KV_BYTES);
+                for (int h = 0; h < d / 64; ++h)
+                    tma_load(sV + s * KV_BYTES + h * SLAB_KV, &tm_v, h * 64, j * Bc, bh, v_full(s));
+            }
+        }
+        return;
+    }
+
+    // ---- consumer warpgroups ----------------------------------------------------------------
+    if constexpr (CONSUMERS > 1)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
+    const int wg = warp / 4 - 1;                 // consumer index: rows 64·wg .. of Q_i
+    const int wq = warp % 4;                     // warp in the warpgroup: 16 of those rows
+    const int g = lane / 4, t = lane % 4;        // accumulator row group and column pair
+    const int wg_row0 = q0 + wg * 64;
+    const int row[2] = {wg_row0 + wq * 16 + g, wg_row0 + wq * 16 + g + 8};
+    const float scale_log2 = scale * LOG2E;
+
+    // Turns (PINGPONG): consumer warpgroup wg issues its products after named barrier 2 + wg
+    // completes (its 128 threads wait, the previous warpgroup's 128 arrive), then passes the
+    // turn on. The last warpgroup hands the first turn out and skips its final hand-over, so
+    // every barrier sees as many arrivals as waits.
+    const unsigned my_turn = 2 + wg, next_turn = 2 + (wg + 1) % CONSUMERS;
+    auto wait_turn = [&]() {
+        if constexpr (TAKE_TURNS) asm volatile("bar.sync %0, 256;" :: "r"(my_turn) : "memory");
+    };
+    auto pass_turn = [&]() {
+        if constexpr (TAKE_TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(next_turn) : "memory");
+    };
+    if (wg == CONSUMERS - 1) pass_turn();
+
+    // Descriptors. Q_i, K_j: K-major (d contiguous); a k-step of 16 columns moves 32 bytes
+    // inside a 128-byte swizzled row, and every 4 k-steps to the next slab; 8-row groups are
+    // 1024 bytes apart. V_j: N-major (d contiguous, keys are K); a k-step of 16 keys moves
+    // 16 rows (2048 bytes); the two 64-column slabs of d are SLAB_KV apart.
+    const unsigned q_base = sQ + wg * 64 * 128;
+    auto q_desc = [&](int kk) { return smem_desc(q_base + (kk / 4) * SLAB_Q + (kk % 4) * 32, 16, 1024); };
+    auto k_desc = [&](int s, int kk) {
+        return smem_desc(sK + s * KV_BYTES + (kk / 4) * SLAB_KV + (kk % 4) * 32, 16, 1024);
+    };
+    auto v_desc = [&](int s, int kk) {
+        return smem_desc(sV + s * KV_BYTES + kk * 16 * 128, SLAB_KV, 1024);
+    };
+
+    float S[S_REGS];                   // raw scores q·k of this tile; then exp2(...) in place
+    float O_acc[O_REGS];               // unnormalised O_i
+    unsigned P[Bc / 16][4];            // P_ij as float16 A fragments, one per k-step of 16 keys
+    float m_i[2], l_i[2];              // running max of raw scores; running sum (own columns)
+    float tile_max[2], rescale[2], row_sum[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
+    #pragma unroll
+    for (int e = 0; e < O_REGS; ++e) O_acc[e] = 0.f;
+#if TRACE
+    float keep[4][2];   // trace values of the tile j with j mod 4 == t, stored 4 tiles at once
+#endif
+
+    auto issue_qk = [&](int s) {
+        #pragma unroll
+        for (int kk = 0; kk < d / 16; ++kk) wgmma_ss(S, q_desc(kk), k_desc(s, kk), kk > 0);
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int s) {
+        #pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
+        wgmma_commit();
+    };
+
+    // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
+    auto softmax_scores = [&](int j) {
+        const int k0 = j * Bc;
+        const bool diagonal = causal && k0 + Bc - 1 > wg_row0;
+        if (diagonal || k0 + Bc > seq_k) {
+            #pragma unroll
+            for (int n = 0; n < Bc / 8; ++n)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int c = k0 + n * 8 + 2 * t + (e & 1);
+                    if (c >= seq_k || (causal && c > row[e >> 1])) S[4 * n + e] = neg_inf();
+                }
+        }
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
+        #pragma unroll
+        for (int n = 0; n < Bc / 8; ++n) {
+            tile_max[0] = fmaxf(tile_max[0], fmaxf(S[4 * n], S[4 * n + 1]));
+            tile_max[1] = fmaxf(tile_max[1], fmaxf(S[4 * n + 2], S[4 * n + 3]));
+        }
+        float m_shift[2];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            tile_max[h] = quad_max(tile_max[h]);
+            const float m_new = fmaxf(m_i[h], tile_max[h]);
+            rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
+            m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
+            m_i[h] = m_new;
+        }
+        #pragma unroll
+        for (int e = 0; e < S_REGS; ++e) {
+            const int h = (e >> 1) & 1;
+            S[e] = fast_exp2(fmaf(S[e], scale_log2, -m_shift[h]));
+            row_sum[h] += S[e];
+        }
+    };
+
+    // After the previous P V_j: rescale O_i and l_i, P_ij as float16 fragments, the trace.
+    auto finish_tile = [&](int j) {
+        #pragma unroll
+        for (int e = 0; e < O_REGS; ++e) O_acc[e] *= rescale[(e >> 1) & 1];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
+        #pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+            P[kk][0] = pack_half2(S[8 * kk + 0], S[8 * kk + 1]);
+            P[kk][1] = pack_half2(S[8 * kk + 2], S[8 * kk + 3]);
+            P[kk][2] = pack_half2(S[8 * kk + 4], S[8 * kk + 5]);
+            P[kk][3] = pack_half2(S[8 * kk + 6], S[8 * kk + 7]);
+        }
+#if TRACE
+        // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float l_row = quad_sum(l_i[h]);
+            if ((j & 3) == t) {
+                keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
+                keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
+            }
+        }
+        if ((j & 3) == 3 || j + 1 == n_tiles) {
+            const int jj = (j & ~3) + t;
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                if (jj <= j && row[h] < seq_q) {
+                    const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
+                    t_running_max[at] = keep[0][h]; t_running_sum[at] = keep[1][h];
+                    t_rescale[at] = keep[2][h];     t_tile_max[at] = keep[3][h];
+                }
+            }
+        }
+#endif
+    };
+
+    mbar_wait(q_full, 0);
+
+    // Tile 0: S_i0 alone.
+    wait_turn();
+    mbar_wait(k_full(0), 0);
+    wgmma_fence();
+    issue_qk(0);
+    pass_turn();
+    wgmma_wait<0>();
+    reg_fence(S);
+    mbar_arrive(k_empty(0));
+    softmax_scores(0);
+    finish_tile(0);
+
+    // Tile j: S_ij on the tensor cores, then P_{i,j-1} V_{j-1} behind it; softmax of S_ij
+    // while the second product runs.
+    for (int j = 1; j < n_tiles; ++j) {
+        const int s = j % STAGES, sp = (j - 1) % STAGES;
+        wait_turn();
+        mbar_wait(k_full(s), (j / STAGES) & 1);
+        wgmma_fence();
+        issue_qk(s);
+        mbar_wait(v_full(sp), ((j - 1) / STAGES) & 1);
+        issue_pv(sp);
+        pass_turn();
+        wgmma_wait<1>();                 // S_ij is done (P V may still run)
+        reg_fence(S);
+        mbar_arrive(k_empty(s));
+        softmax_scores(j);
+        wgmma_wait<0>();                 // P_{i,j-1} V_{j-1} is done
+        reg_fence(O_acc);
+        mbar_arrive(v_empty(sp));
+        finish_tile(j);
+    }
+    {
+        const int s = (n_tiles - 1) % STAGES;
+        wait_turn();
+        mbar_wait(v_full(s), ((n_tiles - 1) / STAGES) & 1);
+        wgmma_fence();
+        issue_pv(s);
+        if (wg != CONSUMERS - 1) pass_turn();
+        wgmma_wait<0>();
+        reg_fence(O_acc);
+    }
+
+    // Epilogue: full row sums, O_i / l_i, lse = scale·m + log(l).
+    float inv_l[2];
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        l_i[h] = quad_sum(l_i[h]);
+        inv_l[h] = 1.f / l_i[h];
+        if (t == 0 && row[h] < seq_q) lse[(u64)bh * seq_q + row[h]] = m_i[h] * scale + logf(l_i[h]);
+    }
+#if TRACE
+    // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the quad's
+    // lanes take adjacent tiles.
+    for (int jj = n_tiles + t; jj < Tc; jj += 4) {
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            if (row[h] < seq_q) {
+                const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
+                t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
+                t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
+            }
+        }
+    }
+#endif
+    half_t* Ob = O + (u64)bh * seq_q * d;
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        if (row[h] < seq_q) {
+            unsigned* dst = (unsigned*)(Ob + (u64)row[h] * d + 2 * t);
+            #pragma unroll
+            for (int n = 0; n < d / 8; ++n)
+                dst[n * 4] = pack_half2(O_acc[4 * n + 2 * h] * inv_l[h],
+                                        O_acc[4 * n + 2 * h + 1] * inv_l[h]);
+        }
+    }
+
+#if TRACE
+    // Block schedule: the consumers meet on named barrier 1, then one thread records.
+    asm volatile("bar.sync 1, %0;" :: "n"(CONSUMERS * 128) : "memory");
+    if (tid == 128) {
+        const int rec = bh * Tr + i;
+        t_sm_id[rec] = sm_index();
+        t_start_ns[rec] = t_start;
+        t_end_ns[rec] = global_timer();
+    }
+#endif
+}

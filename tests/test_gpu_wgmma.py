@@ -1,0 +1,268 @@
+"""Hopper wgmma kernel: the shape check (any machine) and, on a GPU of compute capability 9.x,
+output, lse, trace and block schedule against float64 and NumPy references, every output
+poisoned before launch, and agreement with the mma.sync tensor-core kernel."""
+import numpy as np
+import pytest
+
+import engine
+from engine import tensorcore, wgmma
+from engine.config import ConfigError
+from reference import attention64, rel_err, trace64
+
+RNG = np.random.default_rng()
+TRACE_NAMES = ("running_max", "running_sum", "rescale", "tile_max")
+
+
+def config(**changes):
+    base = dict(batch=1, heads=2, seq_q=256, seq_k=256, head_dim=128, block_q=128,
+                block_k=128, dtype="float16", seed=int(RNG.integers(0, 2**31)))
+    return engine.AttentionConfig(**{**base, **changes})
+
+
+def hopper() -> bool:
+    from engine.devices import probe_gpu
+    usable, _ = probe_gpu()
+    return usable and wgmma.device_has_wgmma()
+
+
+needs_hopper = pytest.mark.skipif("not hopper()", reason="needs a GPU of compute capability 9.x")
+
+
+# ---- the shape check (no GPU needed) --------------------------------------------------------
+@pytest.mark.parametrize("shape", wgmma.SHAPES)
+def test_every_listed_shape_fits_one_h200_block(shape):
+    d, bq, bk = shape
+    cfg = config(head_dim=d, block_q=bq, block_k=bk)
+    assert wgmma.takes(cfg)
+    assert wgmma.smem_bytes(cfg) <= engine.PROFILES["H200"].smem_per_block_optin
+    assert wgmma.threads(cfg) == 128 * (bq // 64 + 1)
+
+
+@pytest.mark.parametrize("changes", [dict(block_k=32), dict(block_q=64, block_k=64),
+                                     dict(head_dim=32, block_k=64), dict(dtype="float32")])
+def test_shapes_outside_the_list_are_not_taken(changes):
+    assert not wgmma.takes(config(**changes))
+
+
+def test_tensorcore_takes_hopper_shapes_only_on_hopper():
+    assert "128×64, 128×128 (wgmma kernel)" in tensorcore.supported_text()
+    for d, bq, bk in tensorcore.SUPPORTED["hopper_shapes"]:
+        cfg = config(head_dim=d, block_q=bq, block_k=bk)
+        assert wgmma.takes(cfg)
+        if wgmma.device_has_wgmma():
+            tensorcore.check_supported(cfg)
+            assert tensorcore.on_wgmma(cfg)
+        else:
+            with pytest.raises(ConfigError, match="compute capability 9.x"):
+                tensorcore.check_supported(cfg)
+            assert not tensorcore.on_wgmma(cfg)
+
+
+# ---- on a Hopper GPU --------------------------------------------------------------------------
+# (head_dim, block_q, block_k, seq_q, seq_k, causal, inputs): exact and ragged tiles,
+# seq_q < seq_k and seq_q > seq_k under causal, one key, one tile and many.
+CASES = [
+    (128, 128, 128, 256, 256, False, "normal"),
+    (128, 128, 128, 300, 257, False, "rising"),
+    (128, 128, 128, 300, 257, True, "rising"),
+    (128, 128, 128, 1024, 1024, True, "normal"),
+    (128, 128, 128, 200, 450, True, "normal"),
+    (128, 128, 128, 333, 100, True, "rising"),
+    (128, 128, 128, 1, 1, False, "normal"),
+    (128, 128, 64, 500, 700, False, "rising"),
+    (128, 128, 64, 777, 777, True, "normal"),
+    (128, 128, 64, 70, 513, False, "normal"),
+    (64, 128, 128, 1000, 1100, False, "rising"),
+    (64, 128, 128, 129, 65, True, "normal"),
+    (64, 128, 64, 600, 600, True, "rising"),
+    (64, 128, 64, 190, 1030, False, "normal"),
+]
+
+
+def to_gpu(cfg, x):
+    import cupy
+    return cupy.asarray(x.reshape(cfg.bh, -1, cfg.head_dim))
+
+
+@pytest.fixture(params=[0, 1], ids=["free_order", "pingpong"])
+def pingpong(request, monkeypatch):
+    """Both builds of the consumers' issue order."""
+    monkeypatch.setattr(wgmma, "PINGPONG", request.param)
+    return request.param
+
+
+def run_kernel(cfg, q, k, v, trace, module=wgmma):
+    out = module.launch(cfg, to_gpu(cfg, q), to_gpu(cfg, k), to_gpu(cfg, v), trace, poison=True)
+    return {name: arr.get() for name, arr in out.items() if name != "info"}
+
+
+def as_bhnt(cfg, arr):
+    return arr.reshape(cfg.batch, cfg.heads, cfg.seq_q, -1)
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
+def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs, pingpong):
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
+                 inputs=inputs, batch=2)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=False)
+    assert set(got) == {"O", "lse"}
+    assert got["O"].dtype == np.float16 and got["lse"].dtype == np.float32
+    assert not np.isnan(got["O"]).any() and not np.isnan(got["lse"]).any(), "unwritten output"
+    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, causal)
+    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3, cfg
+    assert rel_err(got["lse"].reshape(lse64.shape), lse64) <= 1e-4, cfg
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
+def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inputs, pingpong):
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
+                 inputs=inputs, heads=3)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=True)
+    plain = run_kernel(cfg, q, k, v, trace=False)
+    # Tracing only adds writes: the traced build computes the same output.
+    assert np.abs(got["O"].astype(np.float32) - plain["O"].astype(np.float32)).max() <= 1e-3
+    assert np.abs(got["lse"] - plain["lse"]).max() <= 1e-5
+
+    ref = engine.run(cfg, q, k, v, backend="numpy", algorithm="flash", trace=True)
+    want64 = trace64(q, k, cfg.softmax_scale, causal, cfg.block_k)
+    for name in TRACE_NAMES:
+        arr = got[name]
+        assert arr.dtype == np.float32 and arr.shape == (cfg.bh, nq, cfg.Tc)
+        assert not np.isnan(arr).any(), f"unwritten {name}"
+        arr = as_bhnt(cfg, arr)
+        assert rel_err(arr, getattr(ref.trace, name)) <= 1e-3, (name, cfg)
+        assert rel_err(arr, want64[name]) <= 1e-3, (name, cfg)
+
+    rm, rs, rc, tm = (as_bhnt(cfg, got[n]) for n in TRACE_NAMES)
+    assert (rc[..., 0] == 0).all(), "rescale is 0 at j = 0 (key 0 is visible to every row)"
+    same = rm[..., 1:] == rm[..., :-1]
+    assert (rc[..., 1:][same] == 1).all(), "rescale is exactly 1 when the max did not move"
+    skipped = ~ref.trace.processed                      # (Tr, Tc)
+    rows_skipped = np.repeat(skipped, cfg.block_q, axis=0)[:nq]   # (Nq, Tc)
+    assert (tm[..., rows_skipped] == -np.inf).all() and (rc[..., rows_skipped] == 1).all()
+    for j in range(1, cfg.Tc):
+        carry = rows_skipped[:, j]
+        assert np.array_equal(rm[..., carry, j], rm[..., carry, j - 1])
+        assert np.array_equal(rs[..., carry, j], rs[..., carry, j - 1])
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_schedule_records_every_block():
+    import cupy
+    cfg = config(seq_q=1000, seq_k=600, heads=5, causal=True)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=True)
+    n_blocks = cfg.bh * cfg.Tr
+    sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    assert got["sm_id"].shape == got["start_ns"].shape == got["end_ns"].shape == (n_blocks,)
+    assert ((got["sm_id"] >= 0) & (got["sm_id"] < sms)).all()
+    assert (got["start_ns"] > 0).all() and (got["end_ns"] >= got["start_ns"]).all()
+    assert 0 < int(got["end_ns"].max() - got["start_ns"].min()) < 10**9
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_custom_scale_and_large_logits():
+    cfg = config(seq_q=250, seq_k=300, scale=0.3, logit_scale=20.0, causal=True)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=False)
+    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, True)
+    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3
+    assert rel_err(got["lse"].reshape(lse64.shape), lse64) <= 1e-4
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_repeated_launches_are_identical(pingpong):
+    cfg = config(seq_q=1500, seq_k=1500, causal=True, heads=4)
+    q, k, v = engine.make_inputs(cfg)
+    first = run_kernel(cfg, q, k, v, trace=False)
+    for _ in range(3):
+        again = run_kernel(cfg, q, k, v, trace=False)
+        assert np.array_equal(first["O"], again["O"]), "a race: output changed between runs"
+        assert np.array_equal(first["lse"], again["lse"])
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("causal", [False, True])
+def test_long_sequence_agrees_with_mma_sync_kernel(causal, pingpong):
+    """N = 4096 (32 key tiles, the ring refilled many times) against float64 and against the
+    mma.sync kernel on the same inputs."""
+    cfg = config(seq_q=4096, seq_k=4096, causal=causal, heads=4)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=False)
+    other = run_kernel(cfg.with_(block_q=128, block_k=32), q, k, v, trace=False,
+                       module=tensorcore)
+    O64, _ = attention64(q, k, v, cfg.softmax_scale, causal)
+    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3
+    assert rel_err(got["O"], other["O"]) <= 2e-3
+    assert np.abs(got["lse"] - other["lse"]).max() <= 1e-3
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_more_batch_heads_than_one_grid_takes():
+    """B·H above gridDim.y's 65535 runs in two launches; both halves are written."""
+    cfg = config(batch=2, heads=32768, seq_q=3, seq_k=5, head_dim=64, block_q=128,
+                 causal=True)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=True)
+    assert not any(np.isnan(got[n]).any() for n in ("O", "lse", *TRACE_NAMES))
+    assert (got["sm_id"] >= 0).all() and (got["start_ns"] > 0).all()
+    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, True)
+    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3
+    assert rel_err(got["lse"].reshape(lse64.shape), lse64) <= 1e-4
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_kernel_facts_report_no_spills(pingpong):
+    for trace in (False, True):
+        for d, bq, bk in wgmma.SHAPES:
+            cfg = config(head_dim=d, block_q=bq, block_k=bk)
+            facts = wgmma.kernel_facts(cfg, trace)
+            assert 0 < facts["registers_per_thread"] <= 255, (d, bq, bk)
+            assert facts["local_bytes_per_thread"] == 0, ("spills", d, bq, bk, trace)
+            assert facts["threads_per_block"] == wgmma.threads(cfg)
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_wrong_operands_are_refused():
+    import cupy
+    cfg = config()
+    q, k, v = (to_gpu(cfg, x) for x in engine.make_inputs(cfg))
+    with pytest.raises(ConfigError, match="shape"):
+        wgmma.launch(cfg, q[:, :-1], k, v, trace=False)
+    with pytest.raises(ConfigError, match="dtype float16"):
+        wgmma.launch(cfg, q.astype(cupy.float32), k, v, trace=False)
+    with pytest.raises(ConfigError, match="does not take"):
+        wgmma.launch(cfg.with_(block_k=32), q, k, v, trace=False)
+
+
+@pytest.mark.gpu
+@needs_hopper
+def test_engine_run_and_benchmark_reach_wgmma_through_tensorcore():
+    cfg = config(seq_q=700, seq_k=650, causal=True, inputs="rising")
+    q, k, v = engine.make_inputs(cfg)
+    res = engine.run(cfg, q, k, v, backend="cupy", kernel="tensorcore", trace=True)
+    ref = engine.run(cfg, q, k, v, backend="numpy", trace=True)
+    assert res.kernel == "tensorcore" and res.schedule is not None
+    assert res.info["kernel_source"] == "kernels/flash_wgmma.cu"
+    assert res.info["threads_per_block"] == 384
+    assert rel_err(res.output, ref.output) <= 2e-3
+    for name in TRACE_NAMES:
+        assert rel_err(getattr(res.trace, name), getattr(ref.trace, name)) <= 1e-3, name
+    facts = tensorcore.kernel_facts(cfg, trace=False)
+    assert facts["kernel_source"] == "kernels/flash_wgmma.cu"
+    big = config(seq_q=2048, seq_k=2048, heads=8)
+    t = engine.benchmark(big, backend="cupy", kernel="tensorcore", reps=20, warmup=1)
+    assert t.reps == 20 and 0 < t.median_ms and 10 < t.tflops < 1000
