@@ -66,7 +66,8 @@ async def _session(browser, base: str, seq_q: int, stop_at: float, stats: dict, 
                 stats["wrong"].append(f"URL lost seq_q={seq_q}: {page.url}")
             shown = await page.get_by_label("seq_q (queries)").input_value()
             if shown != str(seq_q):
-                stats["wrong"].append(f"seq_q control shows {shown}, this visitor set {seq_q}")
+                stats["wrong"].append(f"after {action} on {page.url}: seq_q control shows "
+                                      f"{shown}, this visitor set {seq_q}")
     except Exception as exc:  # a timeout or crash counts as a failure of the run
         stats["errors"].append(f"{type(exc).__name__}: {str(exc)[:200]}")
     finally:

@@ -46,15 +46,33 @@ def tensorcore_examples():
              f"-DTRACE={t}") for d, bq, bk in (shapes[0], shapes[-1]) for t in (0, 1)]
 
 
+def wgmma_examples():
+    """The Hopper kernel's first and last shapes, traced and not, with and without ping-pong;
+    the launcher's own -arch option is replaced by the sm_90a target below."""
+    from engine import wgmma
+    out = []
+    for d, bq, bk in (wgmma.SHAPES[0], wgmma.SHAPES[-1]):
+        for t in (0, 1):
+            opts = wgmma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk,
+                                             dtype="float16"), bool(t))
+            out += [tuple(o for o in opts if not o.startswith(("-arch", "-DPINGPONG")))
+                    + (f"-DPINGPONG={p}",) for p in (0, 1)]
+    return out
+
+
 def nvcc(source, options):
-    cmd = [NVCC, "-arch=sm_90", "-c", str(KERNEL_DIR / source), "-o", "/dev/null", *options]
+    # wgmma needs the architecture-specific sm_90a target; everything else builds for sm_90.
+    arch = "-gencode=arch=compute_90a,code=sm_90a" if source == "flash_wgmma.cu" else \
+        "-arch=sm_90"
+    cmd = [NVCC, arch, "-c", str(KERNEL_DIR / source), "-o", "/dev/null", *options]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
 @pytest.mark.parametrize("source", source_names())
 def test_every_kernel_source_compiles_for_sm90(source):
-    examples = tensorcore_examples() if source == "flash_tensorcore.cu" else EXAMPLES[source]
+    examples = {"flash_tensorcore.cu": tensorcore_examples,
+                "flash_wgmma.cu": wgmma_examples}.get(source, lambda: EXAMPLES[source])()
     for options in examples:
         done = nvcc(source, options)
         assert done.returncode == 0, f"{source} {' '.join(options)}:\n{done.stderr}"
