@@ -14,10 +14,13 @@ MAX_BLOCKS_DRAWN = 20000
 SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
 
 
-def kernel_source(kernel: str, directory: Path = KERNEL_DIR) -> tuple[Path, str | None]:
-    """The path of flash kernel `kernel`'s CUDA source (kernels/flash_<kernel>.cu) and its
-    text, or None when the file is absent."""
-    path = directory / f"flash_{kernel}.cu"
+def kernel_source(kernel: str, info: dict | None = None,
+                  directory: Path = KERNEL_DIR) -> tuple[Path, str | None]:
+    """The path of the CUDA source that ran and its text (None when the file is absent): the
+    file a GPU run named in info["kernel_source"] (the tensor-core kernel dispatches to
+    flash_wgmma.cu on Hopper for some shapes), else kernels/flash_<kernel>.cu."""
+    named = Path(str((info or {}).get("kernel_source", ""))).name   # a file name, never a path
+    path = directory / (named if named.endswith(".cu") else f"flash_{kernel}.cu")
     try:
         return path, path.read_text()
     except OSError:

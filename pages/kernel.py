@@ -63,7 +63,7 @@ else:
                "(%globaltimer), coloured by its query tile i.")
 
 st.subheader("CUDA source")
-path, text = kernel_source(s.kernel)
+path, text = kernel_source(s.kernel, res.info if res is not None else None)
 if text is None:
     st.warning(f"The source file {path.name} is not in kernels/ in this checkout.")
 else:

@@ -322,11 +322,22 @@ def test_schedule_table_from_recorded_file_and_from_schedule():
 
 
 def test_kernel_source_and_facts(tmp_path):
-    path, text = kernel_data.kernel_source("teaching", tmp_path)
+    path, text = kernel_data.kernel_source("teaching", None, tmp_path)
     assert text is None and path.name == "flash_teaching.cu"
     (tmp_path / "flash_teaching.cu").write_text("__global__ void k() {}")
-    assert kernel_data.kernel_source("teaching", tmp_path)[1] == "__global__ void k() {}"
+    assert kernel_data.kernel_source("teaching", None, tmp_path)[1] == "__global__ void k() {}"
     facts = kernel_data.facts_table({"registers": 96, "threads": 128, "grid": [4, 2],
                                      "nested": {"a": 1}})
     assert dict(zip(facts.fact, facts.value)) == {"registers": "96", "threads": "128",
                                                   "grid": "4 2"}
+
+
+def test_kernel_source_follows_the_kernel_that_ran(tmp_path):
+    from app.kernel_data import kernel_source
+    (tmp_path / "flash_tensorcore.cu").write_text("// mma.sync")
+    (tmp_path / "flash_wgmma.cu").write_text("// wgmma")
+    assert kernel_source("tensorcore", None, tmp_path)[1] == "// mma.sync"
+    path, text = kernel_source("tensorcore", {"kernel_source": "kernels/flash_wgmma.cu"}, tmp_path)
+    assert path.name == "flash_wgmma.cu" and text == "// wgmma"
+    path, text = kernel_source("tensorcore", {"kernel_source": "../../etc/passwd"}, tmp_path)
+    assert path.name == "flash_tensorcore.cu"
