@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call that checks the whole product on a lent H200: every gpu-marked test, the app's
-# AppTest suite with the CuPy backend (Streamlit and Altair carried as wheels in .whl/), and the
-# tensor-core kernel's sweep in the same layout as bench_h200_sweep.json.
+# AppTest suite with the CuPy backend (Streamlit and Altair carried as wheels in .whl/), and a
+# sweep of the tensor-core kernel at head_dim 128 with 128×128 tiles (the shape that runs the
+# Hopper wgmma path) beside the naive baseline, in the layout of bench_h200_sweep.json.
 # Usage (device tool, carry .whl): OUT=<folder> bash benchmarks/run_h200_all.sh
 set -u
 export PYTHONUNBUFFERED=1
@@ -14,7 +15,7 @@ fi
   python3 -c "import cupy, numpy, torch, streamlit; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__, 'streamlit', streamlit.__version__)"
   date -u; } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-timeout 260 python3 -m pytest -q -rs -p no:cacheprovider -m gpu tests/ > "$OUT/gpu_tests.log" 2>&1
+timeout 330 python3 -m pytest -q -rs -p no:cacheprovider -m gpu tests/ > "$OUT/gpu_tests.log" 2>&1
 gpu_rc=$?
 timeout 200 python3 -m pytest -q -rs -p no:cacheprovider tests/test_app_pages.py \
   tests/test_url_fuzz.py tests/test_charts.py > "$OUT/apptest_gpu.log" 2>&1
@@ -22,8 +23,9 @@ app_rc=$?
 if [ "${SWEEP:-1}" = 1 ]; then
   FA_LAB_MAX_QKV_ELEMENTS=1000000000 FA_LAB_MAX_NAIVE_BYTES=200000000000 \
   timeout 150 python3 -m engine bench --seq 256,512,1024,2048,4096,8192,16384 \
-    --head-dim 64,128 --dtype float16 --causal both --kernels tensorcore --reps 30 --budget 2 \
-    --out "$OUT/bench_h200_tensorcore.json" > "$OUT/sweep_tc.log" 2> "$OUT/sweep_tc_progress.log"
+    --head-dim 128 --block-q 128 --block-k 128 --dtype float16 --causal both \
+    --kernels naive,tensorcore --reps 30 --budget 2 \
+    --out "$OUT/bench_h200_wgmma.json" > "$OUT/sweep_tc.log" 2> "$OUT/sweep_tc_progress.log"
   echo "sweep rc=$?"
   cat "$OUT/sweep_tc.log" | head -40
 fi
