@@ -75,7 +75,7 @@ def parse_value(name: str, raw: str):
             return False
         raise bad
     if ctl.kind == "int":
-        if not text.isdigit() or not ctl.low <= int(text) <= ctl.high:
+        if not (text.isascii() and text.isdigit()) or not ctl.low <= int(text) <= ctl.high:
             raise bad
         return int(text)
     if ctl.kind == "float":

@@ -11,7 +11,8 @@ from app.controls import CONTROLS, parse_value
 
 MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
 NASTY = ["1e12", "-3", "evil", "", "nan", "inf", "-inf", "0", "64.5", "0x40", "true", "None",
-         "<script>alert(1)</script>", "../../etc/passwd", "9" * 40, "1,2", " 64 ", "float16"]
+         "<script>alert(1)</script>", "../../etc/passwd", "9" * 40, "1,2", " 64 ", "float16",
+         "¹", "٣", "६४"]
 raw_values = st_h.one_of(st_h.sampled_from(NASTY), st_h.text(max_size=20),
                          st_h.integers(-10**15, 10**15).map(str),
                          st_h.floats(allow_nan=True, allow_infinity=True).map(repr))
