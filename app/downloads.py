@@ -32,3 +32,19 @@ def results_json(results: pd.DataFrame, device: engine.DeviceInfo,
 
 def results_csv(results: pd.DataFrame) -> bytes:
     return results.to_csv(index=False).encode()
+
+
+def trace_summary(res: engine.Result) -> pd.DataFrame:
+    """Per key tile j, over every query row of a traced run: how often the running max rose
+    (rescale < 1, j > 0), the mean rescale factor where it did, and the mean running sum."""
+    t = res.trace
+    Tc = t.rescale.shape[-1]
+    resc = t.rescale.reshape(-1, Tc)
+    rose = (resc < 1) & (np.arange(Tc) > 0)
+    count = rose.sum(axis=0)
+    mean_factor = np.where(rose, resc, 0).sum(axis=0) / np.maximum(count, 1)
+    mean_factor[count == 0] = np.nan
+    return pd.DataFrame({"key tile j": np.arange(Tc),
+                         "rows whose max rose (%)": 100 * rose.mean(axis=0),
+                         "mean rescale where it rose": mean_factor,
+                         "mean running sum": t.running_sum.reshape(-1, Tc).mean(axis=0)})

@@ -8,6 +8,8 @@ import streamlit as st
 
 from app.controls import kernel_label
 from app.sidebar import Settings
+from engine import GpuUnavailableError
+from engine.gpu_runtime import GpuRunError
 
 T = TypeVar("T")
 SETTINGS_KEY = "_settings"
@@ -30,12 +32,16 @@ def usable_settings() -> Settings:
 
 
 def guarded(fn: Callable[..., T], *args, show: Callable = st.error) -> T | None:
-    """Call fn; a ValueError (bad config, limit, unsupported shape) becomes a message
-    (st.error unless `show` says otherwise)."""
+    """Call fn; a ValueError (bad config, limit, unsupported shape, GPU failure) becomes a
+    message (st.error unless `show` says otherwise); a GPU failure also offers the emulation."""
     try:
         return fn(*args)
     except ValueError as exc:
-        show(str(exc))
+        msg = str(exc)
+        if isinstance(exc, (GpuRunError, GpuUnavailableError)):
+            msg += (' The app keeps working: choose "CPU emulation (NumPy)" as the backend in '
+                    'the sidebar to go on without the GPU.')
+        show(msg)
         return None
 
 

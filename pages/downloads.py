@@ -4,7 +4,7 @@ import functools
 import streamlit as st
 
 from app import runner
-from app.downloads import results_csv, results_json
+from app.downloads import results_csv, results_json, trace_summary
 from app.timing_data import bench_dir, recorded_table
 from app.ui import guarded, source_line, usable_settings
 from engine import recorded, trace_io
@@ -51,3 +51,19 @@ else:
         st.download_button(f"{f['file']} (JSON, {f.get('device', {}).get('name', '?')}, "
                            f"{f.get('date', '?')})", path.read_bytes(), file_name=f["file"],
                            mime="application/json", key=f"dl_{f['file']}")
+
+st.subheader("Open a trace file")
+st.caption("A trace NPZ saved here or by `python -m engine trace` (for example recorded on a GPU "
+           "and opened on a laptop). The file is checked before use: no pickles, at most "
+           f"{trace_io.MAX_UPLOAD_BYTES >> 20} MB, every array's shape and dtype against the "
+           "config stored in it.")
+upload = st.file_uploader("Trace (NPZ)", type=["npz"], key="trace_upload")
+if upload is not None:
+    loaded = guarded(trace_io.from_npz_bytes, upload.getvalue())
+    if loaded is not None:
+        ucfg, ures = loaded
+        st.success(f"{upload.name}: a valid trace from the {ures.backend} backend of "
+                   f"B={ucfg.batch}, H={ucfg.heads}, N_q={ucfg.seq_q}, N_k={ucfg.seq_k}, "
+                   f"d={ucfg.head_dim}, tiles {ucfg.block_q}×{ucfg.block_k}, {ucfg.dtype}"
+                   + (", causal" if ucfg.causal else "") + ".")
+        st.dataframe(trace_summary(ures), hide_index=True)
