@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 
 # ---- allowed values: the single source quoted by every error message -------------------
 HEAD_DIMS = (16, 32, 64, 128, 256)

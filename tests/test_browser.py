@@ -3,34 +3,20 @@ check that nothing raised and the charts are drawn, move a step slider and check
 changes, and save a screenshot of each page to docs/screenshots/."""
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
+from app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, serve
+
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "docs" / "screenshots"
 # screenshot name -> (url path, has charts whatever is recorded in benchmarks/)
 PAGES = {"overview": ("", False), "sram-tiling": ("sram-tiling", True),
          "online-softmax": ("online-softmax", True), "timings": ("timings", True),
          "kernel": ("kernel", False), "downloads": ("downloads", False)}
 CHART = ".vega-embed canvas, .vega-embed svg"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -38,39 +24,15 @@ def server():
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
     pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.headless", "true",
-         "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.time() > deadline:
-                out = proc.stdout.read().decode(errors="replace") if proc.poll() is not None else ""
-                pytest.fail(f"the Streamlit server did not start: {out[-2000:]}")
-            time.sleep(0.5)
+    with serve() as (base, _proc):
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
 def browser(server):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield b
         b.close()
 
