@@ -10,14 +10,16 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+import os
 import random
+import re
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from app_server import CHROMIUM, CHROMIUM_ARGS, rss_bytes, serve  # noqa: E402
+from app_server import CHROMIUM, CHROMIUM_ARGS, cpu_seconds, rss_bytes, serve  # noqa: E402
 
 CHART_PAGES = ("sram-tiling", "online-softmax")
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
@@ -49,7 +51,8 @@ async def _session(browser, base: str, seq_q: int, stop_at: float, stats: dict, 
                 box = page.get_by_label("seed")
                 await box.fill(str(seed))
                 await box.press("Enter")
-                await page.wait_for_timeout(300)
+                # the script writes the new seed into the URL when its run has finished
+                await page.wait_for_url(re.compile(rf"[?&]seed={seed}(&|$)"), timeout=120000)
                 await _settle(page, charts=True)
             else:
                 slider = page.locator(".vega-bind input[type=range]").first
@@ -100,9 +103,9 @@ def run(sessions: int = 20, seconds: float = 60, seed: int = 0) -> dict:
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
-        t0 = time.time()
+        t0, cpu0 = time.time(), cpu_seconds(proc.pid)
         stats = asyncio.run(_drive(base, sessions, seconds, seed))
-        wall = time.time() - t0
+        wall, server_cpu = time.time() - t0, cpu_seconds(proc.pid) - cpu0
         done.set()
         sampler.join()
     lat = sorted(stats["latency_ms"])
@@ -112,7 +115,8 @@ def run(sessions: int = 20, seconds: float = 60, seed: int = 0) -> dict:
             "p95_ms_to_drawn_chart": round(p95, 1),
             "median_ms": round(lat[len(lat) // 2], 1) if lat else float("nan"),
             "exceptions": stats["exceptions"], "wrong": stats["wrong"][:20],
-            "errors": stats["errors"][:20], "server_rss_start_mb": round(peak[0] / 2**20),
+            "errors": stats["errors"][:20], "server_cpu_s": round(server_cpu, 1),
+            "machine_cores": os.cpu_count(), "server_rss_start_mb": round(peak[0] / 2**20),
             "server_rss_peak_mb": round(max(peak) / 2**20)}
 
 
