@@ -54,3 +54,12 @@ def gpu_failures(what: str):
         raise GpuRunError(f"{what}: a CUDA call failed ({exc}). If it says 'illegal address' "
                           f"or 'launch failure', the GPU context is lost until the process "
                           f"restarts.") from exc
+
+
+def compile_facts(source: str, options, fn, threads: int, smem: int, grid) -> dict:
+    """What a flash launcher reports about the kernel it ran (shown on the Kernel page)."""
+    return {"kernel_source": f"kernels/{source}", "compile_options": " ".join(options),
+            "registers_per_thread": int(fn.num_regs),
+            "local_bytes_per_thread": int(fn.local_size_bytes),
+            "threads_per_block": threads, "dynamic_smem_bytes": smem,
+            "grid": " × ".join(str(g) for g in grid)}

@@ -13,7 +13,7 @@ from kernels.loader import get_function
 
 from .config import AttentionConfig, ConfigError
 from .devices import GpuProfile
-from .gpu_runtime import live_gpu
+from .gpu_runtime import compile_facts, live_gpu
 from .iomodel import largest_fitting_tiles, smem_budget
 
 SOURCE = "flash_teaching.cu"
@@ -105,11 +105,8 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
         for grid, args in launches:
             fn(grid, (NUM_THREADS,), args, shared_mem=smem)
 
-    out["info"] = {"kernel_source": f"kernels/{SOURCE}",
-                   "compile_options": list(compile_options(cfg, trace)),
-                   "registers_per_thread": int(fn.num_regs),
-                   "threads_per_block": NUM_THREADS, "dynamic_smem_bytes": smem,
-                   "grid": [Tr, cfg.bh], "device": gpu.name}
+    out["info"] = {**compile_facts(SOURCE, compile_options(cfg, trace), fn, NUM_THREADS, smem,
+                                   (Tr, cfg.bh)), "device": gpu.name}
     return run, out
 
 

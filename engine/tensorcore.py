@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
+from .gpu_runtime import compile_facts
 
 SOURCE = "flash_tensorcore.cu"
 FUNCTION = "flash_tensorcore"
@@ -167,12 +168,7 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
         for grid, args in launches:
             fn(grid, (THREADS,), args, shared_mem=smem)
 
-    out["info"] = {"kernel_source": f"kernels/{SOURCE}",
-                   "compile_options": " ".join(compile_options(cfg, trace)),
-                   "registers_per_thread": int(fn.num_regs),
-                   "local_bytes_per_thread": int(fn.local_size_bytes),
-                   "threads_per_block": THREADS, "dynamic_smem_bytes": smem,
-                   "grid": f"{Tr} × {bh}"}
+    out["info"] = compile_facts(SOURCE, compile_options(cfg, trace), fn, THREADS, smem, (Tr, bh))
     return run, out
 
 

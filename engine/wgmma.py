@@ -14,6 +14,7 @@ import functools
 import numpy as np
 
 from .config import AttentionConfig, ConfigError
+from .gpu_runtime import compile_facts
 from .tensorcore import BLOCK_KEYS, MAX_GRID_Y, TRACE_KEYS, allocate_outputs
 from .tensorcore import _check_operand as check_operand
 
@@ -149,12 +150,8 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
             fn(grid, (n_threads,), args, shared_mem=smem)
 
     run.operands = (Q, K, V)          # the tensor maps point into these: keep them alive
-    out["info"] = {"kernel_source": f"kernels/{SOURCE}",
-                   "compile_options": " ".join(compile_options(cfg, trace)),
-                   "registers_per_thread": int(fn.num_regs),
-                   "local_bytes_per_thread": int(fn.local_size_bytes),
-                   "threads_per_block": n_threads, "dynamic_smem_bytes": smem,
-                   "grid": f"{Tr} × {bh}"}
+    out["info"] = compile_facts(SOURCE, compile_options(cfg, trace), fn, n_threads, smem,
+                                (Tr, bh))
     return run, out
 
 

@@ -18,24 +18,12 @@
 #error "compile with -DBLOCK_Q= -DBLOCK_K= -DHEAD_DIM= -DELEM_T=float|half_bits -DCAUSAL=0|1 -DTRACE=0|1"
 #endif
 
-typedef unsigned short half_bits;  // float16 kept as raw bits: no header needed
+#include "common.cuh"
+
 typedef ELEM_T elem_t;
 
 #define NUM_THREADS 128             // 4 warps cooperate on every phase
 #define NUM_WARPS (NUM_THREADS / 32)
-
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(half_bits x) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
-    return f;
-}
-__device__ __forceinline__ void store_as(float* p, float x) { *p = x; }
-__device__ __forceinline__ void store_as(half_bits* p, float x) {
-    half_bits h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-    *p = h;
-}
 
 __device__ __forceinline__ float warp_max(float x) {
     for (int offset = 16; offset > 0; offset /= 2)
@@ -46,17 +34,6 @@ __device__ __forceinline__ float warp_sum(float x) {
     for (int offset = 16; offset > 0; offset /= 2)
         x += __shfl_xor_sync(0xffffffffu, x, offset);
     return x;
-}
-
-__device__ __forceinline__ unsigned int sm_id() {
-    unsigned int id;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
-    return id;
-}
-__device__ __forceinline__ unsigned long long global_timer_ns() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
 }
 
 extern "C" __global__ void __launch_bounds__(NUM_THREADS)
@@ -90,8 +67,8 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
 #if TRACE
     const int record = bh * gridDim.x + i;          // this block's schedule record: bh·Tr + i
     if (tid == 0) {
-        block_start_ns[record] = global_timer_ns();
-        block_sm_id[record] = (int)sm_id();
+        block_start_ns[record] = global_timer();
+        block_sm_id[record] = (int)sm_index();
     }
 #endif
 
@@ -213,6 +190,6 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
 
 #if TRACE
     __syncthreads();  // every thread has issued its last write before the end time is taken
-    if (tid == 0) block_end_ns[record] = global_timer_ns();
+    if (tid == 0) block_end_ns[record] = global_timer();
 #endif
 }

@@ -46,19 +46,13 @@ static_assert(Bc % 16 == 0 && Bc >= 16, "BLOCK_K must be a multiple of 16");
 static_assert((Bc * CHUNKS) % THREADS == 0, "K/V tile must split evenly over the threads");
 static_assert((Br * CHUNKS) % THREADS == 0, "Q tile must split evenly over the threads");
 
+#include "common.cuh"
+
 typedef unsigned short half_t;   // raw float16 bits
-typedef unsigned long long u64;
 
 // ---- shared-memory layout: rows of CHUNKS 16-byte chunks, chunk index XOR (row mod 8) ----
 __device__ __forceinline__ int swizzle(int row, int chunk) {
     return row * CHUNKS + (chunk ^ (row & 7));
-}
-
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    unsigned a;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }"
-                 : "=r"(a) : "l"(p));
-    return a;
 }
 
 // Copy 16 bytes global -> shared; zero-fill when the row is out of range.
@@ -107,42 +101,6 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], 
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-
-__device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
-    unsigned r;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
-    return r;
-}
-
-__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
-
-__device__ __forceinline__ float fast_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-__device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
-}
-
-#if TRACE
-__device__ __forceinline__ u64 global_timer() {
-    u64 t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-__device__ __forceinline__ int sm_index() {
-    int s;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
-    return s;
-}
-#endif
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,

@@ -7,6 +7,7 @@ A compile error reaches the caller as KernelCompileError, with the compiler's lo
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 KERNEL_DIR = Path(__file__).resolve().parent
@@ -27,8 +28,19 @@ def source_path(name: str) -> Path:
     return KERNEL_DIR / name
 
 
+LOCAL_INCLUDE = re.compile(r'^#include "(\w+\.cuh)"$', re.MULTILINE)
+
+
 def read_source(name: str) -> str:
-    return source_path(name).read_text()
+    """The source text with this folder's headers pasted in where they are included, so the
+    text NVRTC compiles (and CuPy's cache keys on) is complete."""
+    def paste(match):
+        header = KERNEL_DIR / match.group(1)
+        if not header.is_file():
+            raise KernelCompileError(f"kernels/{name} includes {match.group(1)}, which is not in "
+                                     f"kernels/.")
+        return header.read_text()
+    return LOCAL_INCLUDE.sub(paste, source_path(name).read_text())
 
 
 @functools.lru_cache(maxsize=128)

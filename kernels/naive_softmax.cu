@@ -13,23 +13,11 @@
 #error "compile with -DELEM_T=float|half_bits -DNUM_THREADS=<multiple of 32>"
 #endif
 
-typedef unsigned short half_bits;  // float16 kept as raw bits: no header needed
+#include "common.cuh"
+
 typedef ELEM_T elem_t;
 
 #define NUM_WARPS (NUM_THREADS / 32)
-
-__device__ __forceinline__ float to_f32(float x) { return x; }
-__device__ __forceinline__ float to_f32(half_bits x) {
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
-    return f;
-}
-__device__ __forceinline__ void store_as(float* p, float x) { *p = x; }
-__device__ __forceinline__ void store_as(half_bits* p, float x) {
-    half_bits h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-    *p = h;
-}
 
 // Max (is_max) or sum of one value per thread over the whole block; every thread gets it.
 __device__ float block_reduce(float x, bool is_max, float* partials) {

@@ -6,10 +6,10 @@ import pytest
 import engine
 from engine import tensorcore
 from engine.config import ConfigError
-from reference import attention64, rel_err, trace64
+from kernel_checks import TRACE_NAMES, check_output, check_trace, to_gpu
+from reference import attention64, rel_err
 
 RNG = np.random.default_rng()
-TRACE_NAMES = ("running_max", "running_sum", "rescale", "tile_max")
 
 
 def config(**changes):
@@ -62,20 +62,12 @@ CASES = [
 ]
 
 
-def to_gpu(cfg, x):
-    import cupy
-    return cupy.asarray(x.reshape(cfg.bh, -1, cfg.head_dim))
-
-
 def run_kernel(cfg, q, k, v, trace):
     out = tensorcore.launch(cfg, to_gpu(cfg, q), to_gpu(cfg, k), to_gpu(cfg, v), trace,
                             poison=True)
     assert out["info"]["threads_per_block"] == 128
     return {name: arr.get() for name, arr in out.items() if name != "info"}
 
-
-def as_bhnt(cfg, arr):
-    return arr.reshape(cfg.batch, cfg.heads, cfg.seq_q, -1)
 
 
 @pytest.mark.gpu
@@ -84,13 +76,7 @@ def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
                  inputs=inputs, batch=2)
     q, k, v = engine.make_inputs(cfg)
-    got = run_kernel(cfg, q, k, v, trace=False)
-    assert set(got) == {"O", "lse"}
-    assert got["O"].dtype == np.float16 and got["lse"].dtype == np.float32
-    assert not np.isnan(got["O"]).any() and not np.isnan(got["lse"]).any(), "unwritten output"
-    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, causal)
-    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3, cfg
-    assert rel_err(got["lse"].reshape(lse64.shape), lse64) <= 1e-4, cfg
+    check_output(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=False))
 
 
 @pytest.mark.gpu
@@ -99,34 +85,8 @@ def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inpu
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
                  inputs=inputs, heads=3)
     q, k, v = engine.make_inputs(cfg)
-    got = run_kernel(cfg, q, k, v, trace=True)
-    plain = run_kernel(cfg, q, k, v, trace=False)
-    # Tracing only adds writes: the traced build computes the same output.
-    assert np.abs(got["O"].astype(np.float32) - plain["O"].astype(np.float32)).max() <= 1e-3
-    assert np.abs(got["lse"] - plain["lse"]).max() <= 1e-5
-
-    ref = engine.run(cfg, q, k, v, backend="numpy", algorithm="flash", trace=True)
-    want64 = trace64(q, k, cfg.softmax_scale, causal, cfg.block_k)
-    for name in TRACE_NAMES:
-        arr = got[name]
-        assert arr.dtype == np.float32 and arr.shape == (cfg.bh, nq, cfg.Tc)
-        assert not np.isnan(arr).any(), f"unwritten {name}"
-        arr = as_bhnt(cfg, arr)
-        assert rel_err(arr, getattr(ref.trace, name)) <= 1e-3, (name, cfg)
-        assert rel_err(arr, want64[name]) <= 1e-3, (name, cfg)
-
-    # Exact parts of the semantics.
-    rm, rs, rc, tm = (as_bhnt(cfg, got[n]) for n in TRACE_NAMES)
-    assert (rc[..., 0] == 0).all(), "rescale is 0 at j = 0 (key 0 is visible to every row)"
-    same = rm[..., 1:] == rm[..., :-1]
-    assert (rc[..., 1:][same] == 1).all(), "rescale is exactly 1 when the max did not move"
-    skipped = ~ref.trace.processed                      # (Tr, Tc)
-    rows_skipped = np.repeat(skipped, cfg.block_q, axis=0)[:nq]   # (Nq, Tc)
-    assert (tm[..., rows_skipped] == -np.inf).all() and (rc[..., rows_skipped] == 1).all()
-    for j in range(1, cfg.Tc):
-        carry = rows_skipped[:, j]
-        assert np.array_equal(rm[..., carry, j], rm[..., carry, j - 1])
-        assert np.array_equal(rs[..., carry, j], rs[..., carry, j - 1])
+    check_trace(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=True),
+                run_kernel(cfg, q, k, v, trace=False))
 
 
 @pytest.mark.gpu

@@ -1,0 +1,58 @@
+"""Checks shared by the tensor-core kernels' GPU tests: a kernel's raw outputs (NumPy copies of
+the launcher's dict) against float64 and the NumPy backend, with DESIGN.md's exact rules."""
+import numpy as np
+
+import engine
+from reference import attention64, rel_err, trace64
+
+TRACE_NAMES = ("running_max", "running_sum", "rescale", "tile_max")
+
+
+def to_gpu(cfg, x):
+    """(B, H, N, d) NumPy -> (B·H, N, d) CuPy, the launchers' operand layout."""
+    import cupy
+    return cupy.asarray(x.reshape(cfg.bh, -1, cfg.head_dim))
+
+
+def as_bhnt(cfg, arr):
+    return arr.reshape(cfg.batch, cfg.heads, cfg.seq_q, -1)
+
+
+def check_output(cfg, q, k, v, got):
+    """Untraced build: O (float16) and lse (float32) fully written and close to float64."""
+    assert set(got) == {"O", "lse"}
+    assert got["O"].dtype == np.float16 and got["lse"].dtype == np.float32
+    assert not np.isnan(got["O"]).any() and not np.isnan(got["lse"]).any(), "unwritten output"
+    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, cfg.causal)
+    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3, cfg
+    assert rel_err(got["lse"].reshape(lse64.shape), lse64) <= 1e-4, cfg
+
+
+def check_trace(cfg, q, k, v, got, plain):
+    """Traced build `got` against the untraced `plain`, the NumPy backend and float64."""
+    # Tracing only adds writes: the traced build computes the same output.
+    assert np.abs(got["O"].astype(np.float32) - plain["O"].astype(np.float32)).max() <= 1e-3
+    assert np.abs(got["lse"] - plain["lse"]).max() <= 1e-5
+
+    ref = engine.run(cfg, q, k, v, backend="numpy", algorithm="flash", trace=True)
+    want64 = trace64(q, k, cfg.softmax_scale, cfg.causal, cfg.block_k)
+    for name in TRACE_NAMES:
+        arr = got[name]
+        assert arr.dtype == np.float32 and arr.shape == (cfg.bh, cfg.seq_q, cfg.Tc)
+        assert not np.isnan(arr).any(), f"unwritten {name}"
+        arr = as_bhnt(cfg, arr)
+        assert rel_err(arr, getattr(ref.trace, name)) <= 1e-3, (name, cfg)
+        assert rel_err(arr, want64[name]) <= 1e-3, (name, cfg)
+
+    # Exact parts of the semantics.
+    rm, rs, rc, tm = (as_bhnt(cfg, got[n]) for n in TRACE_NAMES)
+    assert (rc[..., 0] == 0).all(), "rescale is 0 at j = 0 (key 0 is visible to every row)"
+    same = rm[..., 1:] == rm[..., :-1]
+    assert (rc[..., 1:][same] == 1).all(), "rescale is exactly 1 when the max did not move"
+    skipped = ~ref.trace.processed                                  # (Tr, Tc)
+    rows_skipped = np.repeat(skipped, cfg.block_q, axis=0)[:cfg.seq_q]   # (Nq, Tc)
+    assert (tm[..., rows_skipped] == -np.inf).all() and (rc[..., rows_skipped] == 1).all()
+    for j in range(1, cfg.Tc):
+        carry = rows_skipped[:, j]
+        assert np.array_equal(rm[..., carry, j], rm[..., carry, j - 1])
+        assert np.array_equal(rs[..., carry, j], rs[..., carry, j - 1])
