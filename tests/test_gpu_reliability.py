@@ -71,3 +71,37 @@ def test_real_out_of_memory_is_recovered(monkeypatch):
     res = engine.run(ok, backend="cupy", trace=True)
     q2, k2, v2 = engine.make_inputs(ok)
     assert rel_err(res.output, attention64(q2, k2, v2, ok.softmax_scale, True)[0]) <= 2e-3
+
+
+EXTREME = [
+    dict(seq_q=300, seq_k=257, logit_scale=1e4, causal=True),       # huge scores in float16
+    dict(seq_q=1, seq_k=1),                                          # one query, one key
+    dict(seq_q=77, seq_k=200, logit_scale=1e4),
+]
+
+
+@pytest.mark.parametrize("kernel", ["teaching", "tensorcore"])
+@pytest.mark.parametrize("changes", EXTREME)
+def test_extreme_inputs_stay_finite_and_correct(kernel, changes):
+    cfg = engine.AttentionConfig(batch=1, heads=2, head_dim=64, block_q=64, block_k=64,
+                                 dtype="float16", seed=int(RNG.integers(1e9)), **changes)
+    q, k, v = engine.make_inputs(cfg)
+    res = engine.run(cfg, q, k, v, backend="cupy", kernel=kernel, trace=True)
+    assert np.isfinite(res.output).all() and np.isfinite(res.lse).all()
+    O, lse = attention64(q, k, v, cfg.softmax_scale, cfg.causal)
+    assert rel_err(res.output, O) <= 2e-3
+    assert rel_err(res.lse, lse) <= 1e-4
+
+
+@pytest.mark.parametrize("kernel", ["teaching", "tensorcore"])
+def test_constant_rows(kernel):
+    """Every score of a row equal: the output is the mean of V, the max never moves."""
+    cfg = engine.AttentionConfig(batch=1, heads=2, seq_q=130, seq_k=190, head_dim=64,
+                                 block_q=64, block_k=64, dtype="float16",
+                                 seed=int(RNG.integers(1e9)))
+    q, k, v = engine.make_inputs(cfg)
+    k[:] = k[:, :, :1]
+    res = engine.run(cfg, q, k, v, backend="cupy", kernel=kernel, trace=True)
+    want = np.broadcast_to(v.astype(np.float64).mean(axis=2, keepdims=True), res.output.shape)
+    assert rel_err(res.output, want) <= 2e-3
+    assert (res.trace.rescale[..., 1:] == 1).all()
