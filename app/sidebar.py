@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 import engine
+from engine import tensorcore
 from app.controls import (BACKEND_LABELS, CONTROLS, PRESETS, kernel_label, parse_value,
                           to_text)
 
@@ -106,7 +107,9 @@ def _widgets() -> None:
     st.radio("backend", c["backend"].choices, format_func=BACKEND_LABELS.get, key="backend",
              **changed)
     st.radio("flash kernel (GPU)", c["kernel"].choices, format_func=kernel_label,
-             key="kernel", **changed)
+             key="kernel", **changed,
+             help="The teaching kernel takes every tile size that fits in shared memory. "
+                  f"The tensor-core kernel takes {tensorcore.supported_text()}.")
     st.selectbox("GPU profile to emulate on CPU", c["profile"].choices, key="profile",
                  **changed)
 
