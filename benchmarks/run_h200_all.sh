@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One device call that checks the whole product on a lent H200: every gpu-marked test, the app's
 # AppTest suite with the CuPy backend (Streamlit and Altair carried as wheels in .whl/), and a
-# sweep of the tensor-core kernel at head_dim 128 with 128×128 tiles (the shape that runs the
-# Hopper wgmma path) beside the naive baseline, in the layout of bench_h200_sweep.json.
+# sweep of the tensor-core kernel at head_dim 64 and 128 with 128×128 tiles (the shape that runs
+# the Hopper wgmma path) beside the naive baseline, in the layout of bench_h200_sweep.json.
 # Usage (device tool, carry .whl): OUT=<folder> bash benchmarks/run_h200_all.sh
 # GPU_TESTS=0 or SWEEP=0 leave those parts out.
 set -u
@@ -27,7 +27,7 @@ app_rc=$?
 if [ "${SWEEP:-1}" = 1 ]; then
   FA_LAB_MAX_QKV_ELEMENTS=1000000000 FA_LAB_MAX_NAIVE_BYTES=200000000000 \
   timeout 150 python3 -m engine bench --seq 256,512,1024,2048,4096,8192,16384 \
-    --head-dim 128 --block-q 128 --block-k 128 --dtype float16 --causal both \
+    --head-dim 64,128 --block-q 128 --block-k 128 --dtype float16 --causal both \
     --kernels naive,tensorcore --reps 30 --budget 2 \
     --out "$OUT/bench_h200_wgmma.json" > "$OUT/sweep_tc.log" 2> "$OUT/sweep_tc_progress.log"
   echo "sweep rc=$?"

@@ -23,7 +23,7 @@ SUPPORTED = {
     "dtypes": ("float16",),
     "shapes": ((64, 64, 32), (64, 64, 64), (64, 64, 128), (64, 128, 32), (64, 128, 64),
                (128, 64, 32), (128, 64, 64), (128, 128, 32)),
-    "hopper_shapes": ((128, 128, 64), (128, 128, 128)),
+    "hopper_shapes": ((64, 128, 128), (128, 128, 64), (128, 128, 128)),
 }
 THREADS = 128
 MAX_GRID_Y = 65535          # gridDim.y holds batch·head; larger B·H runs in several launches
