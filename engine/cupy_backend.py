@@ -11,7 +11,7 @@ import numpy as np
 
 from .config import AttentionConfig
 from .gpu_lock import GPU_LOCK
-from .gpu_runtime import GpuRunError, check_fits, gpu_failures, live_gpu
+from .gpu_runtime import GpuRunError, gpu_failures, live_gpu
 from .numpy_backend import processed_tiles
 from .results import Result, Schedule, Trace
 
@@ -79,7 +79,6 @@ def run(cfg: AttentionConfig, q, k, v, algorithm: str = "flash", kernel: str = "
     what = f"{algorithm} attention on the GPU" + (f" ({kernel} kernel)" if algorithm == "flash"
                                                   else "")
     with GPU_LOCK, gpu_failures(what):
-        check_fits(cfg, algorithm, trace)
         Q, K, V = (to_device(cfg, x) for x in (q, k, v))
         if algorithm == "naive":
             out = gpu_naive.run(cfg, Q, K, V)

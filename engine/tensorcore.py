@@ -100,14 +100,18 @@ def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
             "threads_per_block": THREADS, "dynamic_smem_bytes": smem_bytes(cfg)}
 
 
-def _check_operand(name, x, want_shape, dtype):
+def check_operands(cfg: AttentionConfig, Q, K, V) -> None:
+    """Q, K, V as the launchers take them: C-contiguous CuPy (B·H, seq, d) of cfg.dtype."""
     import cupy
-    if not isinstance(x, cupy.ndarray):
-        raise ConfigError(f"{name} must be a CuPy array; got {type(x).__name__}.")
-    if x.shape != want_shape or x.dtype != np.dtype(dtype) or not x.flags.c_contiguous:
-        raise ConfigError(f"{name} must be a C-contiguous CuPy array of shape {want_shape} "
-                          f"(batch·heads, seq, head_dim) and dtype {dtype}; got shape "
-                          f"{x.shape}, dtype {x.dtype}, contiguous={x.flags.c_contiguous}.")
+    bh, d = cfg.bh, cfg.head_dim
+    for name, x, want in (("Q", Q, (bh, cfg.seq_q, d)), ("K", K, (bh, cfg.seq_k, d)),
+                          ("V", V, (bh, cfg.seq_k, d))):
+        if not isinstance(x, cupy.ndarray):
+            raise ConfigError(f"{name} must be a CuPy array; got {type(x).__name__}.")
+        if x.shape != want or x.dtype != np.dtype(cfg.dtype) or not x.flags.c_contiguous:
+            raise ConfigError(f"{name} must be a C-contiguous CuPy array of shape {want} "
+                              f"(batch·heads, seq, head_dim) and dtype {cfg.dtype}; got shape "
+                              f"{x.shape}, dtype {x.dtype}, contiguous={x.flags.c_contiguous}.")
 
 
 def allocate_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> dict:
@@ -145,10 +149,8 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
         from . import wgmma
         return wgmma.prepare(cfg, Q, K, V, trace, outputs, poison)
     check_supported(cfg)
-    bh, d = cfg.bh, cfg.head_dim
-    _check_operand("Q", Q, (bh, cfg.seq_q, d), cfg.dtype)
-    _check_operand("K", K, (bh, cfg.seq_k, d), cfg.dtype)
-    _check_operand("V", V, (bh, cfg.seq_k, d), cfg.dtype)
+    check_operands(cfg, Q, K, V)
+    bh = cfg.bh
     fn = _function(cfg, trace)
     out = outputs if outputs is not None else allocate_outputs(cfg, trace, poison)
     Tr, smem = cfg.Tr, smem_bytes(cfg)

@@ -15,8 +15,7 @@ import numpy as np
 
 from .config import AttentionConfig, ConfigError
 from .gpu_runtime import compile_facts
-from .tensorcore import BLOCK_KEYS, MAX_GRID_Y, TRACE_KEYS, allocate_outputs
-from .tensorcore import _check_operand as check_operand
+from .tensorcore import BLOCK_KEYS, MAX_GRID_Y, TRACE_KEYS, allocate_outputs, check_operands
 
 SOURCE = "flash_wgmma.cu"
 FUNCTION = "flash_wgmma"
@@ -129,10 +128,8 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
             poison: bool = False):
     """(run, outputs) as engine.tensorcore.prepare describes them."""
     check_takes(cfg)
-    bh, d = cfg.bh, cfg.head_dim
-    check_operand("Q", Q, (bh, cfg.seq_q, d), cfg.dtype)
-    check_operand("K", K, (bh, cfg.seq_k, d), cfg.dtype)
-    check_operand("V", V, (bh, cfg.seq_k, d), cfg.dtype)
+    check_operands(cfg, Q, K, V)
+    bh = cfg.bh
     fn = _function(cfg, trace)
     out = outputs if outputs is not None else allocate_outputs(cfg, trace, poison)
     maps = (tensor_map(Q, cfg.block_q), tensor_map(K, cfg.block_k), tensor_map(V, cfg.block_k))
