@@ -73,45 +73,53 @@ def _clear_url_errors() -> None:
 
 
 def _widgets() -> None:
+    """Draw the controls. Each widget is also given the session's current value as its
+    default: the browser shows that default until it has applied the session's value, so a
+    link's settings are on screen from the first frame, never the widget's minimum."""
     ss = st.session_state
     c = CONTROLS
     changed = {"on_change": _clear_url_errors}
+
+    def number(where, label, name, **kw):
+        where.number_input(label, c[name].low, c[name].high, ss[name], key=name, **changed,
+                           **kw)
+
+    def choice(where, label, name, **kw):
+        where.selectbox(label, c[name].choices, index=c[name].choices.index(ss[name]),
+                        key=name, **changed, **kw)
+
     st.selectbox("Preset for talks", [NO_PRESET, *PRESETS], key="_preset",
                  on_change=apply_preset)
     st.subheader("Shapes")
     left, right = st.columns(2)
-    left.number_input("batch", c["batch"].low, c["batch"].high, key="batch", **changed)
-    right.number_input("heads", c["heads"].low, c["heads"].high, key="heads", **changed)
-    st.number_input("seq_q (queries)", c["seq_q"].low, c["seq_q"].high, step=64, key="seq_q",
-                    **changed)
-    st.checkbox("seq_k = seq_q", key="link_seq", **changed)
+    number(left, "batch", "batch")
+    number(right, "heads", "heads")
+    number(st, "seq_q (queries)", "seq_q", step=64)
+    st.checkbox("seq_k = seq_q", ss["link_seq"], key="link_seq", **changed)
     if ss["link_seq"]:
         ss["seq_k"] = ss["seq_q"]
-    st.number_input("seq_k (keys)", c["seq_k"].low, c["seq_k"].high, step=64, key="seq_k",
-                    disabled=ss["link_seq"], **changed)
-    st.selectbox("head_dim d", c["head_dim"].choices, key="head_dim", **changed)
+    number(st, "seq_k (keys)", "seq_k", step=64, disabled=ss["link_seq"])
+    choice(st, "head_dim d", "head_dim")
     left, right = st.columns(2)
-    left.selectbox("block_q (Br)", c["block_q"].choices, key="block_q", **changed)
-    right.selectbox("block_k (Bc)", c["block_k"].choices, key="block_k", **changed)
-    st.selectbox("dtype", c["dtype"].choices, key="dtype", **changed)
-    st.checkbox("causal", key="causal", **changed)
+    choice(left, "block_q (Br)", "block_q")
+    choice(right, "block_k (Bc)", "block_k")
+    choice(st, "dtype", "dtype")
+    st.checkbox("causal", ss["causal"], key="causal", **changed)
     st.subheader("Inputs")
-    st.selectbox("input preset", c["inputs"].choices, key="inputs", **changed,
-                 help="normal: random Q, K, V. rising: scores grow along the keys, so the "
-                      "running max rises at every key tile.")
-    st.number_input("logit scale", c["logit_scale"].low, c["logit_scale"].high, step=0.5,
-                    format="%.2f", key="logit_scale", **changed,
-                    help="Multiplies Q, hence every score (a temperature knob).")
-    st.number_input("seed", c["seed"].low, c["seed"].high, key="seed", **changed)
+    choice(st, "input preset", "inputs",
+           help="normal: random Q, K, V. rising: scores grow along the keys, so the "
+                "running max rises at every key tile.")
+    number(st, "logit scale", "logit_scale", step=0.5, format="%.2f",
+           help="Multiplies Q, hence every score (a temperature knob).")
+    number(st, "seed", "seed")
     st.subheader("Device")
-    st.radio("backend", c["backend"].choices, format_func=BACKEND_LABELS.get, key="backend",
-             **changed)
-    st.radio("flash kernel (GPU)", c["kernel"].choices, format_func=kernel_label,
-             key="kernel", **changed,
+    st.radio("backend", c["backend"].choices, c["backend"].choices.index(ss["backend"]),
+             format_func=BACKEND_LABELS.get, key="backend", **changed)
+    st.radio("flash kernel (GPU)", c["kernel"].choices, c["kernel"].choices.index(ss["kernel"]),
+             format_func=kernel_label, key="kernel", **changed,
              help="The teaching kernel takes every tile size that fits in shared memory. "
                   f"The tensor-core kernel takes {tensorcore.supported_text()}.")
-    st.selectbox("GPU profile to emulate on CPU", c["profile"].choices, key="profile",
-                 **changed)
+    choice(st, "GPU profile to emulate on CPU", "profile")
 
 
 def render() -> Settings:

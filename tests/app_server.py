@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -25,12 +26,14 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serve(timeout: float = 60, env: dict | None = None):
-    """Yield (base_url, process) of a headless server; stop it on exit."""
+    """Yield (base_url, process) of a headless server; stop it on exit. The server's output
+    goes to a temporary file (a pipe nobody reads could fill and stall the server)."""
     port = free_port()
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app/main.py", "--server.headless", "true",
          "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     base = f"http://127.0.0.1:{port}"
     try:
@@ -42,8 +45,8 @@ def serve(timeout: float = 60, env: dict | None = None):
             except OSError:
                 pass
             if proc.poll() is not None or time.time() > deadline:
-                out = proc.stdout.read().decode(errors="replace") if proc.poll() is not None \
-                    else "(still running)"
+                log.seek(0)
+                out = log.read().decode(errors="replace")
                 raise RuntimeError(f"the Streamlit server did not start: {out[-2000:]}")
             time.sleep(0.5)
         yield base, proc
@@ -53,6 +56,7 @@ def serve(timeout: float = 60, env: dict | None = None):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def rss_bytes(pid: int) -> int:
