@@ -1,6 +1,7 @@
 """Load test: many concurrent headless-Chromium sessions against one app server, mixing page
-loads, control changes and animation steps. Reports requests served, the 95th-percentile
-time to a drawn chart, exceptions seen, wrong results seen, and the server's peak memory.
+loads, control changes and animation steps; visitors arrive one every RAMP_S seconds.
+Reports requests served, the 95th-percentile time to a drawn chart, exceptions seen, wrong
+results seen, and the server's peak memory.
 
 Full size (writes benchmarks/load_test.json):  python benchmarks/load_test.py
 tests/test_load.py runs the same code at a smaller size in CI.
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from app_server import CHROMIUM, CHROMIUM_ARGS, cpu_seconds, rss_bytes, serve  # noqa: E402
 
 CHART_PAGES = ("sram-tiling", "online-softmax")
+RAMP_S = 0.5      # one more visitor every half second until all have arrived
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 DRAWN = ("() => { const e = [...document.querySelectorAll('.vega-embed')];"
          " return e.length > 0 && e.every(x => x.querySelector('canvas, svg')); }")
@@ -49,7 +51,9 @@ async def _shown_value(page, label: str, want: str, stats: dict, wait_s: float =
     return shown
 
 
-async def _session(browser, base: str, seq_q: int, stop_at: float, stats: dict, rng):
+async def _session(browser, base: str, seq_q: int, start_in: float, stop_at: float,
+                   stats: dict, rng):
+    await asyncio.sleep(start_in)          # visitors arrive over a few seconds, as in a room
     ctx = await browser.new_context(viewport={"width": 1400, "height": 900})
     page = await ctx.new_page()
     seed = rng.randrange(1000)
@@ -59,7 +63,7 @@ async def _session(browser, base: str, seq_q: int, stop_at: float, stats: dict, 
             name = rng.choice(CHART_PAGES)
             t0 = time.perf_counter()
             if action == "load" or page.url in ("about:blank", ""):
-                await page.goto(f"{base}/{name}?seq_q={seq_q}&seed={seed}")
+                await page.goto(f"{base}/{name}?seq_q={seq_q}&seed={seed}", timeout=120000)
                 await _settle(page, charts=True)
             elif action == "control":
                 seed = (seed + 1) % 1000
@@ -101,7 +105,8 @@ async def _drive(base: str, sessions: int, seconds: float, seed: int) -> dict:
         stop_at = time.time() + seconds
         rng = random.Random(seed)
         await asyncio.gather(*(
-            _session(browser, base, (128, 192, 320, 384)[i % 4], stop_at, stats, random.Random(rng.random()))
+            _session(browser, base, (128, 192, 320, 384)[i % 4], i * RAMP_S, stop_at, stats,
+                     random.Random(rng.random()))
             for i in range(sessions)))
         await browser.close()
     return stats
@@ -125,7 +130,8 @@ def run(sessions: int = 20, seconds: float = 60, seed: int = 0) -> dict:
         sampler.join()
     lat = sorted(stats["latency_ms"])
     p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else float("nan")
-    return {"sessions": sessions, "seconds": seconds, "wall_s": round(wall, 1),
+    return {"sessions": sessions, "seconds": seconds, "arrival_every_s": RAMP_S,
+            "wall_s": round(wall, 1),
             "requests": stats["requests"], "served": sum(stats["requests"].values()),
             "p95_ms_to_drawn_chart": round(p95, 1),
             "median_ms": round(lat[len(lat) // 2], 1) if lat else float("nan"),
