@@ -62,12 +62,30 @@ CONTROLS = {c.name: c for c in (
 )}
 
 
+# Controls of one page, kept in the URL under their widget keys while that page is shown:
+# URL parameter -> (page url_path, control). Their ranges also depend on the config, so the
+# page narrows them (app.ui.linked_number); here are the widest ones.
+PAGE_CONTROLS = {
+    "sm_batch": ("online-softmax", Control("sm_batch", "int", None, 0, MAX_BATCH - 1)),
+    "sm_head": ("online-softmax", Control("sm_head", "int", None, 0, MAX_HEADS - 1)),
+    "sm_row": ("online-softmax", Control("sm_row", "int", None, 0, MAX_SEQ_UI - 1)),
+    "sweep_largest": ("timings", Control("sweep_largest", "choice", None,
+                                         choices=tuple(2 ** k for k in range(8, 17)))),
+}
+
+
+def control(name: str) -> Control:
+    """The sidebar or page control behind URL parameter `name`."""
+    return CONTROLS[name] if name in CONTROLS else PAGE_CONTROLS[name][1]
+
+
 def parse_value(name: str, raw: str):
     """The typed value of URL parameter `name`, or ValueError saying what is allowed."""
-    ctl = CONTROLS[name]
+    ctl = control(name)
     text = str(raw).strip()
+    fallback = "the page's default" if ctl.default is None else repr(ctl.default)
     bad = ValueError(f"The link's {name}={raw!r} is not allowed: {name} must be "
-                     f"{ctl.allowed()}. Using {ctl.default!r} instead.")
+                     f"{ctl.allowed()}. Using {fallback} instead.")
     if ctl.kind == "bool":
         if text.lower() in ("true", "1"):
             return True

@@ -17,5 +17,6 @@ page = st.navigation([
     st.Page(PAGES / "kernel.py", title="Kernel", url_path="kernel"),
     st.Page(PAGES / "downloads.py", title="Downloads", url_path="downloads"),
 ])
+st.session_state[sidebar.PAGE_KEY] = page.url_path
 st.session_state[SETTINGS_KEY] = sidebar.render()
 page.run()

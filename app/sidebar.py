@@ -8,12 +8,14 @@ import streamlit as st
 
 import engine
 from engine import tensorcore
-from app.controls import (BACKEND_LABELS, CONTROLS, PRESETS, kernel_label, parse_value,
-                          to_text)
+from app.controls import (BACKEND_LABELS, CONTROLS, PAGE_CONTROLS, PRESETS, kernel_label,
+                          parse_value, to_text)
 
 CONFIG_FIELDS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block_k", "dtype",
                  "causal", "inputs", "logit_scale", "seed")
 NO_PRESET = "(choose a preset)"
+PAGE_KEY = "_page"            # url_path of the page being shown (set by app/main.py)
+PAGE_URL_KEY = "_page_url"    # page control -> (its page, URL text), non-default values only
 
 
 @dataclass(frozen=True)
@@ -46,26 +48,43 @@ def _load_url_once() -> list[str]:
         return list(ss.get("_url_errors", []))
     errors = []
     params = st.query_params.to_dict()
-    for name in CONTROLS:
+    for name in (*CONTROLS, *PAGE_CONTROLS):
         if name in params:
             try:
                 ss[name] = parse_value(name, params[name])
             except ValueError as exc:
                 errors.append(str(exc))
-    unknown = sorted(set(params) - set(CONTROLS))
+                continue
+            if name in PAGE_CONTROLS:
+                ss.setdefault(PAGE_URL_KEY, {})[name] = (PAGE_CONTROLS[name][0],
+                                                         to_text(ss[name]))
+    unknown = sorted(set(params) - set(CONTROLS) - set(PAGE_CONTROLS))
     if unknown:
         errors.append(f"The link has unknown parameters {', '.join(unknown)}; they were "
-                      f"ignored. Known parameters: {', '.join(CONTROLS)}.")
+                      f"ignored. Known parameters: {', '.join([*CONTROLS, *PAGE_CONTROLS])}.")
     ss["_url_loaded"] = True
     ss["_url_errors"] = errors
     return errors
 
 
-def _write_url() -> None:
+def write_url() -> None:
+    """Put every sidebar control that differs from its default, and the shown page's own
+    controls that differ from theirs, into the URL."""
     ss = st.session_state
     wanted = {n: to_text(ss[n]) for n, c in CONTROLS.items() if ss[n] != c.default}
+    wanted |= {n: text for n, (page, text) in ss.get(PAGE_URL_KEY, {}).items()
+               if page == ss.get(PAGE_KEY)}
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
+
+
+def keep_page_control(name: str, value, default) -> None:
+    """Record a page control's value for the URL (dropped when it equals the default)."""
+    kept = st.session_state.setdefault(PAGE_URL_KEY, {})
+    kept.pop(name, None)
+    if value != default:
+        kept[name] = (PAGE_CONTROLS[name][0], to_text(value))
+    write_url()
 
 
 def _clear_url_errors() -> None:
@@ -130,7 +149,7 @@ def render() -> Settings:
         ss.setdefault(name, ctl.default)
     with st.sidebar:
         _widgets()
-    _write_url()
+    write_url()
     error = None
     try:
         cfg = engine.AttentionConfig(**{f: ss[f] for f in CONFIG_FIELDS})

@@ -7,7 +7,7 @@ from typing import Callable, TypeVar
 import streamlit as st
 
 from app.controls import kernel_label
-from app.sidebar import Settings
+from app.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
 from engine.gpu_runtime import GpuRunError
 
@@ -29,6 +29,36 @@ def usable_settings() -> Settings:
     if s.error or s.cfg is None:
         st.stop()
     return s
+
+
+def linked_number(where, label: str, key: str, low: int, high: int, default: int) -> int:
+    """A page's number input kept in the URL under `key` (none is drawn when the config leaves
+    one choice). A value from the link or from an earlier config that is out of this config's
+    range falls back to `default`, saying so."""
+    ss = st.session_state
+    if high <= low:
+        keep_page_control(key, low, low)
+        return low
+    if key in ss and not low <= ss[key] <= high:
+        st.warning(f"{label} {ss[key]} is out of range for this config ({low} to {high}); "
+                   f"showing {default}.")
+        ss[key] = default
+    value = where.number_input(label, low, high, ss.get(key, default), key=key)
+    keep_page_control(key, value, default)
+    return value
+
+
+def linked_choice(where, label: str, key: str, options: list, default) -> object:
+    """A page's select slider kept in the URL under `key`; a value not offered here falls back
+    to `default`, saying so."""
+    ss = st.session_state
+    if key in ss and ss[key] not in options:
+        st.warning(f"{label} = {ss[key]} is not offered here (choose from {options[0]} to "
+                   f"{options[-1]}); showing {default}.")
+        ss[key] = default
+    value = where.select_slider(label, options, ss.get(key, default), key=key)
+    keep_page_control(key, value, default)
+    return value
 
 
 def guarded(fn: Callable[..., T], *args, show: Callable = st.error) -> T | None:

@@ -5,7 +5,7 @@ import streamlit as st
 from app import runner
 from app.charts_softmax import safe_softmax_chart, scores_chart, stats_chart
 from app.softmax_data import convergence, fp16_overflow, row_trace, score_row
-from app.ui import chart, guarded, source_line, usable_settings
+from app.ui import chart, guarded, linked_number, source_line, usable_settings
 
 st.title("Online softmax")
 s = usable_settings()
@@ -17,10 +17,10 @@ q, k, v = runner.inputs(cfg)
 st.info(source_line(s, res.backend))
 
 c1, c2, c3 = st.columns(3)
-b = c1.number_input("batch index", 0, cfg.batch - 1, key="sm_batch") if cfg.batch > 1 else 0
-h = c2.number_input("head index", 0, cfg.heads - 1, key="sm_head") if cfg.heads > 1 else 0
-r = c3.number_input("query row", 0, cfg.seq_q - 1, value=min(cfg.seq_q - 1, cfg.block_q + 5),
-                    key="sm_row")
+b = linked_number(c1, "batch index", "sm_batch", 0, cfg.batch - 1, 0)
+h = linked_number(c2, "head index", "sm_head", 0, cfg.heads - 1, 0)
+r = linked_number(c3, "query row", "sm_row", 0, cfg.seq_q - 1,
+                  min(cfg.seq_q - 1, cfg.block_q + 5))
 i = r // cfg.block_q
 st.markdown(
     f"Row **{r}** sits in query tile **Q_{i}**. For each key tile K_j the kernel computes the "

@@ -9,7 +9,7 @@ from app.figures import gib
 from app.sweep import run_sweep
 from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
                              recorded_table, stage_table, sweep_lengths, timing_table)
-from app.ui import chart, guarded, usable_settings
+from app.ui import chart, guarded, linked_choice, usable_settings
 from engine import recorded
 
 GPU_METHOD = ("CUDA events around the kernel(s), warm-up runs first (compile, module load and "
@@ -57,8 +57,7 @@ st.subheader("Sweep over sequence length (N_q = N_k = N)")
 wall = memory_wall(cfg, gpu)
 choices = sweep_lengths(256, 65536 if on_gpu else 8192)
 c1, c2 = st.columns([2, 3])
-largest = c1.select_slider("largest N", choices, value=16384 if on_gpu else 2048,
-                           key="sweep_largest")
+largest = linked_choice(c1, "largest N", "sweep_largest", choices, 16384 if on_gpu else 2048)
 lengths = sweep_lengths(256, largest)
 key = (cfg, s.backend, tuple(lengths))
 if c1.button("Run sweep", type="primary"):

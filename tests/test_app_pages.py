@@ -185,6 +185,53 @@ def test_sram_page_emulated_profile_changes_the_limit():
     assert "64.0 KiB" in " ".join(e.value for e in at.error)
 
 
+def url(at: AppTest) -> dict:
+    """The app's query parameters as name -> text."""
+    return {k: v[0] if isinstance(v, list) else v for k, v in at.query_params.items()}
+
+
+def test_page_controls_come_from_the_url_and_go_back_into_it():
+    at = open_page("online_softmax", heads=4, sm_head=2, sm_row=100)
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert at.number_input(key="sm_head").value == 2
+    assert at.number_input(key="sm_row").value == 100
+    assert "Row **100**" in texts(at)
+    assert url(at)["sm_row"] == "100" and url(at)["sm_head"] == "2"
+    at.number_input(key="sm_row").set_value(7).run()
+    assert_clean(at)
+    assert url(at)["sm_row"] == "7" and "Row **7**" in texts(at)
+    at.number_input(key="sm_head").set_value(0).run()       # back to the default: dropped
+    assert "sm_head" not in url(at)
+    at.switch_page("../pages/timings.py").run()              # another page: not in its URL
+    assert_clean(at)
+    assert "sm_row" not in url(at) and url(at)["heads"] == "4"
+
+
+def test_page_control_out_of_this_config_falls_back_with_a_note():
+    at = open_page("online_softmax", sm_row=5000, sm_batch=3)    # 256 rows, batch 1
+    assert_clean(at)
+    assert any("query row 5000 is out of range for this config (0 to 255)" in w.value
+               for w in at.warning), [w.value for w in at.warning]
+    assert at.number_input(key="sm_row").value == 69              # block_q + 5
+    assert "sm_row" not in url(at) and "sm_batch" not in url(at)
+    bad = open_page("online_softmax", sm_row="-1")
+    assert_clean(bad)
+    assert any("sm_row must be a whole number from 0 to 65535" in e.value for e in bad.error)
+
+
+def test_sweep_length_comes_from_the_url():
+    at = open_page("timings", sweep_largest=1024)
+    assert_clean(at)
+    assert at.select_slider(key="sweep_largest").value == 1024
+    assert url(at)["sweep_largest"] == "1024"
+    if not ON_GPU:                     # the CPU emulation offers lengths up to 8192
+        far = open_page("timings", sweep_largest=65536)
+        assert_clean(far)
+        assert any("largest N = 65536 is not offered here" in w.value for w in far.warning)
+        assert far.select_slider(key="sweep_largest").value == 2048
+
+
 def test_online_softmax_reacts_to_row_and_inputs():
     at = open_page("online_softmax")
     assert ("measured on the GPU" if ON_GPU else "CPU emulation") in at.info[0].value

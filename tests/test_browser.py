@@ -1,8 +1,10 @@
 """A real browser: start the app headless, open every page in Debian's Chromium (Playwright),
 check that nothing raised and the charts are drawn, move a step slider and check the chart
-changes, and save a screenshot of each page to docs/screenshots/."""
+changes, follow a link's page controls into the page and back into the URL, and save a
+screenshot of each page to docs/screenshots/."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -121,6 +123,24 @@ def test_tampered_url_shows_error_not_exception(browser, server):
         text = " ".join(errors.all_inner_texts())
         assert "seq_q" in text and "block_q" in text and "dtype" in text
         assert "float16" in text          # says what is allowed
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+def test_page_control_link_round_trip(browser, server):
+    page = _open(browser, f"{server}/online-softmax?heads=4&sm_head=3&sm_row=100")
+    try:
+        assert page.get_by_label("query row").input_value() == "100"
+        assert page.get_by_label("head index").input_value() == "3"
+        assert "Row 100 sits in query tile Q_1" in page.inner_text("body")
+        box = page.get_by_label("query row")
+        box.fill("7")
+        box.press("Enter")
+        page.wait_for_url(re.compile(r"[?&]sm_row=7(&|$)"), timeout=60000)
+        _settle(page)
+        assert "Row 7 sits in query tile Q_0" in page.inner_text("body")
+        assert "sm_head=3" in page.url and "heads=4" in page.url
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         page.close()

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st_h
 from streamlit.testing.v1 import AppTest
 
-from app.controls import CONTROLS, parse_value
+from app.controls import CONTROLS, PAGE_CONTROLS, control, parse_value
 
 MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
 NASTY = ["1e12", "-3", "evil", "", "nan", "inf", "-inf", "0", "64.5", "0x40", "true", "None",
@@ -19,18 +19,18 @@ raw_values = st_h.one_of(st_h.sampled_from(NASTY), st_h.text(max_size=20),
 
 
 @settings(max_examples=400, deadline=None)
-@given(name=st_h.sampled_from(sorted(CONTROLS)), raw=raw_values)
+@given(name=st_h.sampled_from(sorted([*CONTROLS, *PAGE_CONTROLS])), raw=raw_values)
 def test_parse_value_accepts_or_explains(name, raw):
+    ctl = control(name)
     try:
         value = parse_value(name, raw)
     except ValueError as exc:
-        assert name in str(exc) and CONTROLS[name].allowed() in str(exc)
+        assert name in str(exc) and ctl.allowed() in str(exc)
         return
-    control = CONTROLS[name]
-    if control.kind == "choice":
-        assert value in control.choices
-    elif control.kind in ("int", "float"):
-        assert control.low <= value <= control.high
+    if ctl.kind == "choice":
+        assert value in ctl.choices
+    elif ctl.kind in ("int", "float"):
+        assert ctl.low <= value <= ctl.high
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -42,8 +42,28 @@ def test_any_link_renders_without_exception(params):
     at.query_params.update(params)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    bad = [k for k, v in params.items() if k in CONTROLS and _invalid(k, v)]
-    if bad or set(params) - set(CONTROLS):
+    _assert_explained(at, params)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(page=st_h.sampled_from(["online_softmax", "timings"]), params=st_h.dictionaries(
+    st_h.sampled_from(sorted(PAGE_CONTROLS) + ["heads", "batch", "seq_q"]), raw_values,
+    max_size=4))
+def test_any_page_control_link_renders_without_exception(page, params):
+    st.cache_data.clear()
+    at = AppTest.from_file(str(MAIN), default_timeout=120)
+    at.query_params.update(params)
+    at.run()
+    at.switch_page(f"../pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    _assert_explained(at, params)
+
+
+def _assert_explained(at, params):
+    """Every bad or unknown parameter is named in an error message."""
+    known = {*CONTROLS, *PAGE_CONTROLS}
+    bad = [k for k, v in params.items() if k in known and _invalid(k, v)]
+    if bad or set(params) - known:
         shown = " ".join(e.value for e in at.error)
         assert shown, f"no message for {params}"
         for k in bad:
