@@ -15,10 +15,14 @@ STATE_COLORS = [TILE_COLORS["S_ij"], DONE, PENDING, SKIPPED]
 STEP = "(step - 1)"      # the slider counts steps from 1; `order` counts from 0
 
 
+def step_value(n_steps: int, index: int) -> int:
+    """The loop-step slider's value (1..n_steps) at step `index` (0-based)."""
+    return min(max(index, 0), max(n_steps, 1) - 1) + 1
+
+
 def step_param(n_steps: int, index: int = 0) -> alt.VariableParameter:
     """The loop-step slider, 1..n_steps, starting at step `index` (0-based)."""
-    top = max(n_steps, 1)
-    return slider("step", min(max(index, 0), top - 1) + 1, 1, top, 1, "loop step ")
+    return slider("step", step_value(n_steps, index), 1, max(n_steps, 1), 1, "loop step ")
 
 
 def _rect(data, color: str, **enc):

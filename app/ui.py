@@ -85,5 +85,20 @@ def source_line(s: Settings, backend: str) -> str:
             f"{s.device.name.removeprefix('CPU emulation of ')}.{extra}")
 
 
-def chart(c) -> None:
-    st.altair_chart(c, theme=None, width="content")
+@st.cache_data(max_entries=256, show_spinner=False)
+def vega_spec(_builder: Callable, name: str, *args, **kwargs) -> dict:
+    """The Vega-Lite spec of _builder(*args, **kwargs), built once per distinct input and
+    shared by every session; `name` (the builder's qualified name) keys the cache."""
+    return _builder(*args, **kwargs).to_dict()
+
+
+def chart(builder: Callable, *args, slider_values: dict | None = None, **kwargs) -> None:
+    """Draw builder(*args, **kwargs), a chart builder of app.charts_*. Building and
+    serialising the chart is most of a run's CPU (the SRAM loop chart alone takes about 0.3 s),
+    so its spec is cached; `slider_values` sets where the chart's browser sliders start, so a
+    playing animation reuses one spec."""
+    spec = vega_spec(builder, f"{builder.__module__}.{builder.__qualname__}", *args, **kwargs)
+    for param in spec.get("params", []):
+        if param["name"] in (slider_values or {}):
+            param["value"] = slider_values[param["name"]]
+    st.vega_lite_chart(spec=spec, theme=None, width="content")

@@ -58,7 +58,7 @@ else:
     c1.metric("thread blocks drawn", f"{summary['blocks']:,}")
     c2.metric("SMs used", summary["sms"])
     c3.metric("span", f"{summary['span_us']:.1f} µs")
-    chart(timeline_chart(sched, title))
+    chart(timeline_chart, sched, title)
     st.caption("Each bar is one thread block: the SM it ran on (%smid) and its start and end "
                "(%globaltimer), coloured by its query tile i.")
 

@@ -31,7 +31,7 @@ st.markdown(
 rows = row_trace(res.trace, cfg, b, h, r)
 conv = convergence(cfg, q, k, v, res.output, res.trace, b, h, r)
 st.caption("Drag **after key tile j** below the charts (in your browser) to replay the loop.")
-chart(stats_chart(rows, conv.table))
+chart(stats_chart, rows, conv.table)
 m1, m2, m3 = st.columns(3)
 m1.metric("rescales below 1", int((rows.rescale[1:] < 1).sum()), help="key tiles j ≥ 1 that "
           "raised this row's max")
@@ -43,7 +43,7 @@ st.caption("The error panel: the partial output after tile j, Σ p·v over the k
            "divided by their sum, against the exact row; it reaches 0 at the last tile "
            "(recomputed in float64 from the inputs).")
 
-chart(scores_chart(score_row(cfg, q, k, b, h, r), rows))
+chart(scores_chart, score_row(cfg, q, k, b, h, r), rows)
 
 st.subheader("Why subtract the max: float16 overflows")
 o = fp16_overflow(cfg, q, k, b, h, r)
@@ -54,4 +54,4 @@ st.markdown(
     f"subtracted, **{o.safe_inf}**. "
     + (f"Scores {o.overflow_at:.2f}× larger would overflow — raise the logit scale or use "
        f"the slider below." if o.naive_inf == 0 and o.overflow_at != float("inf") else ""))
-chart(safe_softmax_chart(score_row(cfg, q, k, b, h, r)))
+chart(safe_softmax_chart, score_row(cfg, q, k, b, h, r))

@@ -2,7 +2,7 @@
 thread blocks in waves over the SMs."""
 import streamlit as st
 
-from app.charts_tiling import loop_chart, smem_chart, waves_chart
+from app.charts_tiling import loop_chart, smem_chart, step_value, waves_chart
 from app.figures import kib
 from app.tiling_data import loop_view, smem_table, waves
 from app.ui import chart, usable_settings
@@ -20,7 +20,7 @@ st.markdown(
 
 st.subheader("Shared memory of one thread block")
 parts = smem_table(cfg, gpu)
-chart(smem_chart(parts))
+chart(smem_chart, parts)
 budget = iomodel.smem_budget(cfg, gpu)
 if not budget.fits:
     best = iomodel.largest_fitting_tiles(cfg, gpu)
@@ -53,7 +53,8 @@ def board():
     if playing:
         step = (step + 1) % n_steps
         st.session_state["sram_step"] = step
-    chart(loop_chart(view.tiles, view.steps, view.rows, view.cols, start=step % n_steps))
+    chart(loop_chart, view.tiles, view.steps, view.rows, view.cols,
+          slider_values={"step": step_value(n_steps, step % n_steps)})
 
 
 board()
@@ -69,4 +70,4 @@ else:
         f"(A model: registers and threads can lower residency further; the Kernel page shows "
         f"the schedule a GPU really ran.)" + (f" The first {w.shown} waves are drawn."
                                                if w.shown < w.waves else ""))
-    chart(waves_chart(w.table, gpu.sms))
+    chart(waves_chart, w.table, gpu.sms)

@@ -39,11 +39,11 @@ if auto or left.button("Time this config"):
         st.session_state["config_timings"] = table
         with left:
             st.caption(f"Measured on {where}.")
-            chart(config_chart(table))
+            chart(config_chart, table)
             naive = dict(entries).get("naive")
             if naive is not None and naive.stages:
                 st.caption("Naive attention's stages")
-                chart(stages_chart(stage_table(naive)))
+                chart(stages_chart, stage_table(naive))
         with right:
             st.markdown("**How this was timed**")
             st.write(entries[0][1].method)
@@ -78,7 +78,7 @@ if stored and stored[0] == key:
     for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
-                chart(sweep_chart(sweep, metric, shown_wall, width=440))
+                chart(sweep_chart, sweep, metric, shown_wall, width=440)
     st.caption("Peak memory: " + ("the high-water mark of device allocations, measured."
                                   if on_gpu else "from the memory model (a CPU run has no "
                                   "device memory to measure)."))
@@ -98,9 +98,9 @@ model_ns = sweep_lengths(256, max(largest, 2 * wall if wall else 0, 1024))
 memory = memory_table(cfg, [n for n in model_ns if n <= 2**20])
 c1, c2 = st.columns(2)
 with c1:
-    chart(memory_chart(memory, gpu.memory_bytes, gpu.name, wall))
+    chart(memory_chart, memory, gpu.memory_bytes, gpu.name, wall)
 with c2:
-    chart(hbm_chart(memory))
+    chart(hbm_chart, memory)
 st.caption("Both from the memory and IO model of this exact config (engine.iomodel), not "
            "measured. Naive's peak grows as N², flash's as N.")
 
@@ -127,5 +127,5 @@ else:
     for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
-                chart(sweep_chart(rows, metric, width=440))
+                chart(sweep_chart, rows, metric, width=440)
     st.dataframe(rows.drop(columns=["file", "method"]), hide_index=True)
