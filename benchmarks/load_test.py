@@ -15,12 +15,11 @@ import os
 import random
 import re
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from app_server import CHROMIUM, CHROMIUM_ARGS, cpu_seconds, rss_bytes, serve  # noqa: E402
+from app_server import CHROMIUM, CHROMIUM_ARGS, percentile, serve, watch  # noqa: E402
 
 CHART_PAGES = ("sram-tiling", "online-softmax")
 RAMP_S = 0.5      # one more visitor every half second until all have arrived
@@ -113,33 +112,18 @@ async def _drive(base: str, sessions: int, seconds: float, seed: int) -> dict:
 
 
 def run(sessions: int = 20, seconds: float = 60, seed: int = 0) -> dict:
-    with serve() as (base, proc):
-        peak = [rss_bytes(proc.pid)]
-        done = threading.Event()
-
-        def sample():
-            while not done.wait(0.5):
-                peak.append(rss_bytes(proc.pid))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        t0, cpu0 = time.time(), cpu_seconds(proc.pid)
+    with serve() as (base, proc), watch(proc.pid) as usage:
         stats = asyncio.run(_drive(base, sessions, seconds, seed))
-        wall, server_cpu = time.time() - t0, cpu_seconds(proc.pid) - cpu0
-        done.set()
-        sampler.join()
-    lat = sorted(stats["latency_ms"])
-    p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))] if lat else float("nan")
     return {"sessions": sessions, "seconds": seconds, "arrival_every_s": RAMP_S,
-            "wall_s": round(wall, 1),
+            "wall_s": usage["wall_s"],
             "requests": stats["requests"], "served": sum(stats["requests"].values()),
-            "p95_ms_to_drawn_chart": round(p95, 1),
-            "median_ms": round(lat[len(lat) // 2], 1) if lat else float("nan"),
+            "p95_ms_to_drawn_chart": percentile(stats["latency_ms"], 0.95),
+            "median_ms": percentile(stats["latency_ms"], 0.5),
             "exceptions": stats["exceptions"], "wrong": stats["wrong"][:20],
-            "transient_mismatches": stats["transient"],
-            "errors": stats["errors"][:20], "server_cpu_s": round(server_cpu, 1),
-            "machine_cores": os.cpu_count(), "server_rss_start_mb": round(peak[0] / 2**20),
-            "server_rss_peak_mb": round(max(peak) / 2**20)}
+            "transient_mismatches": stats["transient"], "errors": stats["errors"][:20],
+            "server_cpu_s": usage["server_cpu_s"], "machine_cores": os.cpu_count(),
+            "server_rss_start_mb": usage["server_rss_start_mb"],
+            "server_rss_peak_mb": usage["server_rss_peak_mb"]}
 
 
 if __name__ == "__main__":

@@ -19,12 +19,11 @@ import json
 import os
 import random
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from app_server import cpu_seconds, rss_bytes, serve  # noqa: E402
+from app_server import percentile, serve, watch  # noqa: E402
 
 PAGES = ("sram-tiling", "online-softmax", "overview")
 SEQS = (128, 192, 256, 320, 384, 512)
@@ -154,33 +153,19 @@ async def _drive(base: str, sessions: int, seconds: float, seed: int) -> dict:
 
 
 def run(sessions: int = 30, seconds: float = 60, seed: int = 0) -> dict:
-    with serve() as (base, proc):
-        peak = [rss_bytes(proc.pid)]
-        done = threading.Event()
-
-        def sample():
-            while not done.wait(0.5):
-                peak.append(rss_bytes(proc.pid))
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        t0, cpu0 = time.time(), cpu_seconds(proc.pid)
+    with serve() as (base, proc), watch(proc.pid) as usage:
         stats = asyncio.run(_drive(base, sessions, seconds, seed))
-        wall, server_cpu = time.time() - t0, cpu_seconds(proc.pid) - cpu0
-        done.set()
-        sampler.join()
-    lat = sorted(stats["latency_ms"])
-    pick = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 1)) if lat else \
-        (lambda q: float("nan"))
+    served = sum(stats["requests"].values())
     return {"sessions": sessions, "seconds": seconds, "arrival_every_s": ARRIVAL_S,
-            "wall_s": round(wall, 1), "requests": stats["requests"],
-            "served": sum(stats["requests"].values()),
-            "runs_per_s": round(sum(stats["requests"].values()) / wall, 2),
-            "median_ms_to_finished_run": pick(0.5), "p95_ms_to_finished_run": pick(0.95),
+            "wall_s": usage["wall_s"], "requests": stats["requests"], "served": served,
+            "runs_per_s": round(served / usage["wall_s"], 2),
+            "median_ms_to_finished_run": percentile(stats["latency_ms"], 0.5),
+            "p95_ms_to_finished_run": percentile(stats["latency_ms"], 0.95),
             "exceptions": stats["exceptions"], "wrong": stats["wrong"][:20],
-            "errors": stats["errors"][:20], "server_cpu_s": round(server_cpu, 1),
-            "machine_cores": os.cpu_count(), "server_rss_start_mb": round(peak[0] / 2**20),
-            "server_rss_peak_mb": round(max(peak) / 2**20)}
+            "errors": stats["errors"][:20], "server_cpu_s": usage["server_cpu_s"],
+            "machine_cores": os.cpu_count(),
+            "server_rss_start_mb": usage["server_rss_start_mb"],
+            "server_rss_peak_mb": usage["server_rss_peak_mb"]}
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -77,3 +78,37 @@ def cpu_seconds(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+@contextlib.contextmanager
+def watch(pid: int, every_s: float = 0.5):
+    """Measure a server process while the block runs: yields a dict that, on exit, holds the
+    wall time, the CPU seconds it used, and its memory at the start and at its peak (sampled
+    every `every_s` seconds)."""
+    usage: dict = {}
+    peak = [rss_bytes(pid)]
+    done = threading.Event()
+
+    def sample():
+        while not done.wait(every_s):
+            peak.append(rss_bytes(pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    t0, cpu0 = time.time(), cpu_seconds(pid)
+    try:
+        yield usage
+    finally:
+        usage.update(wall_s=round(time.time() - t0, 1),
+                     server_cpu_s=round(cpu_seconds(pid) - cpu0, 1),
+                     server_rss_start_mb=round(peak[0] / 2**20))
+        done.set()
+        sampler.join()
+        usage["server_rss_peak_mb"] = round(max(peak) / 2**20)
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (0..1) of values by rank, rounded to 0.1; nan when there are none."""
+    ranked = sorted(values)
+    return round(ranked[min(len(ranked) - 1, int(q * len(ranked)))], 1) if ranked else \
+        float("nan")
