@@ -9,10 +9,12 @@ import math
 import os
 from dataclasses import dataclass, fields, replace
 
+import ml_dtypes  # noqa: F401  (registers NumPy's "bfloat16" dtype, which CuPy takes too)
+
 # ---- allowed values: the single source quoted by every error message -------------------
 HEAD_DIMS = (16, 32, 64, 128, 256)
 BLOCK_SIZES = (8, 16, 32, 64, 128)
-DTYPES = ("float32", "float16")
+DTYPES = ("float32", "float16", "bfloat16")
 INPUT_PRESETS = ("normal", "rising")
 MAX_SEQ = 1 << 20          # structural bound; resource limits below are the real guard
 MAX_BATCH_HEADS = 1 << 16

@@ -5,7 +5,7 @@ S and P are materialised in the input dtype, as a framework's matmul-softmax-mat
 the softmax does its arithmetic in float32, applies the scale and the causal mask, and
 writes each row's log-sum-exp. The two products call cuBLAS's strided batched GEMM
 directly, on CuPy's cuBLAS handle, as PyTorch does: float32 accumulation, tensor cores allowed
-for float16 (plain float32 stays float32, no TF32), Kᵀ by a transpose flag rather than a copy.
+for float16 and bfloat16 (plain float32 stays float32, no TF32), Kᵀ by a transpose flag rather than a copy.
 On an H200 with CuPy 14.2, cupy.matmul ran these float16 products several times slower
 (benchmarks/NOTES.md).
 """
@@ -16,9 +16,10 @@ import numpy as np
 from kernels.loader import get_function
 
 from .config import AttentionConfig, ConfigError
-from .gpu_runtime import live_gpu
+from .gpu_runtime import ELEM_TYPES, live_gpu
 
 SOURCE = "naive_softmax.cu"
+CUDA_R_16BF = 14      # cudaDataType_t of bfloat16 (library_types.h)
 FUNCTION = "row_softmax"
 DEFAULT_SMEM_LIMIT = 48 * 1024
 STAGES = ("S = QKᵀ (cuBLAS)", "softmax (fused kernel)", "O = PV (cuBLAS)")
@@ -34,7 +35,7 @@ def row_threads(cfg: AttentionConfig) -> int:
 
 
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
-    return ("-DELEM_T=" + ("float" if cfg.dtype == "float32" else "half_bits"),
+    return ("-DELEM_T=" + ELEM_TYPES[cfg.dtype],
             f"-DNUM_THREADS={row_threads(cfg)}")
 
 
@@ -46,7 +47,8 @@ def batched_gemm(transa: bool, m: int, n: int, k: int, A, lda: int, B, ldb: int,
     from cupy_backends.cuda.libs import cublas
     runtime = cupy.cuda.runtime
     dtype = C.dtype
-    cuda_type = runtime.CUDA_R_16F if dtype == cupy.float16 else runtime.CUDA_R_32F
+    cuda_type = {np.dtype(np.float16): runtime.CUDA_R_16F, np.dtype(np.float32):
+                 runtime.CUDA_R_32F}.get(np.dtype(dtype), CUDA_R_16BF)
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
     handle = cupy.cuda.device.get_cublas_handle()
     cublas.setStream(handle, cupy.cuda.get_current_stream().ptr)

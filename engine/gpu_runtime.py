@@ -8,6 +8,10 @@ import functools
 from .devices import GpuProfile, device_info
 
 
+# How the kernels in kernels/ spell each config dtype (kernels/common.cuh defines the 16-bit ones).
+ELEM_TYPES = {"float32": "float", "float16": "half_bits", "bfloat16": "bf16_bits"}
+
+
 class GpuRunError(ValueError):
     """A GPU run failed (out of memory, launch failure); the message says what to try."""
 

@@ -30,7 +30,8 @@ def make_inputs(cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray, np.ndarra
         k = 0.5 * k + ramp[:, None] * u
     q = q * np.float32(cfg.logit_scale)
     dt = np.dtype(cfg.dtype)
-    if dt == np.float16:  # keep extreme logit scales finite in half precision
+    if dt == np.float16:  # keep extreme logit scales finite in half precision (bfloat16
+        # has float32's range)
         lim = np.float32(np.finfo(np.float16).max)
         q = np.clip(q, -lim, lim)
     return q.astype(dt), k.astype(dt), v.astype(dt)

@@ -13,7 +13,7 @@ from kernels.loader import get_function
 
 from .config import AttentionConfig, ConfigError
 from .devices import GpuProfile
-from .gpu_runtime import compile_facts, live_gpu
+from .gpu_runtime import ELEM_TYPES, compile_facts, live_gpu
 from .iomodel import largest_fitting_tiles, smem_budget
 
 SOURCE = "flash_teaching.cu"
@@ -37,7 +37,7 @@ def smem_bytes(cfg: AttentionConfig) -> int:
 
 
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
-    elem = "float" if cfg.dtype == "float32" else "half_bits"
+    elem = ELEM_TYPES[cfg.dtype]
     return (f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}",
             f"-DHEAD_DIM={cfg.head_dim}", f"-DELEM_T={elem}",
             f"-DCAUSAL={int(cfg.causal)}", f"-DTRACE={int(trace)}")

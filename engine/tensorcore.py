@@ -20,7 +20,8 @@ FUNCTION = "flash_tensorcore"
 # "hopper_shapes": taken only on GPUs of compute capability 9.x, where they run, traced or not,
 # on the warpgroup-MMA kernel of engine.wgmma (kernels/flash_wgmma.cu).
 SUPPORTED = {
-    "dtypes": ("float16",),
+    "dtypes": ("float16", "bfloat16"),
+    "hopper_dtypes": ("float16",),
     "shapes": ((64, 64, 32), (64, 64, 64), (64, 64, 128), (64, 128, 32), (64, 128, 64),
                (128, 64, 32), (128, 64, 64), (128, 128, 32)),
     "hopper_shapes": ((64, 128, 128), (128, 128, 64), (128, 128, 128)),
@@ -41,15 +42,16 @@ def supported_text() -> str:
         f"head_dim {d} with block_q×block_k "
         + ", ".join(f"{bq}×{bk}" for dd, bq, bk in SUPPORTED["hopper_shapes"] if dd == d)
         for d in sorted({s[0] for s in SUPPORTED["hopper_shapes"]}))
-    return (f"dtype {' or '.join(SUPPORTED['dtypes'])}; on GPUs of compute capability 9.x "
-            f"also {hopper} (wgmma kernel); " + "; ".join(parts))
+    return (f"dtype {' or '.join(SUPPORTED['dtypes'])}: " + "; ".join(parts)
+            + f"; on GPUs of compute capability 9.x also, in "
+              f"{' or '.join(SUPPORTED['hopper_dtypes'])}, {hopper} (wgmma kernel)")
 
 
 def on_wgmma(cfg: AttentionConfig) -> bool:
     """True when cfg runs on the Hopper warpgroup-MMA kernel (engine.wgmma)."""
     from . import wgmma
     return ((cfg.head_dim, cfg.block_q, cfg.block_k) in SUPPORTED["hopper_shapes"]
-            and cfg.dtype in SUPPORTED["dtypes"] and wgmma.device_has_wgmma())
+            and cfg.dtype in SUPPORTED["hopper_dtypes"] and wgmma.device_has_wgmma())
 
 
 def check_supported(cfg: AttentionConfig) -> None:
@@ -68,13 +70,14 @@ def check_supported(cfg: AttentionConfig) -> None:
 
 
 def smem_bytes(cfg: AttentionConfig) -> int:
-    """Q_i plus two buffers each of K_j and V_j, float16."""
+    """Q_i plus two buffers each of K_j and V_j, 16-bit elements."""
     return (cfg.block_q + 4 * cfg.block_k) * cfg.head_dim * 2
 
 
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DBLOCK_Q={cfg.block_q}",
-            f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}")
+            f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
+            f"-DBF16={int(cfg.dtype == 'bfloat16')}")
 
 
 def _function(cfg: AttentionConfig, trace: bool):
@@ -115,12 +118,16 @@ def check_operands(cfg: AttentionConfig, Q, K, V) -> None:
 
 
 def allocate_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> dict:
-    """Output buffers. poison=True fills them first (NaN; -1 for sm_id; 0 for the times,
-    which %globaltimer never reads), so a test can tell every element was written."""
+    """Output buffers. poison=True fills them first (all bits set: NaN in every float dtype,
+    -1 for sm_id; 0 for the times, which %globaltimer never reads), so a test can tell every
+    element was written. Filled bytewise, which works for bfloat16 too."""
     import cupy
 
     def alloc(shape, dtype, fill):
-        return cupy.full(shape, fill, dtype=dtype) if poison else cupy.empty(shape, dtype)
+        x = cupy.empty(shape, dtype)
+        if poison:
+            x.view(cupy.uint8).fill(0 if fill == 0 else 0xFF)
+        return x
 
     bh, nq = cfg.bh, cfg.seq_q
     out = {"O": alloc((bh, nq, cfg.head_dim), cfg.dtype, np.nan),

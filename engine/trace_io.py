@@ -29,9 +29,14 @@ def to_npz_bytes(cfg: AttentionConfig, res: Result) -> bytes:
     buf = io.BytesIO()
     arrays = {name: getattr(res.trace, name) for name in TRACE_FIELDS}
     np.savez_compressed(buf, config=np.array(json.dumps(cfg.to_dict())),
-                        backend=np.array(res.backend), output=res.output, lse=res.lse,
+                        backend=np.array(res.backend), output=_stored(res.output), lse=res.lse,
                         processed=res.trace.processed, **arrays)
     return buf.getvalue()
+
+
+def _stored(output: np.ndarray) -> np.ndarray:
+    """NPZ keeps only NumPy's own dtypes: bfloat16 goes in as its 16-bit patterns."""
+    return output.view(np.uint16) if output.dtype == np.dtype("bfloat16") else output
 
 
 def to_csv(cfg: AttentionConfig, res: Result) -> str:
@@ -68,6 +73,8 @@ def from_npz_bytes(data: bytes) -> tuple[AttentionConfig, Result]:
         cfg = AttentionConfig(**json.loads(str(arrays["config"])))
     except (ConfigError, TypeError, ValueError) as exc:
         raise TraceFileError(f"The stored config is not valid: {exc}") from None
+    if cfg.dtype == "bfloat16" and arrays["output"].dtype == np.uint16:
+        arrays["output"] = arrays["output"].view("bfloat16")
     check_limits(cfg, trace=True)
     B, H, N, d, Tc = cfg.batch, cfg.heads, cfg.seq_q, cfg.head_dim, cfg.Tc
     expect = {"output": ((B, H, N, d), np.dtype(cfg.dtype)), "lse": ((B, H, N), np.float32),

@@ -4,16 +4,24 @@
 #define FA_LAB_COMMON_CUH
 
 typedef unsigned short half_bits;   // float16 kept as raw bits: no CUDA header needed
+struct bf16_bits { unsigned short bits; };   // bfloat16 as raw bits (a distinct type)
 typedef unsigned long long u64;
 
-// ---- float32 <-> float16 bits ----
+// ---- float32 <-> float16 / bfloat16 bits ----
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(half_bits x) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
     return f;
 }
+// bfloat16 is the top half of a float32
+__device__ __forceinline__ float to_f32(bf16_bits x) { return __uint_as_float((unsigned)x.bits << 16); }
 __device__ __forceinline__ void store_as(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store_as(bf16_bits* p, float x) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    p->bits = h;
+}
 __device__ __forceinline__ void store_as(half_bits* p, float x) {
     half_bits h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
@@ -23,6 +31,12 @@ __device__ __forceinline__ void store_as(half_bits* p, float x) {
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     unsigned r;
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+// the same for two bfloat16
+__device__ __forceinline__ unsigned pack_bf162(float lo, float hi) {
+    unsigned r;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
     return r;
 }
 

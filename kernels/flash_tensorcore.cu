@@ -1,4 +1,5 @@
-// Tensor-core FlashAttention-2 forward pass (float16 in, float32 accumulate), sm_80 and later.
+// Tensor-core FlashAttention-2 forward pass (float16 or bfloat16 in, float32 accumulate),
+// sm_80 and later.
 //
 // One thread block of 4 warps per (query tile i, batch·head): blockIdx.x = i, blockIdx.y = bh.
 // Each warp owns Br / 4 query rows of Q_i (one or two m16 row tiles). Key tiles K_j, V_j are
@@ -10,7 +11,8 @@
 // natural-log units of scale·q·k, needs only one multiply.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc),
-// TRACE (0 or 1: write the online-softmax trace and the block schedule).
+// TRACE (0 or 1: write the online-softmax trace and the block schedule), BF16 (0: float16
+// inputs and output, 1: bfloat16).
 
 #ifndef HEAD_DIM
 #error "define HEAD_DIM"
@@ -23,6 +25,9 @@
 #endif
 #ifndef TRACE
 #define TRACE 0
+#endif
+#ifndef BF16
+#define BF16 0
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -48,7 +53,14 @@ static_assert((Br * CHUNKS) % THREADS == 0, "Q tile must split evenly over the t
 
 #include "common.cuh"
 
-typedef unsigned short half_t;   // raw float16 bits
+typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
+#if BF16
+#define MMA_TYPES "bf16.bf16"
+#define pack_pair pack_bf162
+#else
+#define MMA_TYPES "f16.f16"
+#define pack_pair pack_half2
+#endif
 
 // ---- shared-memory layout: rows of CHUNKS 16-byte chunks, chunk index XOR (row mod 8) ----
 __device__ __forceinline__ int swizzle(int row, int chunk) {
@@ -92,11 +104,11 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
 }
 
-// c += a (16x16, row) · b (16x8, col), float16 inputs, float32 accumulators.
+// c += a (16x16, row) · b (16x8, col), 16-bit inputs, float32 accumulators.
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0,
                                          unsigned b1) {
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPES ".f32 "
         "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -297,16 +309,16 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
             load_tile<Bc>(sV + ((j + 1) & 1) * Bc * d * 2, Vb, (j + 1) * Bc, seq_k, tid);
         cp_async_commit();
 
-        // O_i += P_ij V_j, P_ij as float16 A fragments straight from the S accumulators.
+        // O_i += P_ij V_j, P_ij as 16-bit A fragments straight from the S accumulators.
         #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
             unsigned P[MT][4];
             #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                P[mt][0] = pack_half2(S[mt][2 * kk][0], S[mt][2 * kk][1]);
-                P[mt][1] = pack_half2(S[mt][2 * kk][2], S[mt][2 * kk][3]);
-                P[mt][2] = pack_half2(S[mt][2 * kk + 1][0], S[mt][2 * kk + 1][1]);
-                P[mt][3] = pack_half2(S[mt][2 * kk + 1][2], S[mt][2 * kk + 1][3]);
+                P[mt][0] = pack_pair(S[mt][2 * kk][0], S[mt][2 * kk][1]);
+                P[mt][1] = pack_pair(S[mt][2 * kk][2], S[mt][2 * kk][3]);
+                P[mt][2] = pack_pair(S[mt][2 * kk + 1][0], S[mt][2 * kk + 1][1]);
+                P[mt][3] = pack_pair(S[mt][2 * kk + 1][2], S[mt][2 * kk + 1][3]);
             }
             #pragma unroll
             for (int n2 = 0; n2 < O_TILES / 2; ++n2) {
@@ -356,9 +368,9 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         for (int n = 0; n < O_TILES; ++n) {
             int row = warp_row0 + mt * 16 + g;
             *(unsigned*)(sO + swizzle(row, n) * 16 + t * 4) =
-                pack_half2(O_acc[mt][n][0] * inv_l[2 * mt], O_acc[mt][n][1] * inv_l[2 * mt]);
+                pack_pair(O_acc[mt][n][0] * inv_l[2 * mt], O_acc[mt][n][1] * inv_l[2 * mt]);
             *(unsigned*)(sO + swizzle(row + 8, n) * 16 + t * 4) =
-                pack_half2(O_acc[mt][n][2] * inv_l[2 * mt + 1],
+                pack_pair(O_acc[mt][n][2] * inv_l[2 * mt + 1],
                            O_acc[mt][n][3] * inv_l[2 * mt + 1]);
         }
     __syncwarp();

@@ -103,6 +103,14 @@ def test_control_change_reruns_within_two_seconds(page):
         assert elapsed < 2.0, f"{page}: {name} -> {value} took {elapsed:.2f} s"
 
 
+@pytest.mark.parametrize("page", list(PAGES))
+def test_page_renders_in_bfloat16(page):
+    at = open_page(page, dtype="bfloat16", seq_q=320)
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="dtype").value == "bfloat16"
+
+
 def test_unknown_url_parameter_is_reported():
     at = open_page("overview", seq_q="512", colour="red")
     assert_clean(at)

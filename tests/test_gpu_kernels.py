@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.gpu,
 
 RNG = np.random.default_rng()          # fresh inputs on every run; seeds shown on failure
 TRACE_NAMES = ("running_max", "running_sum", "rescale", "tile_max")
-TOL = {"float32": 1e-5, "float16": 2e-3}
+TOL = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 1e-2}
 
 # (head_dim, block_q, block_k, seq_q, seq_k, causal, dtype, inputs): exact and ragged tiles,
 # seq_q < seq_k and seq_q > seq_k under causal, a single row, the smallest and largest tiles,
@@ -29,6 +29,8 @@ CASES = [
     (32, 16, 64, 1, 1, False, "float16", "normal"),
     (128, 64, 128, 200, 450, True, "float16", "normal"),
     (64, 128, 8, 129, 65, False, "float32", "rising"),
+    (64, 64, 32, 300, 257, True, "bfloat16", "rising"),
+    (128, 32, 64, 190, 513, False, "bfloat16", "normal"),
 ]
 
 
@@ -42,7 +44,7 @@ def random_case():
     while True:
         d = int(RNG.choice(HEAD_DIMS))
         bq, bk = (int(x) for x in RNG.choice(BLOCK_SIZES, 2))
-        dtype = str(RNG.choice(["float32", "float16"]))
+        dtype = str(RNG.choice(engine.DTYPES))
         cfg = engine.AttentionConfig(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
         if teaching.smem_bytes(cfg) <= gpu().smem_per_block_optin:
             return (d, bq, bk, int(RNG.integers(1, 600)), int(RNG.integers(1, 600)),
@@ -114,7 +116,7 @@ def test_teaching_kernel_matches_float64_and_numpy(case):
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dtype", engine.DTYPES)
 def test_engine_run_on_cupy_returns_numpy_and_a_schedule(causal, dtype):
     cfg = config(128, 64, 64, 1000, 600, causal, dtype, "normal", heads=3)
     q, k, v = engine.make_inputs(cfg)
@@ -167,7 +169,7 @@ def test_shared_memory_overflow_is_refused_with_bytes_and_best_tiles():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize("dtype", engine.DTYPES)
 def test_naive_gpu_matches_float64(causal, dtype):
     cfg = config(64, 64, 64, 300, 513 if not causal else 300, causal, dtype, "normal")
     q, k, v = engine.make_inputs(cfg)

@@ -33,7 +33,14 @@ def test_unsupported_configs_are_refused_with_the_list(changes):
         tensorcore.check_supported(config(**changes))
     msg = str(err.value)
     assert tensorcore.supported_text() in msg
-    assert "head_dim 128 with block_q×block_k 64×32, 64×64, 128×32." in msg
+    assert "head_dim 128 with block_q×block_k 64×32, 64×64, 128×32;" in msg
+
+
+def test_bfloat16_takes_the_mma_sync_shapes_only():
+    tensorcore.check_supported(config(dtype="bfloat16", head_dim=128, block_q=128, block_k=32))
+    with pytest.raises(ConfigError, match="in float16, head_dim 64 with block_q×block_k 128×128"):
+        tensorcore.check_supported(config(dtype="bfloat16", head_dim=64, block_q=128,
+                                          block_k=128))
 
 
 def test_shared_memory_of_every_shape_fits_one_h200_block():
@@ -71,19 +78,21 @@ def run_kernel(cfg, q, k, v, trace):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", tensorcore.SUPPORTED["dtypes"])
 @pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
-def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs):
+def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs, dtype):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
-                 inputs=inputs, batch=2)
+                 inputs=inputs, batch=2, dtype=dtype)
     q, k, v = engine.make_inputs(cfg)
     check_output(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=False))
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", tensorcore.SUPPORTED["dtypes"])
 @pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
-def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inputs):
+def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inputs, dtype):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
-                 inputs=inputs, heads=3)
+                 inputs=inputs, heads=3, dtype=dtype)
     q, k, v = engine.make_inputs(cfg)
     check_trace(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=True),
                 run_kernel(cfg, q, k, v, trace=False))

@@ -29,21 +29,26 @@ TEACHING = [
     (cfg(head_dim=256, block_q=32, block_k=16, dtype="float16", causal=False), True),
     (cfg(head_dim=128, block_q=16, block_k=32, dtype="float16", causal=True), False),
     (cfg(head_dim=256, block_q=8, block_k=8, dtype="float32", causal=False), False),
+    (cfg(head_dim=64, block_q=64, block_k=32, dtype="bfloat16", causal=True), True),
+    (cfg(head_dim=128, block_q=32, block_k=64, dtype="bfloat16", causal=False), False),
 ]
 EXAMPLES = {
     "flash_teaching.cu": [teaching.compile_options(c, t) for c, t in TEACHING],
     "naive_softmax.cu": [gpu_naive.compile_options(cfg(dtype=d, seq_k=n))
-                         for d, n in (("float32", 100), ("float16", 4096))],
+                         for d, n in (("float32", 100), ("float16", 4096),
+                                      ("bfloat16", 1000))],
     "bench_hold.cu": [()],
 }
 
 
 def tensorcore_examples():
-    """The tensor-core kernel's first and last supported shapes, traced and not."""
+    """The tensor-core kernel's first and last supported shapes in every dtype it takes,
+    traced and not."""
     from engine import tensorcore
     shapes = tensorcore.SUPPORTED["shapes"]
-    return [("--std=c++17", f"-DHEAD_DIM={d}", f"-DBLOCK_Q={bq}", f"-DBLOCK_K={bk}",
-             f"-DTRACE={t}") for d, bq, bk in (shapes[0], shapes[-1]) for t in (0, 1)]
+    return [tensorcore.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt), t)
+            for d, bq, bk in (shapes[0], shapes[-1]) for t in (False, True)
+            for dt in tensorcore.SUPPORTED["dtypes"]]
 
 
 def wgmma_examples():
