@@ -85,10 +85,12 @@ def source_line(s: Settings, backend: str) -> str:
             f"{s.device.name.removeprefix('CPU emulation of ')}.{extra}")
 
 
-@st.cache_data(max_entries=256, show_spinner=False)
+@st.cache_data(max_entries=64, show_spinner=False)
 def vega_spec(_builder: Callable, name: str, *args, **kwargs) -> dict:
     """The Vega-Lite spec of _builder(*args, **kwargs), built once per distinct input and
-    shared by every session; `name` (the builder's qualified name) keys the cache."""
+    shared by every session; `name` (the builder's qualified name) keys the cache. The
+    largest specs (the loop chart at its 4096-cell cap) pickle to about 1 MB, so 64 entries
+    bound the cache near 70 MB."""
     return _builder(*args, **kwargs).to_dict()
 
 
