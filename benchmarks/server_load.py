@@ -63,14 +63,16 @@ class Visitor:
                 state.double_value = float(new)
         await self._run(query_string=self.query, page_name=page, widget_states=states)
 
-    async def _run(self, **client_state) -> None:
+    async def _run(self, query_string: str, page_name: str, widget_states=None) -> None:
+        """Ask for a script run, as a browser does, and read the server's messages until the
+        run has finished."""
         from streamlit.proto.BackMsg_pb2 import BackMsg
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
         msg = BackMsg()
-        msg.rerun_script.query_string = client_state.pop("query_string")
-        msg.rerun_script.page_name = client_state.pop("page_name")
-        if "widget_states" in client_state:
-            msg.rerun_script.widget_states.CopyFrom(client_state["widget_states"])
+        msg.rerun_script.query_string = query_string
+        msg.rerun_script.page_name = page_name
+        if widget_states is not None:
+            msg.rerun_script.widget_states.CopyFrom(widget_states)
         await self.ws.send(msg.SerializeToString())
         while True:
             fwd = ForwardMsg()
