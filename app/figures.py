@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import engine
 from engine import iomodel
-from engine.numpy_backend import processed_tiles
+from engine.cpu.forward import processed_tiles
 
 
 def human_bytes(n: float) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 import engine
-from engine import tensorcore
+from engine.gpu.launchers import mma as tensorcore
 from app.controls import (BACKEND_LABELS, CONTROLS, PAGE_CONTROLS, PRESETS, kernel_label,
                           parse_value, to_text)
 

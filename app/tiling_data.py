@@ -10,7 +10,7 @@ import pandas as pd
 
 import engine
 from engine import iomodel
-from engine.numpy_backend import processed_tiles
+from engine.cpu.forward import processed_tiles
 
 MAX_CELLS = 4096     # grid cells drawn; bigger grids group g×g tiles into one cell
 MAX_WAVES = 100      # waves drawn in the SM view (× SMs marks)

@@ -9,7 +9,7 @@ import streamlit as st
 from app.controls import kernel_label
 from app.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
-from engine.gpu_runtime import GpuRunError
+from engine.gpu.runtime import GpuRunError
 
 T = TypeVar("T")
 SETTINGS_KEY = "_settings"

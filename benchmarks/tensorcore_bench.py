@@ -5,7 +5,7 @@ Timing: CUDA events around each call, 3 warm-up calls, 30 timed repetitions, the
 4·B·H·N²·d, halved for causal. Inputs are fresh standard-normal float16 tensors.
 Kernels: "tensorcore" (every supported tile shape), "naive_torch" (cuBLAS QKᵀ, softmax, PV in
 float16 through torch.matmul and torch.softmax), "naive" (the project's CuPy baseline, when
-engine.cupy_backend exists), "torch_flash", "torch_cudnn", "torch_math" (SDPA backends).
+engine.gpu.backend exists), "torch_flash", "torch_cudnn", "torch_math" (SDPA backends).
 
 Usage: python benchmarks/tensorcore_bench.py OUT_DIR
 Writes OUT_DIR/tensorcore_bench.json (schema of engine/recorded.py) and prints a table.
@@ -26,7 +26,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import engine  # noqa: E402
-from engine import tensorcore  # noqa: E402
+from engine.gpu.launchers import mma as tensorcore
 
 BATCH, HEADS = 2, 16
 SEQS = (1024, 2048, 4096, 8192)

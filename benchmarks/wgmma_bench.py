@@ -1,11 +1,11 @@
 """Benchmark the Hopper wgmma kernel beside the mma.sync tensor-core kernel, the project's naive
 baseline and PyTorch's SDPA flash and cuDNN backends, all through the app's harness
-(engine.timing: CUDA events, warm-up, L2 flushed before each repetition, median of 30).
+(engine.gpu.timing: CUDA events, warm-up, L2 flushed before each repetition, median of 30).
 
 float16, B = 2, H = 16 (B·H = 32), N = 4096 and 8192, d = 64 and 128, causal and not. The
 mma.sync and naive lines go through engine.benchmark; the wgmma kernel through
-engine.wgmma.prepare, timed by the same engine.timing.time_stages, so that both issue-order
-builds and every wgmma shape (also those engine.tensorcore does not dispatch) are timed; at
+engine.gpu.launchers.wgmma.prepare, timed by the same engine.gpu.timing.time_stages, so that both issue-order
+builds and every wgmma shape (also those engine.gpu.launchers.mma does not dispatch) are timed; at
 N = 4096 also its traced build.
 
 Usage: python benchmarks/wgmma_bench.py OUT_DIR  -> OUT_DIR/wgmma_bench.json and a table.
@@ -25,8 +25,9 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import engine  # noqa: E402
-from engine import timing, wgmma  # noqa: E402
-from engine.cupy_backend import to_device  # noqa: E402
+from engine.gpu import timing
+from engine.gpu.launchers import wgmma
+from engine.gpu.backend import to_device  # noqa: E402
 
 BATCH, HEADS = 2, 16
 SEQS = (4096, 8192)

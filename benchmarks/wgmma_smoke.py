@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import cupy  # noqa: E402
 
 import engine  # noqa: E402
-from engine import wgmma  # noqa: E402
+from engine.gpu.launchers import wgmma
 from reference import attention64, rel_err  # noqa: E402
 
 wgmma.PINGPONG = int(sys.argv[1])

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import numpy_backend
+from .cpu import forward as numpy_backend
 from .config import AttentionConfig, ConfigError, check_limits
 from .devices import probe_gpu
 from .inputs import make_inputs
@@ -68,14 +68,14 @@ def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace)
     if be == "cupy":                       # refuse before any input is even generated
-        from .gpu_runtime import check_fits
+        from .gpu.runtime import check_fits
         check_fits(cfg, algorithm, trace)
     q, k, v = _check_inputs(cfg, q, k, v)
     if be == "numpy":
         if algorithm == "naive":
             return numpy_backend.naive(cfg, q, k, v)
         return numpy_backend.flash(cfg, q, k, v, trace=trace)
-    from . import cupy_backend
+    from .gpu import backend as cupy_backend
     return cupy_backend.run(cfg, q, k, v, algorithm=algorithm, kernel=kernel, trace=trace)
 
 
@@ -91,9 +91,9 @@ def benchmark(cfg: AttentionConfig, algorithm: str = "flash", backend: str = "au
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace)
     if be == "numpy":
-        from .cpu_timing import benchmark_numpy
+        from .cpu.timing import benchmark_numpy
         return benchmark_numpy(cfg, algorithm=algorithm, trace=trace, reps=reps or 5,
                                warmup=1 if warmup is None else warmup)
-    from .timing import benchmark_gpu
+    from .gpu.timing import benchmark_gpu
     return benchmark_gpu(cfg, algorithm=algorithm, kernel=kernel, trace=trace,
                          reps=reps or 30, warmup=3 if warmup is None else warmup)

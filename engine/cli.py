@@ -72,7 +72,7 @@ class Progress:
 
 def device_record() -> dict:
     from .devices import device_info
-    from .torch_reference import torch_version
+    from .gpu.torch_reference import torch_version
     info = device_info()
     gpu = info.gpu
     record = {"name": info.name, "kind": info.kind, "sms": gpu.sms,
@@ -114,7 +114,7 @@ def _timing_row(cfg: AttentionConfig, kernel: str, t) -> dict:
 
 def _free_bytes() -> int:
     import cupy
-    from .torch_reference import release_memory
+    from .gpu.torch_reference import release_memory
     release_memory()
     return cupy.cuda.runtime.memGetInfo()[0]
 
@@ -142,8 +142,8 @@ def _configs(args) -> list[AttentionConfig]:
 
 
 def _bench_one(cfg, line, args, inputs):
-    from .timing import benchmark_gpu
-    from .torch_reference import benchmark_torch
+    from .gpu.timing import benchmark_gpu
+    from .gpu.torch_reference import benchmark_torch
     if line in TORCH_LINES:
         return benchmark_torch(cfg, line, args.reps, args.warmup, args.budget, inputs)
     algorithm = "naive" if line == "naive" else "flash"
@@ -152,12 +152,12 @@ def _bench_one(cfg, line, args, inputs):
 
 
 def _naive_need(cfg: AttentionConfig) -> int:
-    from .gpu_naive import device_bytes
+    from .gpu.naive import device_bytes
     return device_bytes(cfg)
 
 
 def cmd_bench(args) -> int:
-    from .timing import method_text
+    from .gpu.timing import method_text
     lines = _lines(args.kernels)
     cfgs = _configs(args)
     out = Path(args.out)
@@ -239,7 +239,7 @@ def cmd_trace(args) -> int:
 
 
 def cmd_fairness(args) -> int:
-    from .torch_reference import fairness
+    from .gpu.torch_reference import fairness
     got = fairness(reps=args.reps)
     rows = {}
     for who in ("naive", "torch"):

@@ -53,7 +53,7 @@ def largest_fitting_tiles(cfg: AttentionConfig, gpu: GpuProfile) -> list[tuple[i
 
 
 def _processed(cfg: AttentionConfig) -> np.ndarray:
-    from .numpy_backend import processed_tiles
+    from .cpu.forward import processed_tiles
     return processed_tiles(cfg)
 
 

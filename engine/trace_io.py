@@ -12,7 +12,7 @@ import json
 import numpy as np
 
 from .config import AttentionConfig, ConfigError, check_limits
-from .numpy_backend import processed_tiles
+from .cpu.forward import processed_tiles
 from .results import Result, Trace
 
 TRACE_FIELDS = ("running_max", "running_sum", "rescale", "tile_max")

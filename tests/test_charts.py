@@ -14,7 +14,7 @@ from app import charts_kernel, charts_softmax, charts_tiling, charts_timing
 from app import kernel_data, softmax_data, tiling_data, timing_data
 from app.style import ALARM, KERNEL_COLORS, TILE_COLORS, kernel_scale
 from engine import iomodel, recorded
-from engine.numpy_backend import processed_tiles
+from engine.cpu.forward import processed_tiles
 
 H200 = engine.PROFILES["H200"]
 FIXTURES = Path(__file__).resolve().parent / "data"

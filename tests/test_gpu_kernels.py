@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine import iomodel, teaching
+from engine import iomodel
+from engine.gpu.launchers import teaching
 from engine.config import BLOCK_SIZES, HEAD_DIMS
 from reference import attention64, rel_err, trace64
 
@@ -35,7 +36,7 @@ CASES = [
 
 
 def gpu():
-    from engine.gpu_runtime import live_gpu
+    from engine.gpu.runtime import live_gpu
     return live_gpu()
 
 
@@ -201,7 +202,7 @@ def test_benchmark_reports_a_sane_timing():
 
 
 def test_figures_above_the_ceilings_are_refused():
-    from engine.timing import ImplausibleTimingError, check_ceilings
+    from engine.gpu.timing import ImplausibleTimingError, check_ceilings
     cfg = config(64, 64, 64, 4096, 4096, False, "float16", "normal", batch=4, heads=16)
     with pytest.raises(ImplausibleTimingError, match="bug"):
         check_ceilings(cfg, "flash", False, 1e-3, "test")
@@ -210,7 +211,7 @@ def test_figures_above_the_ceilings_are_refused():
 
 def test_out_of_memory_becomes_a_clear_error():
     import cupy
-    from engine.gpu_runtime import GpuRunError, gpu_failures
+    from engine.gpu.runtime import GpuRunError, gpu_failures
     with pytest.raises(GpuRunError, match="ran out of memory"):
         with gpu_failures("test"):
             cupy.empty(1 << 50, dtype=cupy.uint8)
@@ -223,7 +224,7 @@ def test_compile_error_is_a_clear_value_error():
 
 
 def test_naive_is_fair_against_pytorch():
-    from engine import torch_reference
+    from engine.gpu import torch_reference
     try:
         torch_reference.torch_module()
     except torch_reference.TorchUnavailableError as exc:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine import tensorcore
+from engine.gpu.launchers import mma as tensorcore
 from engine.config import ConfigError
 from kernel_checks import TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
 from reference import rel_err

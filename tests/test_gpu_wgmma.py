@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine import tensorcore, wgmma
+from engine.gpu.launchers import mma as tensorcore
+from engine.gpu.launchers import wgmma
 from engine.config import ConfigError
 from kernel_checks import TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
 from reference import attention64, rel_err

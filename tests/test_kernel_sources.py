@@ -7,7 +7,9 @@ import subprocess
 import pytest
 
 import engine
-from engine import gpu_naive, iomodel, teaching
+from engine import iomodel
+from engine.gpu import naive as gpu_naive
+from engine.gpu.launchers import teaching
 from engine.config import BLOCK_SIZES, HEAD_DIMS
 from kernels.loader import KERNEL_DIR, source_names
 
@@ -44,7 +46,7 @@ EXAMPLES = {
 def tensorcore_examples():
     """The tensor-core kernel's first and last supported shapes in every dtype it takes,
     traced and not."""
-    from engine import tensorcore
+    from engine.gpu.launchers import mma as tensorcore
     shapes = tensorcore.SUPPORTED["shapes"]
     return [tensorcore.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt), t)
             for d, bq, bk in (shapes[0], shapes[-1]) for t in (False, True)
@@ -54,7 +56,7 @@ def tensorcore_examples():
 def wgmma_examples():
     """The Hopper kernel's first and last shapes, traced and not, with and without ping-pong;
     the launcher's own -arch option is replaced by the sm_90a target below."""
-    from engine import wgmma
+    from engine.gpu.launchers import wgmma
     out = []
     for d, bq, bk in (wgmma.SHAPES[0], wgmma.SHAPES[-1]):
         for t in (0, 1):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.numpy_backend import processed_tiles
+from engine.cpu.forward import processed_tiles
 from reference import attention64, rel_err, trace64
 
 RNG = np.random.default_rng()

@@ -73,7 +73,7 @@ def test_trace_summary_counts_rising_rows():
 
 def test_gpu_failure_message_offers_cpu_emulation(monkeypatch):
     """A GPU failure inside a page becomes an error that points to the CPU emulation."""
-    from engine.gpu_runtime import GpuRunError
+    from engine.gpu.runtime import GpuRunError
 
     def failing(*args, **kwargs):
         raise GpuRunError("flash attention on the GPU: the GPU ran out of memory.")

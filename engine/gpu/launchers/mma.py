@@ -1,5 +1,5 @@
 """Launcher of the tensor-core FlashAttention kernel, kernels/flash_tensorcore.cu, on CuPy
-arrays, with the interface every flash launcher shares (see engine.teaching).
+arrays, with the interface every flash launcher shares (see engine.gpu.launchers.teaching).
 
 `SUPPORTED` is the one list of what the kernel takes; `check_supported` and
 `supported_text` quote it. CuPy is imported only when a kernel is prepared, so the checks
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError
-from .gpu_runtime import compile_facts
+from ...config import AttentionConfig, ConfigError
+from ..runtime import compile_facts
 
 SOURCE = "flash_tensorcore.cu"
 FUNCTION = "flash_tensorcore"
@@ -18,7 +18,7 @@ FUNCTION = "flash_tensorcore"
 # (head_dim, block_q, block_k) whose builds keep every value in registers (no spills), traced
 # or not. Four warps per block, each owning block_q / 4 query rows.
 # "hopper_shapes": taken only on GPUs of compute capability 9.x, where they run, traced or not,
-# on the warpgroup-MMA kernel of engine.wgmma (kernels/flash_wgmma.cu).
+# on the warpgroup-MMA kernel of engine.gpu.launchers.wgmma (kernels/flash_wgmma.cu).
 SUPPORTED = {
     "dtypes": ("float16", "bfloat16"),
     "hopper_dtypes": ("float16",),
@@ -48,7 +48,7 @@ def supported_text() -> str:
 
 
 def on_wgmma(cfg: AttentionConfig) -> bool:
-    """True when cfg runs on the Hopper warpgroup-MMA kernel (engine.wgmma)."""
+    """True when cfg runs on the Hopper warpgroup-MMA kernel (engine.gpu.launchers.wgmma)."""
     from . import wgmma
     return ((cfg.head_dim, cfg.block_q, cfg.block_k) in SUPPORTED["hopper_shapes"]
             and cfg.dtype in SUPPORTED["hopper_dtypes"] and wgmma.device_has_wgmma())

@@ -1,7 +1,7 @@
 """CuPy backend: runs the GPU kernels and returns a Result of NumPy arrays.
 
-Flash kernels are reached through their launchers (engine.teaching, engine.tensorcore), which
-share one interface: launch(cfg, Q, K, V, trace) -> dict of CuPy arrays (see engine.teaching).
+Flash kernels are reached through their launchers (engine.gpu.launchers.teaching, engine.gpu.launchers.mma), which
+share one interface: launch(cfg, Q, K, V, trace) -> dict of CuPy arrays (see engine.gpu.launchers.teaching).
 """
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import importlib
 
 import numpy as np
 
-from .config import AttentionConfig
-from .gpu_lock import GPU_LOCK
-from .gpu_runtime import GpuRunError, gpu_failures, live_gpu
-from .numpy_backend import processed_tiles
-from .results import Result, Schedule, Trace
+from ..config import AttentionConfig
+from .lock import GPU_LOCK
+from .runtime import GpuRunError, gpu_failures, live_gpu
+from ..cpu.forward import processed_tiles
+from ..results import Result, Schedule, Trace
 
-LAUNCHERS = {"teaching": "engine.teaching", "tensorcore": "engine.tensorcore"}
+LAUNCHERS = {"teaching": "engine.gpu.launchers.teaching", "tensorcore": "engine.gpu.launchers.mma"}
 TRACE_KEYS = ("running_max", "running_sum", "rescale", "tile_max")
 BLOCK_KEYS = ("sm_id", "start_ns", "end_ns")
 
@@ -75,7 +75,7 @@ def to_result(cfg: AttentionConfig, out: dict, algorithm: str, kernel: str | Non
 def run(cfg: AttentionConfig, q, k, v, algorithm: str = "flash", kernel: str = "teaching",
         trace: bool = False) -> Result:
     """One forward pass on the GPU; NumPy arrays out."""
-    from . import gpu_naive
+    from . import naive as gpu_naive
     what = f"{algorithm} attention on the GPU" + (f" ({kernel} kernel)" if algorithm == "flash"
                                                   else "")
     with GPU_LOCK, gpu_failures(what):

@@ -11,10 +11,10 @@ import numpy as np
 
 from kernels.loader import get_function
 
-from .config import AttentionConfig, ConfigError
-from .devices import GpuProfile
-from .gpu_runtime import ELEM_TYPES, compile_facts, live_gpu
-from .iomodel import largest_fitting_tiles, smem_budget
+from ...config import AttentionConfig, ConfigError
+from ...devices import GpuProfile
+from ..runtime import ELEM_TYPES, compile_facts, live_gpu
+from ...iomodel import largest_fitting_tiles, smem_budget
 
 SOURCE = "flash_teaching.cu"
 FUNCTION = "flash_teaching"

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import AttentionConfig
-from .results import Result, Trace
+from ..config import AttentionConfig
+from ..results import Result, Trace
 
 
 def _flat(x: np.ndarray) -> np.ndarray:

@@ -14,12 +14,12 @@ import numpy as np
 
 from kernels.loader import get_function
 
-from .config import AttentionConfig, ConfigError
-from .gpu_lock import GPU_LOCK
-from .gpu_runtime import check_fits, gpu_failures, live_gpu
-from .inputs import make_inputs
-from .iomodel import naive_hbm
-from .results import Timing
+from ..config import AttentionConfig, ConfigError
+from .lock import GPU_LOCK
+from .runtime import check_fits, gpu_failures, live_gpu
+from ..inputs import make_inputs
+from ..iomodel import naive_hbm
+from ..results import Timing
 
 MIN_REPS = 20
 MAX_REPS = 10_000
@@ -197,7 +197,7 @@ def _check_reps(reps, warmup):
 
 
 def _flash_stages(cfg, kernel, trace, Q, K, V):
-    from .cupy_backend import launcher
+    from .backend import launcher
     mod = launcher(kernel)
     if hasattr(mod, "prepare"):
         run, out = mod.prepare(cfg, Q, K, V, trace)
@@ -217,8 +217,8 @@ def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool
     as make_inputs(cfg) returns them, to spare a sweep generating them once per line."""
     import cupy
 
-    from . import gpu_naive
-    from .cupy_backend import to_device
+    from . import naive as gpu_naive
+    from .backend import to_device
     _check_reps(reps, warmup)
     label = "naive attention" if algorithm == "naive" else f"the {kernel} flash kernel"
     with GPU_LOCK, gpu_failures(f"benchmark of {label}"):

@@ -1,5 +1,5 @@
 """Launcher of the Hopper warpgroup-MMA FlashAttention kernel, kernels/flash_wgmma.cu, with the
-interface of engine.tensorcore (prepare / launch / kernel_facts, the same output arrays).
+interface of engine.gpu.launchers.mma (prepare / launch / kernel_facts, the same output arrays).
 
 The kernel needs compute capability 9.x (it is built for sm_90a: wgmma, setmaxnreg) and
 reads Q, K, V through bulk tensor copies, so each launch carries three tensor maps made by
@@ -13,9 +13,9 @@ import functools
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError
-from .gpu_runtime import compile_facts
-from .tensorcore import BLOCK_KEYS, MAX_GRID_Y, TRACE_KEYS, allocate_outputs, check_operands
+from ...config import AttentionConfig, ConfigError
+from ..runtime import compile_facts
+from .mma import BLOCK_KEYS, MAX_GRID_Y, TRACE_KEYS, allocate_outputs, check_operands
 
 SOURCE = "flash_wgmma.cu"
 FUNCTION = "flash_wgmma"
@@ -126,7 +126,7 @@ def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
             poison: bool = False):
-    """(run, outputs) as engine.tensorcore.prepare describes them."""
+    """(run, outputs) as engine.gpu.launchers.mma.prepare describes them."""
     check_takes(cfg)
     check_operands(cfg, Q, K, V)
     bh = cfg.bh

@@ -5,11 +5,11 @@ import time
 
 import numpy as np
 
-from . import numpy_backend
-from .config import AttentionConfig
-from .inputs import make_inputs
-from .iomodel import peak_memory
-from .results import Timing
+from . import forward as numpy_backend
+from ..config import AttentionConfig
+from ..inputs import make_inputs
+from ..iomodel import peak_memory
+from ..results import Timing
 
 CPU_METHOD = ("CPU emulation (NumPy, float32 arithmetic): wall-clock time.perf_counter around "
               "each call, {warmup} warm-up call(s), median of {reps} calls. Not a GPU figure.")

@@ -1,15 +1,15 @@
-"""PyTorch reference lines on the same GPU, timed by the same harness (engine.timing):
+"""PyTorch reference lines on the same GPU, timed by the same harness (engine.gpu.timing):
 scaled_dot_product_attention with each backend (flash, cuDNN, math), and the plain
 matmul-softmax-matmul that the naive baseline must keep up with (the fairness check)."""
 from __future__ import annotations
 
 import numpy as np
 
-from .config import AttentionConfig
-from .gpu_lock import GPU_LOCK
-from .gpu_runtime import gpu_failures
-from .inputs import make_inputs
-from .results import Timing
+from ..config import AttentionConfig
+from .lock import GPU_LOCK
+from .runtime import gpu_failures
+from ..inputs import make_inputs
+from ..results import Timing
 from .timing import check_ceilings, method_text, summarize, time_stages
 
 SDPA_BACKENDS = {"torch_flash": "FLASH_ATTENTION", "torch_cudnn": "CUDNN_ATTENTION",
@@ -36,7 +36,7 @@ def torch_module():
 def release_memory() -> None:
     """Hand cached device memory back, from CuPy's pool and from PyTorch's allocator, so the
     next line of a sweep finds the GPU's memory free."""
-    from .gpu_runtime import free_pool
+    from .runtime import free_pool
     free_pool()
     try:
         torch_module().cuda.empty_cache()

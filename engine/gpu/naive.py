@@ -15,8 +15,8 @@ import numpy as np
 
 from kernels.loader import get_function
 
-from .config import AttentionConfig, ConfigError
-from .gpu_runtime import ELEM_TYPES, live_gpu
+from ..config import AttentionConfig, ConfigError
+from .runtime import ELEM_TYPES, live_gpu
 
 SOURCE = "naive_softmax.cu"
 CUDA_R_16BF = 14      # cudaDataType_t of bfloat16 (library_types.h)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from .devices import GpuProfile, device_info
+from ..devices import GpuProfile, device_info
 
 
 # How the kernels in kernels/ spell each config dtype (kernels/common.cuh defines the 16-bit ones).
@@ -28,7 +28,7 @@ def live_gpu() -> GpuProfile:
 def check_fits(cfg, algorithm: str, trace: bool) -> None:
     """Refuse, before allocating, a run whose peak memory exceeds the GPU's free memory."""
     import cupy
-    from .guards import check_device_memory
+    from ..guards import check_device_memory
     free, _ = cupy.cuda.runtime.memGetInfo()
     free += cupy.get_default_memory_pool().free_bytes()   # cached blocks can be reused
     check_device_memory(cfg, algorithm, trace, free)
