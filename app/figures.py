@@ -6,13 +6,6 @@ from engine import iomodel
 from engine.cpu.forward import processed_tiles
 
 
-def human_bytes(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"
-
-
 def kib(n: float) -> str:
     """Shared-memory sizes, in KiB as the CUDA guide gives them."""
     return f"{n / 1024:.1f} KiB"
@@ -32,11 +25,11 @@ def key_figures(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> list[tup
     slots = gpu.sms * budget.blocks_per_sm
     processed = int(processed_tiles(cfg).sum())
     return [
-        ("peak memory, naive", human_bytes(naive_mem),
+        ("peak memory, naive", iomodel.format_bytes(naive_mem),
          "Q, K, V, O and the N×N matrices S and P"),
-        ("peak memory, flash", human_bytes(flash_mem), "Q, K, V, O and the row log-sum-exp"),
-        ("HBM traffic, naive", human_bytes(naive_io), "S and P written and read back"),
-        ("HBM traffic, flash", human_bytes(flash_io),
+        ("peak memory, flash", iomodel.format_bytes(flash_mem), "Q, K, V, O and the row log-sum-exp"),
+        ("HBM traffic, naive", iomodel.format_bytes(naive_io), "S and P written and read back"),
+        ("HBM traffic, flash", iomodel.format_bytes(flash_io),
          f"{naive_io / flash_io:.1f}× less: K and V read once per query tile"),
         ("tiles of S (Tr × Tc)", f"{cfg.Tr} × {cfg.Tc}",
          f"{processed} computed" + (", the rest skipped by the causal mask" if cfg.causal

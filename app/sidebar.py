@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 import engine
-from engine.gpu.launchers import mma as tensorcore
+from engine.gpu import catalog
 from app.controls import (BACKEND_LABELS, CONTROLS, PAGE_CONTROLS, PRESETS, kernel_label,
                           parse_value, to_text)
 
@@ -137,7 +137,7 @@ def _widgets() -> None:
     st.radio("flash kernel (GPU)", c["kernel"].choices, c["kernel"].choices.index(ss["kernel"]),
              format_func=kernel_label, key="kernel", **changed,
              help="The teaching kernel takes every tile size that fits in shared memory. "
-                  f"The tensor-core kernel takes {tensorcore.supported_text()}.")
+                  f"The tensor-core kernel takes {catalog.supported_text()}.")
     choice(st, "GPU profile to emulate on CPU", "profile")
 
 

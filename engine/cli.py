@@ -152,8 +152,8 @@ def _bench_one(cfg, line, args, inputs):
 
 
 def _naive_need(cfg: AttentionConfig) -> int:
-    from .gpu.naive import device_bytes
-    return device_bytes(cfg)
+    from .iomodel import peak_memory
+    return peak_memory(cfg, "naive")
 
 
 def cmd_bench(args) -> int:

@@ -142,6 +142,12 @@ class Limit:
             return self.default
         return val if val > 0 else self.default
 
+    def show(self, n: float) -> str:
+        if self.unit == "bytes":
+            from .iomodel import format_bytes
+            return format_bytes(n)
+        return f"{int(n):,} {self.unit}"
+
 
 LIMITS = {
     "qkv_elements": Limit("qkv_elements", "FA_LAB_MAX_QKV_ELEMENTS", 1 << 26, "elements",
@@ -155,31 +161,9 @@ LIMITS = {
 }
 
 
-def _fmt(n: float, unit: str) -> str:
-    if unit == "bytes":
-        for u, s in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-            if n >= s:
-                return f"{n / s:.1f} {u}"
-        return f"{int(n)} B"
-    return f"{int(n):,} {unit}"
-
-
-def qkv_elements(cfg: AttentionConfig) -> int:
-    return cfg.bh * (cfg.seq_q + 2 * cfg.seq_k) * cfg.head_dim
-
-
-def trace_bytes(cfg: AttentionConfig) -> int:
-    """Four float32 arrays of shape (B, H, seq_q, Tc) plus the (Tr, Tc) processed map."""
-    return 4 * 4 * cfg.bh * cfg.seq_q * cfg.Tc + cfg.Tr * cfg.Tc
-
-
-def naive_bytes(cfg: AttentionConfig) -> int:
-    """S and P, each B·H·seq_q·seq_k float32 (the CPU emulation's precision)."""
-    return 2 * 4 * cfg.bh * cfg.seq_q * cfg.seq_k
-
-
 def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = False) -> None:
     """Raise LimitError naming the limit, the value asked for and how to raise it."""
+    from .iomodel import naive_bytes, qkv_elements, trace_bytes   # iomodel imports this module
     asked = [("qkv_elements", qkv_elements(cfg))]
     if trace and algorithm == "flash":
         asked.append(("trace_bytes", trace_bytes(cfg)))
@@ -189,7 +173,7 @@ def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = F
         lim = LIMITS[key]
         if val > lim.value:
             raise LimitError(
-                f"Limit {lim.name} exceeded: {lim.what} {_fmt(val, lim.unit)}; "
-                f"this server allows {_fmt(lim.value, lim.unit)}. "
+                f"Limit {lim.name} exceeded: {lim.what} {lim.show(val)}; "
+                f"this server allows {lim.show(lim.value)}. "
                 f"Use smaller sizes, or raise it with the environment variable "
                 f"{lim.env}=<{lim.unit}> before starting the app.")

@@ -3,13 +3,9 @@ and is a sweep small enough for a shared server."""
 from __future__ import annotations
 
 from .config import LIMITS, AttentionConfig, LimitError
-from .iomodel import peak_memory
+from .iomodel import format_bytes, peak_memory
 
 HEADROOM = 0.9   # use at most this fraction of the free device memory
-
-
-def _gb(n: float) -> str:
-    return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
 def check_device_memory(cfg: AttentionConfig, algorithm: str, trace: bool,
@@ -20,12 +16,15 @@ def check_device_memory(cfg: AttentionConfig, algorithm: str, trace: bool,
         return
     flash_need = peak_memory(cfg, "flash", False)
     if algorithm == "naive":
-        sp = 2 * cfg.bh * cfg.seq_q * cfg.seq_k * cfg.itemsize
-        what = f"naive attention would need {_gb(need)} ({_gb(sp)} of it for S and P)"
+        sp = need - flash_need
+        what = (f"naive attention would need {format_bytes(need)} ({format_bytes(sp)} of it for "
+                f"S and P)")
     else:
-        what = f"flash attention{' with the trace' if trace else ''} would need {_gb(need)}"
-    raise LimitError(f"{what}; this GPU has {_gb(free_bytes)} free; flash without the trace "
-                     f"needs {_gb(flash_need)}. Choose smaller sizes or fewer batch·heads.")
+        what = (f"flash attention{' with the trace' if trace else ''} would need "
+                f"{format_bytes(need)}")
+    raise LimitError(f"{what}; this GPU has {format_bytes(free_bytes)} free; flash without the "
+                     f"trace needs {format_bytes(flash_need)}. Choose smaller sizes or fewer "
+                     f"batch·heads.")
 
 
 def check_sweep(n_points: int) -> None:

@@ -1,9 +1,9 @@
 """Memory and IO model: shared memory per thread block, occupancy by shared memory, HBM
 bytes moved by naive and flash attention for an exact config, and peak device memory.
 
-The teaching kernel's shared-memory layout (kernels/flash_teaching.cu) is exactly:
-Q_i (Br·d) + K_j (Bc·d) + V_j (Bc·d) in the input dtype, then S_ij/P_ij (Br·Bc), O_i (Br·d),
-m_i (Br) and l_i (Br) in float32.
+Every byte count of the project lives here: shared memory per kernel layout, HBM traffic,
+peak device memory, the trace's size and the bytes a run must move at least (for the
+timing ceilings); `format_bytes` is the one way they are written for people.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .config import AttentionConfig
 from .devices import GpuProfile
 
 RESERVED_SMEM_PER_BLOCK = 1024  # the CUDA runtime reserves 1 KB per block (cc 8.0 and later)
+SCHEDULE_RECORD_BYTES = 4 + 8 + 8   # per thread block: SM id (int32), start and end (uint64)
 
 
 @dataclass(frozen=True)
@@ -26,14 +27,35 @@ class SmemBudget:
     blocks_per_sm: int   # resident blocks per SM allowed by shared memory alone
 
 
-def smem_parts(cfg: AttentionConfig) -> dict:
+def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
+    """Dynamic shared memory of one thread block, tile by tile, as each kernel lays it out.
+
+    "teaching": Q_i, K_j, V_j in the input dtype, then S_ij/P_ij, O_i, m_i, l_i in float32.
+    "mma.sync": Q_i and two buffers (cp.async double buffering) each of K_j and V_j, 16-bit;
+    S_ij, O_i, m_i and l_i live in registers.
+    "wgmma": the same tiles in the 128-byte swizzle, plus the mbarriers (128 bytes) and up
+    to 1024 bytes to align the swizzle pattern.
+    """
     Br, Bc, d, e = cfg.block_q, cfg.block_k, cfg.head_dim, cfg.itemsize
-    return {"Q_i": Br * d * e, "K_j": Bc * d * e, "V_j": Bc * d * e,
-            "S_ij": Br * Bc * 4, "O_i": Br * d * 4, "m_i": Br * 4, "l_i": Br * 4}
+    if kernel == "teaching":
+        return {"Q_i": Br * d * e, "K_j": Bc * d * e, "V_j": Bc * d * e,
+                "S_ij": Br * Bc * 4, "O_i": Br * d * 4, "m_i": Br * 4, "l_i": Br * 4}
+    tiles = {"Q_i": Br * d * 2, "K_j (2 buffers)": 2 * Bc * d * 2,
+             "V_j (2 buffers)": 2 * Bc * d * 2}
+    if kernel == "mma.sync":
+        return tiles
+    if kernel == "wgmma":
+        return {**tiles, "mbarriers": 128, "swizzle alignment": 1024}
+    raise ValueError(f"kernel must be teaching, mma.sync or wgmma; got {kernel!r}.")
 
 
-def smem_budget(cfg: AttentionConfig, gpu: GpuProfile) -> SmemBudget:
-    parts = smem_parts(cfg)
+def smem_bytes(cfg: AttentionConfig, kernel: str = "teaching") -> int:
+    """Dynamic shared memory of one thread block of `kernel` (see smem_parts)."""
+    return sum(smem_parts(cfg, kernel).values())
+
+
+def smem_budget(cfg: AttentionConfig, gpu: GpuProfile, kernel: str = "teaching") -> SmemBudget:
+    parts = smem_parts(cfg, kernel)
     total = sum(parts.values())
     fits = total <= gpu.smem_per_block_optin
     per_block = total + RESERVED_SMEM_PER_BLOCK
@@ -97,7 +119,7 @@ def flash_hbm(cfg: AttentionConfig, trace: bool = False) -> HbmTraffic:
     parts = {"read Q": qo, "read K": kv, "read V": kv, "write O": qo, "write lse": lse}
     written = qo + lse
     if trace:
-        tb = 4 * 4 * bh * cfg.seq_q * cfg.Tc
+        tb = trace_array_bytes(cfg)
         parts["write trace"] = tb
         written += tb
     return HbmTraffic(read=qo + 2 * kv, written=written, parts=parts)
@@ -113,6 +135,38 @@ def paper_theta_bytes(cfg: AttentionConfig, gpu: GpuProfile) -> dict:
             "M_elements": M}
 
 
+def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool = False) -> int:
+    """Bytes any implementation must move through device memory (the timing ceilings' check):
+    naive reads and writes S and P (naive_hbm); flash reads Q, K, V once and writes O and
+    lse, and with the trace also the four trace arrays and the per-block schedule records."""
+    if algorithm == "naive":
+        return naive_hbm(cfg).total
+    e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
+    total = bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * e + 4 * bh * cfg.seq_q
+    if trace:
+        total += trace_array_bytes(cfg) + SCHEDULE_RECORD_BYTES * bh * cfg.Tr
+    return total
+
+
+def qkv_elements(cfg: AttentionConfig) -> int:
+    return cfg.bh * (cfg.seq_q + 2 * cfg.seq_k) * cfg.head_dim
+
+
+def trace_array_bytes(cfg: AttentionConfig) -> int:
+    """The four float32 trace arrays, each (B, H, seq_q, Tc), as a kernel writes them."""
+    return 4 * 4 * cfg.bh * cfg.seq_q * cfg.Tc
+
+
+def trace_bytes(cfg: AttentionConfig) -> int:
+    """A traced result: the four arrays plus the (Tr, Tc) processed map."""
+    return trace_array_bytes(cfg) + cfg.Tr * cfg.Tc
+
+
+def naive_bytes(cfg: AttentionConfig) -> int:
+    """S and P, each B·H·seq_q·seq_k float32 (the CPU emulation's precision)."""
+    return 2 * 4 * cfg.bh * cfg.seq_q * cfg.seq_k
+
+
 def peak_memory(cfg: AttentionConfig, algorithm: str, trace: bool = False) -> int:
     """Device bytes held at the peak: inputs, output, lse, and S and P (naive) or the trace."""
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
@@ -120,5 +174,13 @@ def peak_memory(cfg: AttentionConfig, algorithm: str, trace: bool = False) -> in
     if algorithm == "naive":
         return base + 2 * bh * cfg.seq_q * cfg.seq_k * e
     if trace:
-        base += 4 * 4 * bh * cfg.seq_q * cfg.Tc + cfg.Tr * cfg.Tc
+        base += trace_bytes(cfg)
     return base
+
+
+def format_bytes(n: float) -> str:
+    """Bytes for people, in decimal units: 512 B, 4.1 kB, 268 MB, 1.07 GB."""
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{int(n)} B"

@@ -5,10 +5,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# The four per-row arrays of the forward trace, and the per-block schedule records: every
+# backend, launcher, file format and test takes these names from here.
+TRACE_FIELDS = ("running_max", "running_sum", "rescale", "tile_max")
+BLOCK_FIELDS = ("sm_id", "start_ns", "end_ns")
+
 
 @dataclass
 class Trace:
-    """Online-softmax state per query row after each key tile (see shared/DESIGN.md).
+    """Online-softmax state per query row after each key tile (see docs/DESIGN.md).
 
     Arrays of shape (B, H, seq_q, Tc), float32, in natural-log units of the scaled scores;
     `processed` is (Tr, Tc) bool.

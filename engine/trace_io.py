@@ -13,9 +13,8 @@ import numpy as np
 
 from .config import AttentionConfig, ConfigError, check_limits
 from .cpu.forward import processed_tiles
-from .results import Result, Trace
+from .results import TRACE_FIELDS, Result, Trace
 
-TRACE_FIELDS = ("running_max", "running_sum", "rescale", "tile_max")
 MAX_UPLOAD_BYTES = 64 << 20
 
 

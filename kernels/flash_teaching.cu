@@ -7,7 +7,8 @@
 //
 // Compile-time parameters (-D):
 //   BLOCK_Q  = Br, query rows per tile      BLOCK_K = Bc, keys per tile
-//   HEAD_DIM = d                            ELEM_T  = float or half_bits (IEEE float16)
+//   HEAD_DIM = d                            ELEM_T  = float, half_bits (IEEE float16)
+//                                           or bf16_bits (bfloat16)
 //   CAUSAL   = 0 or 1 (key c visible to query r iff c <= r)
 //   TRACE    = 0 or 1 (write the online-softmax state after every key tile, and per block
 //              the SM id and the start and end times)
@@ -15,7 +16,7 @@
 
 #if !defined(BLOCK_Q) || !defined(BLOCK_K) || !defined(HEAD_DIM) || !defined(ELEM_T) || \
     !defined(CAUSAL) || !defined(TRACE)
-#error "compile with -DBLOCK_Q= -DBLOCK_K= -DHEAD_DIM= -DELEM_T=float|half_bits -DCAUSAL=0|1 -DTRACE=0|1"
+#error "compile with -DBLOCK_Q= -DBLOCK_K= -DHEAD_DIM= -DELEM_T=float|half_bits|bf16_bits -DCAUSAL=0|1 -DTRACE=0|1"
 #endif
 
 #include "common.cuh"

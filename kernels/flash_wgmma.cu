@@ -16,7 +16,7 @@
 // Rows past seq_q / seq_k arrive as zeros (the tensor map's bounds); masks apply only on the
 // diagonal tiles (causal) and on a ragged last key tile. exp2 takes scale·log2(e) folded in.
 //
-// Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 64, 128 or 192),
+// Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 128, two consumers),
 // BLOCK_K (Bc: 64 or 128), TRACE (0 or 1: write the online-softmax trace and the block
 // schedule, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
 // warpgroups take turns issuing their products, so one's softmax overlaps the other's products).
@@ -52,11 +52,11 @@ constexpr int O_REGS = d / 2;                   // O accumulators per thread (64
 constexpr float LOG2E = 1.4426950408889634f;
 // Register budgets after setmaxnreg (a multiple of 8; producer + consumers within 64K).
 constexpr int PRODUCER_REGS = 24;
-constexpr int CONSUMER_REGS = CONSUMERS == 2 ? 240 : 160;
-constexpr bool TAKE_TURNS = PINGPONG && CONSUMERS > 1;
+constexpr int CONSUMER_REGS = 240;
+constexpr bool TAKE_TURNS = PINGPONG;
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
-static_assert(Br == 64 || Br == 128 || Br == 192, "BLOCK_Q must be 64, 128 or 192");
+static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
 static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
 
 #include "common.cuh"
@@ -212,8 +212,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 
     if (warp < 4) {
         // ---- producer warpgroup: one thread drives the copy engine ----------------------
-        if constexpr (CONSUMERS > 1)
-            asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
         if (tid == 0) {
             mbar_expect_bytes(q_full, Q_BYTES);
             for (int h = 0; h < d / 64; ++h)
@@ -235,8 +234,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     }
 
     // ---- consumer warpgroups ----------------------------------------------------------------
-    if constexpr (CONSUMERS > 1)
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
     const int wg = warp / 4 - 1;                 // consumer index: rows 64·wg .. of Q_i
     const int wq = warp % 4;                     // warp in the warpgroup: 16 of those rows
     const int g = lane / 4, t = lane % 4;        // accumulator row group and column pair

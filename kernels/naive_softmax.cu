@@ -5,12 +5,12 @@
 // log-sum-exp. One thread block per row: the row is read from HBM once into shared memory as
 // float32, reduced for its max and its sum of exponentials, and written once as P.
 //
-// Compile-time parameters (-D): ELEM_T = float or half_bits (IEEE float16), the dtype of S and
+// Compile-time parameters (-D): ELEM_T = float, half_bits (float16) or bf16_bits, the dtype of S and
 // P; NUM_THREADS = threads per row (a multiple of 32, at most 1024; short rows use fewer).
 // Launch: grid (B·H·seq_q), NUM_THREADS threads, seq_k · 4 bytes of dynamic shared memory.
 
 #if !defined(ELEM_T) || !defined(NUM_THREADS)
-#error "compile with -DELEM_T=float|half_bits -DNUM_THREADS=<multiple of 32>"
+#error "compile with -DELEM_T=float|half_bits|bf16_bits -DNUM_THREADS=<multiple of 32>"
 #endif
 
 #include "common.cuh"

@@ -101,8 +101,8 @@ def test_device_memory_guard_names_both_needs():
     with pytest.raises(engine.LimitError) as exc:
         check_device_memory(cfg, "naive", False, free_bytes=12_100_000_000)
     msg = str(exc.value)
-    # S and P: 2 · 64 · 32768² · 2 bytes = 274.9 GB
-    assert "274.9 GB" in msg and "for S and P" in msg and "12.1 GB free" in msg
+    # S and P: 2 · 64 · 32768² · 2 bytes = 274.9 GB, written to three significant digits
+    assert "275 GB" in msg and "for S and P" in msg and "12.1 GB free" in msg
     check_device_memory(cfg, "flash", False, free_bytes=12_100_000_000)
     check_sweep(10)
     with pytest.raises(engine.LimitError, match="FA_LAB_MAX_SWEEP_POINTS"):

@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 import engine
+from engine.gpu import catalog
 from engine.gpu.launchers import mma as tensorcore
 from engine.config import ConfigError
-from kernel_checks import TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
+from kernel_checks import TRACE_NAMES, check_float64, check_schedule, check_output, check_trace, to_gpu
 from reference import rel_err
 
 RNG = np.random.default_rng()
@@ -16,38 +17,6 @@ def config(**changes):
     base = dict(batch=1, heads=2, seq_q=128, seq_k=128, head_dim=64, block_q=64, block_k=64,
                 dtype="float16", seed=int(RNG.integers(0, 2**31)))
     return engine.AttentionConfig(**{**base, **changes})
-
-
-# ---- the support check (no GPU needed) -----------------------------------------------------
-@pytest.mark.parametrize("shape", tensorcore.SUPPORTED["shapes"])
-def test_every_listed_shape_passes_the_check(shape):
-    d, bq, bk = shape
-    tensorcore.check_supported(config(head_dim=d, block_q=bq, block_k=bk))
-
-
-@pytest.mark.parametrize("changes", [dict(head_dim=32), dict(block_q=32), dict(block_k=16),
-                                     dict(dtype="float32"), dict(head_dim=128, block_k=128),
-                                     dict(block_q=64, block_k=8)])
-def test_unsupported_configs_are_refused_with_the_list(changes):
-    with pytest.raises(ConfigError) as err:
-        tensorcore.check_supported(config(**changes))
-    msg = str(err.value)
-    assert tensorcore.supported_text() in msg
-    assert "head_dim 128 with block_q×block_k 64×32, 64×64, 128×32;" in msg
-
-
-def test_bfloat16_takes_the_mma_sync_shapes_only():
-    tensorcore.check_supported(config(dtype="bfloat16", head_dim=128, block_q=128, block_k=32))
-    with pytest.raises(ConfigError, match="in float16, head_dim 64 with block_q×block_k 128×128"):
-        tensorcore.check_supported(config(dtype="bfloat16", head_dim=64, block_q=128,
-                                          block_k=128))
-
-
-def test_shared_memory_of_every_shape_fits_one_h200_block():
-    limit = engine.PROFILES["H200"].smem_per_block_optin
-    for d, bq, bk in tensorcore.SUPPORTED["shapes"]:
-        cfg = config(head_dim=d, block_q=bq, block_k=bk)
-        assert tensorcore.smem_bytes(cfg) == (bq + 4 * bk) * d * 2 <= limit
 
 
 # ---- on the GPU -----------------------------------------------------------------------------
@@ -78,7 +47,7 @@ def run_kernel(cfg, q, k, v, trace):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", tensorcore.SUPPORTED["dtypes"])
+@pytest.mark.parametrize("dtype", catalog.MMA_SYNC.dtypes)
 @pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
 def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs, dtype):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
@@ -88,7 +57,7 @@ def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs, dtype):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", tensorcore.SUPPORTED["dtypes"])
+@pytest.mark.parametrize("dtype", catalog.MMA_SYNC.dtypes)
 @pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
 def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inputs, dtype):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
@@ -100,17 +69,10 @@ def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inpu
 
 @pytest.mark.gpu
 def test_schedule_records_every_block():
-    import cupy
     cfg = config(head_dim=128, block_q=128, block_k=32, seq_q=1000, seq_k=600, heads=5)
     q, k, v = engine.make_inputs(cfg)
     got = run_kernel(cfg, q, k, v, trace=True)
-    n_blocks = cfg.bh * cfg.Tr
-    sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
-    assert got["sm_id"].shape == got["start_ns"].shape == got["end_ns"].shape == (n_blocks,)
-    assert ((got["sm_id"] >= 0) & (got["sm_id"] < sms)).all()
-    assert (got["start_ns"] > 0).all() and (got["end_ns"] >= got["start_ns"]).all()
-    span = int(got["end_ns"].max() - got["start_ns"].min())
-    assert 0 < span < 10**9, "one small launch spans well under a second"
+    check_schedule(got["sm_id"], got["start_ns"], got["end_ns"], cfg.bh * cfg.Tr)
 
 
 @pytest.mark.gpu
@@ -161,7 +123,7 @@ def test_more_batch_heads_than_one_grid_takes():
 @pytest.mark.gpu
 def test_kernel_facts_report_no_spills():
     for trace in (False, True):
-        for d, bq, bk in tensorcore.SUPPORTED["shapes"]:
+        for d, bq, bk in catalog.MMA_SYNC.shapes:
             facts = tensorcore.kernel_facts(config(head_dim=d, block_q=bq, block_k=bk), trace)
             assert 0 < facts["registers_per_thread"] <= 255, (d, bq, bk)
             assert facts["local_bytes_per_thread"] == 0, ("spills", d, bq, bk, trace)

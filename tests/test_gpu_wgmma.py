@@ -5,10 +5,12 @@ import numpy as np
 import pytest
 
 import engine
+from engine.gpu import catalog
 from engine.gpu.launchers import mma as tensorcore
+from engine.gpu.runtime import device_is_hopper
 from engine.gpu.launchers import wgmma
 from engine.config import ConfigError
-from kernel_checks import TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
+from kernel_checks import TRACE_NAMES, check_float64, check_schedule, check_output, check_trace, to_gpu
 from reference import attention64, rel_err
 
 RNG = np.random.default_rng()
@@ -23,40 +25,10 @@ def config(**changes):
 def hopper() -> bool:
     from engine.devices import probe_gpu
     usable, _ = probe_gpu()
-    return usable and wgmma.device_has_wgmma()
+    return usable and device_is_hopper()
 
 
 needs_hopper = pytest.mark.skipif("not hopper()", reason="needs a GPU of compute capability 9.x")
-
-
-# ---- the shape check (no GPU needed) --------------------------------------------------------
-@pytest.mark.parametrize("shape", wgmma.SHAPES)
-def test_every_listed_shape_fits_one_h200_block(shape):
-    d, bq, bk = shape
-    cfg = config(head_dim=d, block_q=bq, block_k=bk)
-    assert wgmma.takes(cfg)
-    assert wgmma.smem_bytes(cfg) <= engine.PROFILES["H200"].smem_per_block_optin
-    assert wgmma.threads(cfg) == 128 * (bq // 64 + 1)
-
-
-@pytest.mark.parametrize("changes", [dict(block_k=32), dict(block_q=64, block_k=64),
-                                     dict(head_dim=32, block_k=64), dict(dtype="float32")])
-def test_shapes_outside_the_list_are_not_taken(changes):
-    assert not wgmma.takes(config(**changes))
-
-
-def test_tensorcore_takes_hopper_shapes_only_on_hopper():
-    assert "128×64, 128×128 (wgmma kernel)" in tensorcore.supported_text()
-    for d, bq, bk in tensorcore.SUPPORTED["hopper_shapes"]:
-        cfg = config(head_dim=d, block_q=bq, block_k=bk)
-        assert wgmma.takes(cfg)
-        if wgmma.device_has_wgmma():
-            tensorcore.check_supported(cfg)
-            assert tensorcore.on_wgmma(cfg)
-        else:
-            with pytest.raises(ConfigError, match="compute capability 9.x"):
-                tensorcore.check_supported(cfg)
-            assert not tensorcore.on_wgmma(cfg)
 
 
 # ---- on a Hopper GPU --------------------------------------------------------------------------
@@ -117,16 +89,10 @@ def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inpu
 @pytest.mark.gpu
 @needs_hopper
 def test_schedule_records_every_block():
-    import cupy
     cfg = config(seq_q=1000, seq_k=600, heads=5, causal=True)
     q, k, v = engine.make_inputs(cfg)
     got = run_kernel(cfg, q, k, v, trace=True)
-    n_blocks = cfg.bh * cfg.Tr
-    sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
-    assert got["sm_id"].shape == got["start_ns"].shape == got["end_ns"].shape == (n_blocks,)
-    assert ((got["sm_id"] >= 0) & (got["sm_id"] < sms)).all()
-    assert (got["start_ns"] > 0).all() and (got["end_ns"] >= got["start_ns"]).all()
-    assert 0 < int(got["end_ns"].max() - got["start_ns"].min()) < 10**9
+    check_schedule(got["sm_id"], got["start_ns"], got["end_ns"], cfg.bh * cfg.Tr)
 
 
 @pytest.mark.gpu
@@ -184,7 +150,7 @@ def test_more_batch_heads_than_one_grid_takes():
 @needs_hopper
 def test_kernel_facts_report_no_spills(pingpong):
     for trace in (False, True):
-        for d, bq, bk in wgmma.SHAPES:
+        for d, bq, bk in catalog.WGMMA.shapes:
             cfg = config(head_dim=d, block_q=bq, block_k=bk)
             facts = wgmma.kernel_facts(cfg, trace)
             assert 0 < facts["registers_per_thread"] <= 255, (d, bq, bk)

@@ -7,10 +7,9 @@ import subprocess
 import pytest
 
 import engine
-from engine import iomodel
+from engine.gpu import catalog
 from engine.gpu import naive as gpu_naive
 from engine.gpu.launchers import teaching
-from engine.config import BLOCK_SIZES, HEAD_DIMS
 from kernels.loader import KERNEL_DIR, source_names
 
 NVCC = shutil.which("nvcc")
@@ -44,13 +43,13 @@ EXAMPLES = {
 
 
 def tensorcore_examples():
-    """The tensor-core kernel's first and last supported shapes in every dtype it takes,
+    """The mma.sync kernel's first and last catalogued shapes in every dtype it takes,
     traced and not."""
-    from engine.gpu.launchers import mma as tensorcore
-    shapes = tensorcore.SUPPORTED["shapes"]
-    return [tensorcore.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt), t)
+    from engine.gpu.launchers import mma
+    shapes = catalog.MMA_SYNC.shapes
+    return [mma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt), t)
             for d, bq, bk in (shapes[0], shapes[-1]) for t in (False, True)
-            for dt in tensorcore.SUPPORTED["dtypes"]]
+            for dt in catalog.MMA_SYNC.dtypes]
 
 
 def wgmma_examples():
@@ -58,7 +57,7 @@ def wgmma_examples():
     the launcher's own -arch option is replaced by the sm_90a target below."""
     from engine.gpu.launchers import wgmma
     out = []
-    for d, bq, bk in (wgmma.SHAPES[0], wgmma.SHAPES[-1]):
+    for d, bq, bk in (catalog.WGMMA.shapes[0], catalog.WGMMA.shapes[-1]):
         for t in (0, 1):
             opts = wgmma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk,
                                              dtype="float16"), bool(t))
@@ -91,25 +90,32 @@ def test_missing_defines_fail_with_a_message():
     assert done.returncode != 0 and "compile with -DBLOCK_Q=" in done.stderr
 
 
-def test_options_name_every_compile_time_parameter():
-    opts = teaching.compile_options(cfg(head_dim=128, block_q=32, block_k=16,
-                                        dtype="float16", causal=True), trace=False)
-    assert opts == ("-DBLOCK_Q=32", "-DBLOCK_K=16", "-DHEAD_DIM=128", "-DELEM_T=half_bits",
-                    "-DCAUSAL=1", "-DTRACE=0")
+def required_defines(source):
+    """The macros a source stops on when they are missing (#error under #if !defined / #ifndef)."""
+    import re
+    text = (KERNEL_DIR / source).read_text()
+    names = set(re.findall(r"#ifndef (\w+)\n#error", text))
+    for cond in re.findall(r"#if (!defined\(\w+\)(?:\s*\|\|\s*\\?\s*!defined\(\w+\))*)", text):
+        names.update(re.findall(r"!defined\((\w+)\)", cond))
+    return names
+
+
+@pytest.mark.parametrize("source", ["flash_teaching.cu", "flash_tensorcore.cu",
+                                    "naive_softmax.cu"])
+def test_launcher_options_define_every_macro_the_source_requires(source):
+    options = {"flash_teaching.cu": EXAMPLES["flash_teaching.cu"],
+               "naive_softmax.cu": EXAMPLES["naive_softmax.cu"],
+               "flash_tensorcore.cu": tensorcore_examples()}[source]
+    need = required_defines(source)
+    assert need, f"{source} declares no required macro"
+    for opts in options:
+        given = {o[2:].split("=")[0] for o in opts if o.startswith("-D")}
+        assert need <= given, (source, opts, need - given)
 
 
 def test_naive_softmax_threads_fit_the_row():
     assert [gpu_naive.row_threads(cfg(seq_k=n)) for n in (1, 256, 257, 1024, 4096, 16384)] == \
         [32, 32, 64, 128, 256, 256]
-
-
-def test_teaching_smem_layout_equals_the_io_model():
-    for d in HEAD_DIMS:
-        for bq in BLOCK_SIZES:
-            for bk in BLOCK_SIZES:
-                for dtype in ("float32", "float16"):
-                    c = cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
-                    assert teaching.smem_bytes(c) == iomodel.smem_budget(c, H200).total
 
 
 def test_overflow_message_gives_bytes_and_the_largest_fitting_tiles():

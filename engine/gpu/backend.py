@@ -5,28 +5,20 @@ share one interface: launch(cfg, Q, K, V, trace) -> dict of CuPy arrays (see eng
 """
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 
 from ..config import AttentionConfig
 from .lock import GPU_LOCK
 from .runtime import GpuRunError, gpu_failures, live_gpu
 from ..cpu.forward import processed_tiles
-from ..results import Result, Schedule, Trace
+from ..results import BLOCK_FIELDS, TRACE_FIELDS, Result, Schedule, Trace
 
-LAUNCHERS = {"teaching": "engine.gpu.launchers.teaching", "tensorcore": "engine.gpu.launchers.mma"}
-TRACE_KEYS = ("running_max", "running_sum", "rescale", "tile_max")
-BLOCK_KEYS = ("sm_id", "start_ns", "end_ns")
 
 
 def launcher(kernel: str):
-    """The launcher module of a flash kernel (imported on first use)."""
-    try:
-        return importlib.import_module(LAUNCHERS[kernel])
-    except ImportError as exc:
-        raise GpuRunError(f"The {kernel!r} flash kernel is not available in this build "
-                          f"({exc}); use kernel='teaching'.") from exc
+    """The launcher module of a flash kernel ("teaching" or "tensorcore")."""
+    from .launchers import mma, teaching
+    return {"teaching": teaching, "tensorcore": mma}[kernel]
 
 
 def to_device(cfg: AttentionConfig, x: np.ndarray):
@@ -55,10 +47,10 @@ def to_result(cfg: AttentionConfig, out: dict, algorithm: str, kernel: str | Non
     tr = sched = None
     if trace and algorithm == "flash":
         arrays = {k: _checked(out, k, (cfg.bh, nq, Tc), name).reshape(B, H, nq, Tc)
-                  for k in TRACE_KEYS}
+                  for k in TRACE_FIELDS}
         tr = Trace(**arrays, processed=processed_tiles(cfg))
         n = cfg.bh * Tr
-        blocks = {k: _checked(out, k, (n,), name) for k in BLOCK_KEYS}
+        blocks = {k: _checked(out, k, (n,), name) for k in BLOCK_FIELDS}
         idx = np.arange(n)
         sched = Schedule(block_bh=idx // Tr, block_q_tile=idx % Tr,
                          sm_id=blocks["sm_id"].astype(np.int32),

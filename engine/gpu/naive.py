@@ -67,13 +67,6 @@ def row_smem_bytes(cfg: AttentionConfig) -> int:
     return 4 * cfg.seq_k
 
 
-def device_bytes(cfg: AttentionConfig) -> int:
-    """Device memory the naive run holds: Q, K, V, O, S, P (input dtype) and lse."""
-    e, bh = cfg.itemsize, cfg.bh
-    return (bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * cfg.head_dim * e
-            + 2 * bh * cfg.seq_q * cfg.seq_k * e + 4 * bh * cfg.seq_q)
-
-
 def prepare(cfg: AttentionConfig, Q, K, V):
     """(stages, outputs): stages is [(name, fn)], each fn enqueuing one stage on the current
     stream; outputs holds "O", "lse" and the intermediates "S", "P"."""

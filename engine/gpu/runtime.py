@@ -25,6 +25,16 @@ def live_gpu() -> GpuProfile:
     return info.gpu
 
 
+def device_is_hopper() -> bool:
+    """True when CuPy's current CUDA device has compute capability 9.x (Hopper: wgmma, TMA);
+    False without CuPy or a usable GPU."""
+    try:
+        import cupy
+        return cupy.cuda.Device().compute_capability.startswith("9")
+    except Exception:  # no CuPy, no driver, no device: no Hopper either
+        return False
+
+
 def check_fits(cfg, algorithm: str, trace: bool) -> None:
     """Refuse, before allocating, a run whose peak memory exceeds the GPU's free memory."""
     import cupy
@@ -58,12 +68,3 @@ def gpu_failures(what: str):
         raise GpuRunError(f"{what}: a CUDA call failed ({exc}). If it says 'illegal address' "
                           f"or 'launch failure', the GPU context is lost until the process "
                           f"restarts.") from exc
-
-
-def compile_facts(source: str, options, fn, threads: int, smem: int, grid) -> dict:
-    """What a flash launcher reports about the kernel it ran (shown on the Kernel page)."""
-    return {"kernel_source": f"kernels/{source}", "compile_options": " ".join(options),
-            "registers_per_thread": int(fn.num_regs),
-            "local_bytes_per_thread": int(fn.local_size_bytes),
-            "threads_per_block": threads, "dynamic_smem_bytes": smem,
-            "grid": " × ".join(str(g) for g in grid)}

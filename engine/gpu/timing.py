@@ -18,7 +18,7 @@ from ..config import AttentionConfig, ConfigError
 from .lock import GPU_LOCK
 from .runtime import check_fits, gpu_failures, live_gpu
 from ..inputs import make_inputs
-from ..iomodel import naive_hbm
+from ..iomodel import compulsory_bytes
 from ..results import Timing
 
 MIN_REPS = 20
@@ -141,18 +141,6 @@ class PeakMemory:
         return self._hook.__exit__(*exc)
 
 
-def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool) -> int:
-    """Bytes any implementation must move through device memory: naive reads and writes S
-    and P; flash reads Q, K, V once and writes O, lse (and the trace)."""
-    if algorithm == "naive":
-        return naive_hbm(cfg).total
-    e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
-    total = bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * e + 4 * bh * cfg.seq_q
-    if trace:
-        total += 16 * bh * cfg.seq_q * cfg.Tc + 20 * bh * cfg.Tr
-    return total
-
-
 def check_ceilings(cfg: AttentionConfig, algorithm: str, trace: bool, median_ms: float,
                    label: str) -> None:
     ceil = ceilings()
@@ -198,16 +186,8 @@ def _check_reps(reps, warmup):
 
 def _flash_stages(cfg, kernel, trace, Q, K, V):
     from .backend import launcher
-    mod = launcher(kernel)
-    if hasattr(mod, "prepare"):
-        run, out = mod.prepare(cfg, Q, K, V, trace)
-        return [("kernel", run)], out, ""
-    keep = {}
-
-    def run():
-        keep["out"] = mod.launch(cfg, Q, K, V, trace)   # the previous outputs are freed here
-
-    return [("kernel", run)], keep, " (this kernel allocates its outputs inside each run)"
+    run, out = launcher(kernel).prepare(cfg, Q, K, V, trace)
+    return [("kernel", run)], out, ""
 
 
 def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool, reps: int,

@@ -1,10 +1,9 @@
-"""Launcher of the Hopper warpgroup-MMA FlashAttention kernel, kernels/flash_wgmma.cu, with the
-interface of engine.gpu.launchers.mma (prepare / launch / kernel_facts, the same output arrays).
+"""Launcher of the Hopper warpgroup-MMA FlashAttention kernel, kernels/flash_wgmma.cu, for the
+shapes engine.gpu.catalog.WGMMA lists (reached through kernel="tensorcore", engine.gpu.launchers.mma).
 
 The kernel needs compute capability 9.x (it is built for sm_90a: wgmma, setmaxnreg) and
 reads Q, K, V through bulk tensor copies, so each launch carries three tensor maps made by
 the driver's cuTensorMapEncodeTiled (called through ctypes; CuPy has no binding for it).
-`SHAPES` is the one list of (head_dim, block_q, block_k) it takes.
 """
 from __future__ import annotations
 
@@ -14,15 +13,13 @@ import functools
 import numpy as np
 
 from ...config import AttentionConfig, ConfigError
-from ..runtime import compile_facts
-from .mma import BLOCK_KEYS, MAX_GRID_Y, TRACE_KEYS, allocate_outputs, check_operands
+from ...iomodel import smem_bytes
+from ...results import BLOCK_FIELDS, TRACE_FIELDS
+from ..catalog import WGMMA
+from ..runtime import device_is_hopper
+from . import core
 
-SOURCE = "flash_wgmma.cu"
 FUNCTION = "flash_wgmma"
-DTYPES = ("float16",)
-# (head_dim, block_q, block_k): block_q / 64 consumer warpgroups of 64 query rows each, one
-# producer warpgroup; block_k is the N of the S = Q Kᵀ wgmma.
-SHAPES = ((64, 128, 64), (64, 128, 128), (128, 128, 64), (128, 128, 128))
 # 1: the consumer warpgroups take turns issuing their products (see the kernel's header); 0:
 # each issues when ready. Both pass the GPU tests; 1 was 1.03-1.05× faster at d = 128 on an H200
 # (benchmarks/NOTES.md, "wgmma path").
@@ -35,37 +32,16 @@ _TENSOR_MAP = np.dtype({"names": ["opaque"], "formats": [(np.uint64, (16,))]})  
 
 
 def threads(cfg: AttentionConfig) -> int:
+    """One producer warpgroup and block_q / 64 consumer warpgroups."""
     return 128 * (cfg.block_q // 64 + 1)
 
 
-def smem_bytes(cfg: AttentionConfig) -> int:
-    """Q_i, two stages each of K_j and V_j, float16; mbarriers; 1024 bytes to align the
-    swizzle pattern."""
-    return 1024 + (cfg.block_q + 4 * cfg.block_k) * cfg.head_dim * 2 + 128
-
-
-def device_has_wgmma() -> bool:
-    """True when CuPy's current CUDA device has compute capability 9.x (Hopper); False
-    without CuPy or a usable GPU."""
-    try:
-        import cupy
-        return cupy.cuda.Device().compute_capability.startswith("9")
-    except Exception:  # no CuPy, no driver, no device: no Hopper either
-        return False
-
-
-def takes(cfg: AttentionConfig) -> bool:
-    """True when this kernel takes cfg's shape and dtype (any device)."""
-    return cfg.dtype in DTYPES and (cfg.head_dim, cfg.block_q, cfg.block_k) in SHAPES
-
-
 def check_takes(cfg: AttentionConfig) -> None:
-    if not takes(cfg):
-        shapes = ", ".join(f"head_dim {d} with {bq}×{bk}" for d, bq, bk in SHAPES)
+    if not WGMMA.takes(cfg):
         raise ConfigError(f"The wgmma kernel does not take dtype={cfg.dtype}, head_dim="
                           f"{cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}. It "
-                          f"takes dtype {' or '.join(DTYPES)}; {shapes}.")
-    if not device_has_wgmma():
+                          f"takes {WGMMA.text()}.")
+    if not device_is_hopper():
         raise ConfigError("The wgmma kernel needs a GPU of compute capability 9.x (Hopper).")
 
 
@@ -75,12 +51,9 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
             f"-DPINGPONG={PINGPONG}")
 
 
-def _function(cfg: AttentionConfig, trace: bool):
-    from kernels.loader import get_function
-    fn = get_function(SOURCE, FUNCTION, compile_options(cfg, trace))
-    if fn.max_dynamic_shared_size_bytes < smem_bytes(cfg):
-        fn.max_dynamic_shared_size_bytes = smem_bytes(cfg)
-    return fn
+def build(cfg: AttentionConfig, trace: bool) -> core.Build:
+    return core.Build(WGMMA.source, FUNCTION, compile_options(cfg, trace), threads(cfg),
+                      smem_bytes(cfg, WGMMA.name))
 
 
 @functools.lru_cache(maxsize=1)
@@ -116,44 +89,37 @@ def tensor_map(x, box_rows: int) -> np.ndarray:
 
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     check_takes(cfg)
-    fn = _function(cfg, trace)
-    return {"kernel_source": f"kernels/{SOURCE}",
-            "compile_options": " ".join(compile_options(cfg, trace)),
-            "registers_per_thread": int(fn.num_regs),
-            "local_bytes_per_thread": int(fn.local_size_bytes),
-            "threads_per_block": threads(cfg), "dynamic_smem_bytes": smem_bytes(cfg)}
+    b = build(cfg, trace)
+    return b.facts(b.compiled(), (cfg.Tr, cfg.bh))
 
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
             poison: bool = False):
     """(run, outputs) as engine.gpu.launchers.mma.prepare describes them."""
     check_takes(cfg)
-    check_operands(cfg, Q, K, V)
-    bh = cfg.bh
-    fn = _function(cfg, trace)
-    out = outputs if outputs is not None else allocate_outputs(cfg, trace, poison)
+    bh, d = cfg.bh, cfg.head_dim
+    core.check_operands(cfg.dtype, Q=(Q, (bh, cfg.seq_q, d)), K=(K, (bh, cfg.seq_k, d)),
+                        V=(V, (bh, cfg.seq_k, d)))
+    b = build(cfg, trace)
+    fn = b.compiled()
+    out = outputs if outputs is not None else core.forward_outputs(cfg, trace, poison)
     maps = (tensor_map(Q, cfg.block_q), tensor_map(K, cfg.block_k), tensor_map(V, cfg.block_k))
-    traced = ([out[k] for k in TRACE_KEYS] + [out[k] for k in BLOCK_KEYS]
-              if trace else [np.uint64(0)] * 7)                  # null pointers when not traced
-    Tr, smem, n_threads = cfg.Tr, smem_bytes(cfg), threads(cfg)
-    launches = []
-    for bh0 in range(0, bh, MAX_GRID_Y):
-        args = (*maps, out["O"], out["lse"], np.int32(cfg.seq_q), np.int32(cfg.seq_k),
-                np.float32(cfg.softmax_scale), np.int32(cfg.causal), np.int32(bh0), *traced)
-        launches.append(((Tr, min(bh, bh0 + MAX_GRID_Y) - bh0), args))
+    # The tensor maps span every batch·head, so each launch passes its first one instead of
+    # slicing (the kernel indexes the outputs with bh0 + blockIdx.y).
+    traced = ([out[k] for k in TRACE_FIELDS] + [out[k] for k in BLOCK_FIELDS]
+              if trace else [core.NULL] * 7)
+    scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
+               np.int32(cfg.causal))
 
-    def run():
-        for grid, args in launches:
-            fn(grid, (n_threads,), args, shared_mem=smem)
+    def args_for(bh0, bh1):
+        return (*maps, out["O"], out["lse"], *scalars, np.int32(bh0), *traced)
 
+    run = core.launch_loop(fn, b, cfg.Tr, bh, args_for)
     run.operands = (Q, K, V)          # the tensor maps point into these: keep them alive
-    out["info"] = compile_facts(SOURCE, compile_options(cfg, trace), fn, n_threads, smem,
-                                (Tr, bh))
+    out["info"] = b.facts(fn, (cfg.Tr, bh))
     return run, out
 
 
 def launch(cfg: AttentionConfig, Q, K, V, trace: bool, *, poison: bool = False) -> dict:
     """Run the kernel once; the dict of CuPy arrays that prepare() describes."""
-    run, out = prepare(cfg, Q, K, V, trace, poison=poison)
-    run()
-    return out
+    return core.launch_once(prepare, cfg, Q, K, V, trace, poison=poison)

@@ -1,0 +1,78 @@
+"""Which flash kernel takes which config: the one catalog that dispatch, error messages, the
+sidebar and the tests quote. Pure Python (no CuPy), so the app reads it on every machine.
+
+kernel="teaching" takes any head_dim, tile size and dtype whose tiles fit the GPU's shared
+memory (engine.iomodel.smem_budget). kernel="tensorcore" names two builds: the mma.sync kernel
+(kernels/flash_tensorcore.cu, any GPU of compute capability 8.0 or later) and, on Hopper
+(compute capability 9.x), the warpgroup-MMA kernel (kernels/flash_wgmma.cu) for its shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import AttentionConfig, ConfigError
+
+
+@dataclass(frozen=True)
+class TensorCoreBuild:
+    name: str            # "mma.sync" or "wgmma"
+    source: str          # kernels/<source>
+    dtypes: tuple[str, ...]
+    shapes: tuple[tuple[int, int, int], ...]    # (head_dim, block_q, block_k)
+    hopper_only: bool
+
+    def takes(self, cfg: AttentionConfig) -> bool:
+        return cfg.dtype in self.dtypes and (cfg.head_dim, cfg.block_q, cfg.block_k) in self.shapes
+
+    def shapes_text(self) -> str:
+        by_d = {}
+        for d, bq, bk in self.shapes:
+            by_d.setdefault(d, []).append(f"{bq}×{bk}")
+        return "; ".join(f"head_dim {d} with block_q×block_k {', '.join(p)}"
+                         for d, p in sorted(by_d.items()))
+
+    def text(self) -> str:
+        return f"dtype {' or '.join(self.dtypes)}: {self.shapes_text()}"
+
+
+# Four warps per block, each owning block_q / 4 query rows; every build keeps its values in
+# registers (no spills), traced or not (benchmarks/NOTES.md has the ptxas figures).
+MMA_SYNC = TensorCoreBuild(
+    "mma.sync", "flash_tensorcore.cu", ("float16", "bfloat16"),
+    ((64, 64, 32), (64, 64, 64), (64, 64, 128), (64, 128, 32), (64, 128, 64),
+     (128, 64, 32), (128, 64, 64), (128, 128, 32)), hopper_only=False)
+# block_q / 64 consumer warpgroups of 64 query rows each and one producer warpgroup; block_k
+# is the N of the S = Q Kᵀ wgmma.
+WGMMA = TensorCoreBuild(
+    "wgmma", "flash_wgmma.cu", ("float16",),
+    ((64, 128, 128), (128, 128, 64), (128, 128, 128)), hopper_only=True)
+TENSORCORE_BUILDS = (WGMMA, MMA_SYNC)       # dispatch order: the first that takes cfg runs
+
+
+def supported_text() -> str:
+    """What kernel="tensorcore" takes, in words (every error message and the sidebar)."""
+    return (f"{MMA_SYNC.text()}; on GPUs of compute capability 9.x also, in "
+            f"{' or '.join(WGMMA.dtypes)}, {WGMMA.shapes_text()} (wgmma kernel)")
+
+
+def tensorcore_build(cfg: AttentionConfig, hopper: bool) -> TensorCoreBuild:
+    """The build that runs cfg with kernel="tensorcore" (hopper: the GPU is compute
+    capability 9.x); ConfigError with the supported list when none takes it."""
+    for build in TENSORCORE_BUILDS:
+        if build.takes(cfg) and (hopper or not build.hopper_only):
+            return build
+    problems = []
+    if cfg.dtype not in MMA_SYNC.dtypes:
+        problems.append(f"dtype={cfg.dtype}")
+    if (cfg.head_dim, cfg.block_q, cfg.block_k) not in MMA_SYNC.shapes:
+        problems.append(f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}")
+    raise ConfigError(f"The tensor-core kernel does not take {'; '.join(problems)}. "
+                      f"It supports {supported_text()}.")
+
+
+def tensorcore_takes(cfg: AttentionConfig, hopper: bool) -> bool:
+    try:
+        tensorcore_build(cfg, hopper)
+    except ConfigError:
+        return False
+    return True

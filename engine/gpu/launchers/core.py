@@ -1,0 +1,117 @@
+"""What every launcher shares: operand checks, output buffers (optionally poisoned), the
+compiled build with its shared-memory opt-in and compile facts, and the launch loop over
+chunks of gridDim.y (at most 65535 batch·heads per launch).
+
+A launcher describes its kernel as a `Build` and its arguments per chunk; this module does
+the rest. CuPy is imported inside the functions, so the module imports without a GPU.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ...config import AttentionConfig, ConfigError
+from ...results import BLOCK_FIELDS, TRACE_FIELDS
+
+MAX_GRID_Y = 65535             # gridDim.y holds batch·head; more runs in several launches
+DEFAULT_SMEM_LIMIT = 48 * 1024  # dynamic shared memory a block gets without opting in
+
+
+@dataclass(frozen=True)
+class Build:
+    """One compiled variant of a kernel: kernels/<source>, function, -D options, launch shape."""
+
+    source: str
+    function: str
+    options: tuple[str, ...]
+    threads: int
+    smem: int
+
+    def compiled(self):
+        """The cupy.RawKernel (kernels.loader caches one module per option set), opted in to
+        more than 48 KiB of dynamic shared memory where the build needs it."""
+        from kernels.loader import get_function
+        fn = get_function(self.source, self.function, self.options)
+        if self.smem > DEFAULT_SMEM_LIMIT and fn.max_dynamic_shared_size_bytes < self.smem:
+            fn.max_dynamic_shared_size_bytes = self.smem
+        return fn
+
+    def facts(self, fn, grid: tuple[int, ...]) -> dict:
+        """What the Kernel page shows about the build that ran."""
+        return {"kernel_source": f"kernels/{self.source}",
+                "compile_options": " ".join(self.options),
+                "registers_per_thread": int(fn.num_regs),
+                "local_bytes_per_thread": int(fn.local_size_bytes),
+                "threads_per_block": self.threads, "dynamic_smem_bytes": self.smem,
+                "grid": " × ".join(str(g) for g in grid)}
+
+
+def check_operands(dtype: str, **operands) -> None:
+    """Each operand name=(array, shape) must be a C-contiguous CuPy array of that shape and
+    dtype (the launchers' layout: (batch·heads, seq, head_dim))."""
+    import cupy
+    for name, (x, shape) in operands.items():
+        if not isinstance(x, cupy.ndarray):
+            raise ConfigError(f"{name} must be a CuPy array; got {type(x).__name__}.")
+        if tuple(x.shape) != tuple(shape) or x.dtype != np.dtype(dtype) or not x.flags.c_contiguous:
+            raise ConfigError(f"{name} must be a C-contiguous CuPy array of shape {tuple(shape)} "
+                              f"and dtype {dtype}; got shape {tuple(x.shape)}, dtype {x.dtype}, "
+                              f"contiguous={x.flags.c_contiguous}.")
+
+
+def allocate(spec: dict, poison: bool = False) -> dict:
+    """CuPy buffers name -> (shape, dtype). poison=True sets every bit first: NaN in every
+    float dtype (bfloat16 too), -1 in signed and the largest value in unsigned integers, so a
+    test can tell that the kernel wrote every element."""
+    import cupy
+    out = {}
+    for name, (shape, dtype) in spec.items():
+        x = cupy.empty(shape, dtype=dtype)
+        if poison:
+            x.view(cupy.uint8).fill(0xFF)
+        out[name] = x
+    return out
+
+
+def forward_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> dict:
+    """The outputs every flash forward launcher writes: "O" (B·H, seq_q, d) in cfg.dtype,
+    "lse" (B·H, seq_q) float32; with trace the four trace arrays (B·H, seq_q, Tc) float32 and
+    per thread block (record bh·Tr + i) "sm_id" int32, "start_ns" and "end_ns" uint64."""
+    bh, nq = cfg.bh, cfg.seq_q
+    spec = {"O": ((bh, nq, cfg.head_dim), cfg.dtype), "lse": ((bh, nq), np.float32)}
+    if trace:
+        spec.update({name: ((bh, nq, cfg.Tc), np.float32) for name in TRACE_FIELDS})
+        spec.update(block_spec(bh * cfg.Tr))
+    return allocate(spec, poison)
+
+
+def block_spec(n_blocks: int) -> dict:
+    """The per-block schedule records: SM id and %globaltimer at start and end."""
+    return dict(zip(BLOCK_FIELDS, (((n_blocks,), np.int32), ((n_blocks,), np.uint64),
+                                   ((n_blocks,), np.uint64))))
+
+
+NULL = np.uint64(0)    # a null pointer argument (trace buffers of an untraced build)
+
+
+def launch_loop(fn, build: Build, grid_x: int, bh: int,
+                args_for: Callable[[int, int], tuple]) -> Callable[[], None]:
+    """run() enqueueing the kernel over grid (grid_x, batch·heads), cut into launches of at
+    most MAX_GRID_Y batch·heads; args_for(bh0, bh1) gives each launch's arguments."""
+    launches = [((grid_x, min(bh, bh0 + MAX_GRID_Y) - bh0), args_for(bh0, min(bh, bh0 + MAX_GRID_Y)))
+                for bh0 in range(0, bh, MAX_GRID_Y)]
+
+    def run():
+        for grid, args in launches:
+            fn(grid, (build.threads,), args, shared_mem=build.smem)
+
+    return run
+
+
+def launch_once(prepare: Callable, *args, **kwargs) -> dict:
+    """Prepare, run once, return the outputs (the `launch` of every launcher)."""
+    run, out = prepare(*args, **kwargs)
+    run()
+    return out

@@ -1,0 +1,72 @@
+"""The kernel catalog (engine.gpu.catalog): which tensor-core build takes which config, the
+refusal messages that quote it, and the shared memory of every catalogued build — no GPU
+needed."""
+import pytest
+
+import engine
+from engine import iomodel
+from engine.config import ConfigError
+from engine.gpu import catalog
+
+H200 = engine.PROFILES["H200"]
+BUILDS = (catalog.MMA_SYNC, catalog.WGMMA)
+
+
+def config(**changes):
+    base = dict(batch=1, heads=2, seq_q=128, seq_k=128, head_dim=64, block_q=64, block_k=64,
+                dtype="float16")
+    return engine.AttentionConfig(**{**base, **changes})
+
+
+@pytest.mark.parametrize("build", BUILDS, ids=lambda b: b.name)
+def test_every_catalogued_shape_fits_one_h200_block(build):
+    for d, bq, bk in build.shapes:
+        for dtype in build.dtypes:
+            cfg = config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
+            assert build.takes(cfg)
+            assert iomodel.smem_budget(cfg, H200, build.name).fits, (build.name, cfg)
+
+
+def test_shared_memory_of_two_builds_worked_by_hand():
+    # mma.sync, d = 64, 64×64: Q_i 64·64·2 = 8,192 B plus two buffers each of K_j and V_j
+    # (4 · 64·64·2 = 32,768 B): 40,960 B.
+    assert iomodel.smem_bytes(config(), "mma.sync") == 40_960
+    # wgmma, d = 128, 128×128: Q_i 128·128·2 = 32,768; K_j, V_j twice: 4 · 32,768 = 131,072;
+    # 128 B of mbarriers and 1,024 B of swizzle alignment: 164,992 B.
+    assert iomodel.smem_bytes(config(head_dim=128, block_q=128, block_k=128), "wgmma") == 164_992
+
+
+@pytest.mark.parametrize("hopper", [False, True])
+def test_mma_sync_shapes_run_on_mma_sync_on_every_gpu(hopper):
+    for d, bq, bk in catalog.MMA_SYNC.shapes:
+        for dtype in catalog.MMA_SYNC.dtypes:
+            cfg = config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
+            assert catalog.tensorcore_build(cfg, hopper) is catalog.MMA_SYNC
+
+
+def test_hopper_shapes_run_on_wgmma_only_on_hopper():
+    assert "128×64, 128×128 (wgmma kernel)" in catalog.supported_text()
+    for d, bq, bk in catalog.WGMMA.shapes:
+        cfg = config(head_dim=d, block_q=bq, block_k=bk)
+        assert catalog.tensorcore_build(cfg, hopper=True) is catalog.WGMMA
+        with pytest.raises(ConfigError, match="compute capability 9.x"):
+            catalog.tensorcore_build(cfg, hopper=False)
+
+
+@pytest.mark.parametrize("changes", [dict(head_dim=32), dict(block_q=32), dict(block_k=16),
+                                     dict(dtype="float32"), dict(head_dim=128, block_k=128),
+                                     dict(block_q=64, block_k=8)])
+def test_unsupported_configs_are_refused_with_the_list(changes):
+    with pytest.raises(ConfigError) as err:
+        catalog.tensorcore_build(config(**changes), hopper=True)
+    msg = str(err.value)
+    assert catalog.supported_text() in msg
+    assert "head_dim 128 with block_q×block_k 64×32, 64×64, 128×32;" in msg
+
+
+def test_bfloat16_takes_the_mma_sync_shapes_only():
+    cfg = config(dtype="bfloat16", head_dim=128, block_q=128, block_k=32)
+    assert catalog.tensorcore_build(cfg, hopper=True) is catalog.MMA_SYNC
+    with pytest.raises(ConfigError, match="in float16, head_dim 64 with block_q×block_k 128×128"):
+        catalog.tensorcore_build(config(dtype="bfloat16", head_dim=64, block_q=128,
+                                        block_k=128), hopper=True)
