@@ -1,5 +1,5 @@
 """Time the NumPy emulation (flash with the full trace, and naive) on this machine's CPU and
-write benchmarks/cpu_emulation.json. Run: python benchmarks/cpu_emulation.py"""
+write benchmarks/records/cpu_emulation.json. Run: python benchmarks/cpu_emulation.py"""
 import datetime
 import json
 import os
@@ -36,7 +36,7 @@ def main():
     out = {"machine": f"{cpu_name()}, {os.cpu_count()} cores",
            "python": platform.python_version(), "numpy": np.__version__,
            "date": datetime.date.today().isoformat(), "method": t.method, "results": rows}
-    Path(__file__).with_name("cpu_emulation.json").write_text(json.dumps(out, indent=1) + "\n")
+    (Path(__file__).parent / "records" / "cpu_emulation.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
-"""GPU results recorded in benchmarks/ (JSON), shown by the app when no GPU is present.
+"""GPU results recorded in benchmarks/results/ (JSON), shown by the app when no GPU is present.
 
-A benchmark file (benchmarks/bench_*.json) holds:
+A benchmark file (benchmarks/results/bench_*.json) holds:
   {"device": {"name", "sms", "driver", "cuda_runtime", "cupy_version", "torch_version", ...},
    "date": "YYYY-MM-DD", "method": "<timing method>",
    "results": [{"kernel": "naive" | "teaching" | "tensorcore" | "torch_flash" | "torch_cudnn"
                           | "torch_math", "batch", "heads", "seq_q", "seq_k", "head_dim",
                 "dtype", "causal", "block_q", "block_k", "trace", "median_ms", "p10_ms",
                 "p90_ms", "reps", "tflops", "peak_bytes", "stages": {name: ms}}, ...]}
-A schedule file (benchmarks/schedule_*.json) holds:
+A schedule file (benchmarks/results/schedule_*.json) holds:
   {"device": {...}, "date": ..., "kernel": ..., "config": {AttentionConfig fields},
    "block_bh": [...], "block_q_tile": [...], "sm_id": [...], "start_ns": [...],
    "end_ns": [...]}
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks"
+BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 MAX_FILE_BYTES = 32 << 20
 
 

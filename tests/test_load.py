@@ -1,15 +1,11 @@
 """Load test at CI size: concurrent headless-Chromium sessions on one server; no exception,
 every visitor sees its own config, memory bounded. The full size (20 sessions, 60 s) is
-benchmarks/load_test.py."""
-import sys
-from pathlib import Path
-
+tests/load_test.py."""
 import pytest
 
 from app_server import CHROMIUM
 
 pytestmark = pytest.mark.browser
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 
 def test_concurrent_sessions_stay_correct():

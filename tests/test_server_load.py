@@ -1,10 +1,6 @@
 """Server load at CI size, without browsers: sessions speak Streamlit's websocket protocol to
-one server (benchmarks/server_load.py; its full size is 30 sessions for 60 s). No exception,
+one server (tests/server_load.py; its full size is 30 sessions for 60 s). No exception,
 every visitor's own config in its controls and URL, memory bounded."""
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 
 
 def test_protocol_sessions_stay_correct():

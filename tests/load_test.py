@@ -3,7 +3,7 @@ loads, control changes and animation steps; visitors arrive one every RAMP_S sec
 Reports requests served, the 95th-percentile time to a drawn chart, exceptions seen, wrong
 results seen, and the server's peak memory.
 
-Full size (writes benchmarks/load_test.json):  python benchmarks/load_test.py
+Full size (writes benchmarks/records/load_test.json):  python tests/load_test.py
 tests/test_load.py runs the same code at a smaller size in CI.
 """
 from __future__ import annotations
@@ -14,12 +14,12 @@ import json
 import os
 import random
 import re
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from app_server import CHROMIUM, CHROMIUM_ARGS, percentile, serve, watch  # noqa: E402
+from app_server import CHROMIUM, CHROMIUM_ARGS, percentile, serve, watch
+
+RECORD = Path(__file__).resolve().parent.parent / "benchmarks" / "records" / "load_test.json"
 
 CHART_PAGES = ("sram-tiling", "online-softmax")
 RAMP_S = 0.5      # one more visitor every half second until all have arrived
@@ -130,5 +130,5 @@ if __name__ == "__main__":
     out = run()
     out["date"] = datetime.date.today().isoformat()
     out["machine"] = "2-core developer machine, no GPU (CPU emulation), server and browser together"
-    Path(__file__).with_name("load_test.json").write_text(json.dumps(out, indent=1) + "\n")
+    RECORD.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

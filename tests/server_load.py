@@ -8,7 +8,7 @@ and the URL the server writes back holds this visitor's seq_q and seed. Reported
 median and 95th-percentile time from request to finished run, the server's CPU seconds and
 peak memory.
 
-Full size (writes benchmarks/server_load.json):  python benchmarks/server_load.py
+Full size (writes benchmarks/records/server_load.json):  python tests/server_load.py
 tests/test_server_load.py runs the same code at a smaller size in CI.
 """
 from __future__ import annotations
@@ -18,12 +18,12 @@ import datetime
 import json
 import os
 import random
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from app_server import percentile, serve, watch  # noqa: E402
+from app_server import percentile, serve, watch
+
+RECORD = Path(__file__).resolve().parent.parent / "benchmarks" / "records" / "server_load.json"
 
 PAGES = ("sram-tiling", "online-softmax", "overview")
 SEQS = (128, 192, 256, 320, 384, 512)
@@ -175,5 +175,5 @@ if __name__ == "__main__":
     out["date"] = datetime.date.today().isoformat()
     out["machine"] = ("2-core developer machine, no GPU (CPU emulation); the protocol clients "
                       "share it with the server")
-    Path(__file__).with_name("server_load.json").write_text(json.dumps(out, indent=1) + "\n")
+    RECORD.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(out, indent=1))

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Every GPU job of the project in one script, for one call of the device tool on a lent GPU
+# (the H200 that results/ were recorded on). Results, logs and the environment go to $OUT; a
+# short table is printed last.
+#
+# Usage: OUT=<folder> bash benchmarks/gpu_run.sh MODE [MODE ...]
+#   tests     every gpu-marked test, then the AppTest suite with the CuPy backend (needs
+#             Streamlit and Altair: carry their wheels in .whl/, see the device tool's README)
+#   forward   forward sweep: naive, teaching and tensor-core kernels beside PyTorch's SDPA
+#             backends (bench_<gpu>_forward.json)
+#   backward  backward sweep: naive, teaching and tensor-core backward beside PyTorch's
+#             (bench_<gpu>_backward.json)
+#   tiles     tile-size grid of the teaching and tensor-core kernels (tiles_<gpu>.json)
+#   fairness  the naive baseline against PyTorch's matmul-softmax-matmul (fairness_<gpu>.json)
+#   schedule  traced runs whose block-to-SM schedules the Kernel page shows (schedule_*.json)
+# Every timing goes through engine.timing (python -m engine ...), the project's timing method.
+set -u
+export PYTHONUNBUFFERED=1
+cd "$(dirname "$0")/.."
+: "${OUT:?set OUT to the folder for results}"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($NF)}')
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  python3 -c "import cupy, numpy, torch; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__)"
+  date -u; } > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+# Large sweeps need more than a classroom server allows.
+export FA_LAB_MAX_QKV_ELEMENTS=1000000000 FA_LAB_MAX_NAIVE_BYTES=200000000000 \
+  FA_LAB_MAX_SWEEP_POINTS=100000
+summary=()
+for mode in "$@"; do
+  case "$mode" in
+    tests)
+      timeout "${TESTS_S:-300}" python3 -m pytest -q -rs -p no:cacheprovider -m gpu tests/ \
+        > "$OUT/gpu_tests.log" 2>&1
+      summary+=("gpu tests rc=$?: $(tail -1 "$OUT/gpu_tests.log")")
+      timeout 200 python3 -m pytest -q -rs -p no:cacheprovider tests/test_app_pages.py \
+        tests/test_url_fuzz.py tests/test_charts.py > "$OUT/apptest_gpu.log" 2>&1
+      summary+=("AppTest on the GPU rc=$?: $(tail -1 "$OUT/apptest_gpu.log")") ;;
+    forward)
+      timeout "${FORWARD_S:-240}" python3 -m engine bench --seq "${SEQ:-1024,2048,4096,8192,16384}" \
+        --head-dim 64,128 --block-q 128 --block-k 128 --dtype float16,bfloat16 --causal both \
+        --tokens 32768 --kernels naive,tensorcore,torch --reps 30 --budget 1 \
+        --out "$OUT/bench_${gpu}_forward.json" > "$OUT/forward.log" 2> "$OUT/forward_progress.log"
+      summary+=("forward sweep rc=$?") ; tail -60 "$OUT/forward.log" ;;
+    backward)
+      timeout "${BACKWARD_S:-300}" python3 -m engine bench --direction backward \
+        --seq "${SEQ:-1024,2048,4096,8192,16384}" --head-dim 64,128 --dtype float16,bfloat16 \
+        --causal both --tokens 32768 --kernels "${BACKWARD_KERNELS:-naive,tensorcore,torch}" \
+        --reps 20 --budget 1 --out "$OUT/bench_${gpu}_backward.json" \
+        > "$OUT/backward.log" 2> "$OUT/backward_progress.log"
+      summary+=("backward sweep rc=$?") ; tail -100 "$OUT/backward.log" ;;
+    tiles)
+      timeout "${TILES_S:-200}" python3 -m engine tiles --seq 4096 --head-dim 64 \
+        --dtype float16 --out "$OUT/tiles_${gpu}.json" > "$OUT/tiles.log" 2>&1
+      summary+=("tile grid rc=$?") ; tail -40 "$OUT/tiles.log" ;;
+    fairness)
+      timeout 120 python3 -m engine fairness --out "$OUT/fairness_${gpu}.json" \
+        > "$OUT/fairness.log" 2>&1
+      summary+=("fairness rc=$?: $(tail -1 "$OUT/fairness.log")") ;;
+    schedule)
+      timeout 120 python3 -m engine trace --batch 4 --heads 4 --seq-q 4096 --seq-k 4096 \
+        --head-dim 64 --block-q 64 --block-k 64 --dtype float16 --backend cupy \
+        --out /tmp/trace.npz --schedule-out "$OUT/schedule_${gpu}_teaching_waves.json" \
+        > "$OUT/schedule.log" 2>&1
+      summary+=("schedule rc=$?: $(tail -1 "$OUT/schedule.log")") ;;
+    *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule)"; exit 2 ;;
+  esac
+done
+echo "---- summary"
+printf '%s\n' "${summary[@]}"
