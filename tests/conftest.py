@@ -13,3 +13,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_report_header(config):
+    from seeds import SEED
+    return f"random inputs: FA_LAB_TEST_SEED={SEED} (set it to replay this run)"

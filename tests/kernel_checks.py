@@ -1,5 +1,5 @@
 """Checks shared by the tensor-core kernels' GPU tests: a kernel's raw outputs (NumPy copies of
-the launcher's dict) against float64 and the NumPy backend, with DESIGN.md's exact rules."""
+the launcher's dict) against float64 and the NumPy backend, with docs/DESIGN.md's exact rules."""
 import numpy as np
 
 import engine

@@ -9,8 +9,9 @@ from engine.gpu.launchers import mma as tensorcore
 from engine.config import ConfigError
 from kernel_checks import TRACE_NAMES, check_float64, check_schedule, check_output, check_trace, to_gpu
 from reference import rel_err
+import seeds
 
-RNG = np.random.default_rng()
+RNG = seeds.rng(6267)
 
 
 def config(**changes):

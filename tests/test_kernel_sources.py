@@ -1,6 +1,7 @@
 """Every CUDA source in kernels/ compiles with nvcc for sm_90, for the option combinations
 the launchers use (skipped where nvcc is missing), and the teaching kernel's shared-memory
 layout and its overflow message agree with the IO model — all without a GPU."""
+import os
 import shutil
 import subprocess
 
@@ -13,6 +14,10 @@ from engine.gpu.launchers import teaching
 from kernels.loader import KERNEL_DIR, source_names
 
 NVCC = shutil.which("nvcc")
+# CI sets FA_LAB_REQUIRE_NVCC=1: there a missing nvcc fails these tests instead of skipping them.
+if NVCC is None and os.environ.get("FA_LAB_REQUIRE_NVCC") == "1":
+    raise RuntimeError("FA_LAB_REQUIRE_NVCC=1 but nvcc is not on PATH: the kernel compile "
+                       "tests cannot run.")
 H200 = engine.PROFILES["H200"]
 
 
@@ -74,6 +79,7 @@ def nvcc(source, options):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
 @pytest.mark.parametrize("source", source_names())
 def test_every_kernel_source_compiles_for_sm90(source):

@@ -5,7 +5,7 @@ import pytest
 
 from app_server import CHROMIUM
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 def test_concurrent_sessions_stay_correct():

@@ -1,6 +1,9 @@
 """Server load at CI size, without browsers: sessions speak Streamlit's websocket protocol to
 one server (tests/server_load.py; its full size is 30 sessions for 60 s). No exception,
 every visitor's own config in its controls and URL, memory bounded."""
+import pytest
+
+pytestmark = pytest.mark.slow
 
 
 def test_protocol_sessions_stay_correct():

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 import engine
 from app.downloads import trace_summary
 from engine import trace_io
+import seeds
 
 MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
 
@@ -32,7 +33,7 @@ def downloads_page() -> AppTest:
 def test_uploaded_trace_is_checked_and_summarised():
     cfg = engine.AttentionConfig(batch=1, heads=2, seq_q=96, seq_k=130, head_dim=32,
                                  block_q=32, block_k=32, inputs="rising", causal=True,
-                                 seed=int(np.random.default_rng().integers(1e9)))
+                                 seed=int(seeds.rng(7934).integers(1e9)))
     res = engine.run(cfg, backend="numpy", trace=True)
     at = downloads_page()
     at.file_uploader(key="trace_upload").set_value(
@@ -60,7 +61,7 @@ def test_hostile_upload_shows_message(payload, words):
 
 def test_trace_summary_counts_rising_rows():
     cfg = engine.AttentionConfig(seq_q=64, seq_k=256, head_dim=32, block_q=32, block_k=64,
-                                 inputs="rising", seed=int(np.random.default_rng().integers(1e9)))
+                                 inputs="rising", seed=int(seeds.rng(7934).integers(1e9)))
     res = engine.run(cfg, backend="numpy", trace=True)
     df = trace_summary(res)
     r = res.trace.rescale.reshape(-1, cfg.Tc)

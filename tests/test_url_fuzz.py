@@ -2,12 +2,15 @@
 message, never an exception."""
 from pathlib import Path
 
+import pytest
 import streamlit as st
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st_h
 from streamlit.testing.v1 import AppTest
 
 from app.controls import CONTROLS, PAGE_CONTROLS, control, parse_value
+
+pytestmark = pytest.mark.slow
 
 MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
 NASTY = ["1e12", "-3", "evil", "", "nan", "inf", "-inf", "0", "64.5", "0x40", "true", "None",

@@ -1,7 +1,7 @@
 """NumPy backend: naive attention and an emulation of the tiled FlashAttention-2 forward loop.
 
 The emulation follows the kernel's loop order (outer: query tiles, here vectorised; inner:
-key tiles j = 0..Tc-1) and writes the trace exactly as shared/DESIGN.md defines it. All
+key tiles j = 0..Tc-1) and writes the trace exactly as docs/DESIGN.md defines it. All
 arithmetic is float32, as in the kernels' accumulators; the output is cast to the input dtype.
 """
 from __future__ import annotations
