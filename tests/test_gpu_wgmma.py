@@ -5,12 +5,11 @@ import numpy as np
 import pytest
 
 import engine
-from engine.gpu import catalog
 from engine.gpu.launchers import mma as tensorcore
 from engine.gpu.runtime import device_is_hopper
 from engine.gpu.launchers import wgmma
 from engine.config import ConfigError
-from kernel_checks import TRACE_NAMES, check_float64, check_schedule, check_output, check_trace, to_gpu
+from kernel_checks import TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
 from reference import attention64, rel_err
 import seeds
 
@@ -65,7 +64,6 @@ def run_kernel(cfg, q, k, v, trace, module=wgmma):
     return {name: arr.get() for name, arr in out.items() if name != "info"}
 
 
-
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
@@ -85,15 +83,6 @@ def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inpu
     q, k, v = engine.make_inputs(cfg)
     check_trace(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=True),
                 run_kernel(cfg, q, k, v, trace=False))
-
-
-@pytest.mark.gpu
-@needs_hopper
-def test_schedule_records_every_block():
-    cfg = config(seq_q=1000, seq_k=600, heads=5, causal=True)
-    q, k, v = engine.make_inputs(cfg)
-    got = run_kernel(cfg, q, k, v, trace=True)
-    check_schedule(got["sm_id"], got["start_ns"], got["end_ns"], cfg.bh * cfg.Tr)
 
 
 @pytest.mark.gpu
@@ -136,39 +125,9 @@ def test_long_sequence_agrees_with_mma_sync_kernel(causal, pingpong):
 
 @pytest.mark.gpu
 @needs_hopper
-def test_more_batch_heads_than_one_grid_takes():
-    """B·H above gridDim.y's 65535 runs in two launches; both halves are written."""
-    cfg = config(batch=2, heads=32768, seq_q=3, seq_k=5, head_dim=64, block_q=128,
-                 causal=True)
-    q, k, v = engine.make_inputs(cfg)
-    got = run_kernel(cfg, q, k, v, trace=True)
-    assert not any(np.isnan(got[n]).any() for n in ("O", "lse", *TRACE_NAMES))
-    assert (got["sm_id"] >= 0).all() and (got["start_ns"] > 0).all()
-    check_float64(cfg, q, k, v, got)
-
-
-@pytest.mark.gpu
-@needs_hopper
-def test_kernel_facts_report_no_spills(pingpong):
-    for trace in (False, True):
-        for d, bq, bk in catalog.WGMMA.shapes:
-            cfg = config(head_dim=d, block_q=bq, block_k=bk)
-            facts = wgmma.kernel_facts(cfg, trace)
-            assert 0 < facts["registers_per_thread"] <= 255, (d, bq, bk)
-            assert facts["local_bytes_per_thread"] == 0, ("spills", d, bq, bk, trace)
-            assert facts["threads_per_block"] == wgmma.threads(cfg)
-
-
-@pytest.mark.gpu
-@needs_hopper
-def test_wrong_operands_are_refused():
-    import cupy
+def test_shapes_outside_the_catalog_are_refused():
     cfg = config()
     q, k, v = (to_gpu(cfg, x) for x in engine.make_inputs(cfg))
-    with pytest.raises(ConfigError, match="shape"):
-        wgmma.launch(cfg, q[:, :-1], k, v, trace=False)
-    with pytest.raises(ConfigError, match="dtype float16"):
-        wgmma.launch(cfg, q.astype(cupy.float32), k, v, trace=False)
     with pytest.raises(ConfigError, match="does not take"):
         wgmma.launch(cfg.with_(block_k=32), q, k, v, trace=False)
 
