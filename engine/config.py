@@ -20,6 +20,8 @@ MAX_SEQ = 1 << 20          # structural bound; resource limits below are the rea
 MAX_BATCH_HEADS = 1 << 16
 MAX_LOGIT_SCALE = 1e4
 MAX_SEED = 2**32 - 1
+DIRECTIONS = ("forward", "backward")
+BACKWARD_FLOP_FACTOR = 2.5
 
 
 class ConfigError(ValueError):
@@ -108,6 +110,11 @@ class AttentionConfig:
         """4·B·H·Nq·Nk·d, halved for causal (the convention used for every TFLOP/s figure)."""
         f = 4.0 * self.bh * self.seq_q * self.seq_k * self.head_dim
         return f / 2 if self.causal else f
+
+    def flops_of(self, direction: str = "forward") -> float:
+        """FLOPs counted for a direction: the backward's five matrix products count as
+        BACKWARD_FLOP_FACTOR times the forward's two."""
+        return self.flops * (BACKWARD_FLOP_FACTOR if direction == "backward" else 1.0)
 
     def with_(self, **changes) -> "AttentionConfig":
         return replace(self, **changes)

@@ -142,10 +142,13 @@ class PeakMemory:
 
 
 def check_ceilings(cfg: AttentionConfig, algorithm: str, trace: bool, median_ms: float,
-                   label: str) -> None:
+                   label: str, direction: str = "forward") -> None:
+    """Refuse a figure above the GPU's ceilings. The bytes are the forward's compulsory ones
+    in both directions (the backward moves more, so its check is the looser one)."""
     ceil = ceilings()
     seconds = median_ms * 1e-3
-    flops, moved = cfg.flops / seconds, compulsory_bytes(cfg, algorithm, trace) / seconds
+    flops = cfg.flops_of(direction) / seconds
+    moved = compulsory_bytes(cfg, algorithm, trace) / seconds
     if flops > ceil.flops or moved > ceil.bytes_per_s:
         raise ImplausibleTimingError(
             f"{label}: {median_ms:.4f} ms means {flops / 1e12:.0f} TFLOP/s and "
@@ -162,18 +165,19 @@ def method_text(reps: int, warmup: int, extra: str = "") -> str:
             f"the L2 cache ({gpu.l2_bytes / 2**20:.0f} MiB) is flushed by writing a "
             f"{FLUSH_FACTOR * gpu.l2_bytes / 2**20:.0f} MiB buffer and a "
             f"{HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead stays "
-            f"outside the events. TFLOP/s = 4·B·H·Nq·Nk·d (halved for causal) / median. Peak "
+            f"outside the events. TFLOP/s = 4·B·H·Nq·Nk·d (halved for causal, ×2.5 for a "
+            f"backward) / median. Peak "
             f"memory: high-water mark of device allocations (inputs, outputs, temporaries) "
             f"during one separate run. Figures above the GPU's ceilings "
             f"({ceil.flops / 1e12:.0f} TFLOP/s, {ceil.bytes_per_s / 1e12:.1f} TB/s) are refused "
             f"as bugs.{extra}")
 
 
-def summarize(samples: list, cfg: AttentionConfig) -> dict:
+def summarize(samples: list, cfg: AttentionConfig, direction: str = "forward") -> dict:
     med = float(np.median(samples))
     return {"median_ms": med, "p10_ms": float(np.percentile(samples, 10)),
             "p90_ms": float(np.percentile(samples, 90)), "reps": len(samples),
-            "tflops": cfg.flops / (med * 1e-3) / 1e12}
+            "tflops": cfg.flops_of(direction) / (med * 1e-3) / 1e12}
 
 
 def _check_reps(reps, warmup):

@@ -96,10 +96,36 @@ def _sdpa(cfg, name, q, k, v, keep):
     return [(name, run)]
 
 
+def _sdpa_backward(cfg, name, q, k, v, dout, keep):
+    """The backward alone: one forward with autograd first, then each run rebuilds the
+    gradients of sum(O · dout) from the saved graph (retain_graph keeps it for the next)."""
+    torch = torch_module()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = getattr(SDPBackend, SDPA_BACKENDS[name])
+    for x in (q, k, v):
+        x.requires_grad_(True)
+    try:
+        with sdpa_kernel([backend]):
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=cfg.causal, scale=cfg.softmax_scale)
+        torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        raise TorchUnavailableError(f"{name} backward does not run {cfg.dtype}, head_dim "
+                                    f"{cfg.head_dim}: {str(exc).splitlines()[0]}") from exc
+
+    def run():
+        keep["grads"] = torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+    keep["out"] = out
+    return [(name, run)]
+
+
 def benchmark_torch(cfg: AttentionConfig, name: str, reps: int, warmup: int,
-                    budget_s: float | None = None, inputs: tuple | None = None) -> Timing:
+                    budget_s: float | None = None, inputs: tuple | None = None,
+                    direction: str = "forward") -> Timing:
     """Time a PyTorch line: name is one of SDPA_BACKENDS or "torch_naive" (matmul, softmax,
-    matmul, each stage timed)."""
+    matmul, each stage timed); direction "backward" times an SDPA backend's backward alone."""
     torch = torch_module()
     with GPU_LOCK, gpu_failures(f"PyTorch {name}"):
         torch.cuda.synchronize()
@@ -107,7 +133,11 @@ def benchmark_torch(cfg: AttentionConfig, name: str, reps: int, warmup: int,
         base = torch.cuda.memory_allocated()
         q, k, v = _inputs(cfg, inputs)
         keep: dict = {}
-        if name == "torch_naive":
+        if direction == "backward":
+            from ..inputs import make_dout
+            dout = torch.from_numpy(np.ascontiguousarray(make_dout(cfg))).cuda()
+            stages = _sdpa_backward(cfg, name, q, k, v, dout, keep)
+        elif name == "torch_naive":
             stages = _matmul_softmax_matmul(cfg, q, k, v, keep)
         else:
             stages = _sdpa(cfg, name, q, k, v, keep)
@@ -117,14 +147,15 @@ def benchmark_torch(cfg: AttentionConfig, name: str, reps: int, warmup: int,
         peak = torch.cuda.max_memory_allocated() - base
         totals, per_stage = time_stages(stages, reps, warmup, budget_s)
         del q, k, v, keep
-    summary = summarize(totals, cfg)
+    summary = summarize(totals, cfg, direction)
     check_ceilings(cfg, "naive" if name in ("torch_naive", "torch_math") else "flash", False,
-                   summary["median_ms"], f"PyTorch {name}")
+                   summary["median_ms"], f"PyTorch {name}", direction)
     stage_ms = ({n: float(np.median(ms)) for n, ms in per_stage.items()}
                 if name == "torch_naive" else {})
     return Timing(**summary, peak_bytes=int(peak),
                   method=method_text(summary["reps"], warmup,
-                                     f" PyTorch {torch.__version__}, {name}."),
+                                     f" PyTorch {torch.__version__}, {name}"
+                                     f"{' backward' if direction == 'backward' else ''}."),
                   backend="torch", algorithm="naive" if name == "torch_naive" else "flash",
                   kernel=name, stages=stage_ms, samples_ms=[float(x) for x in totals])
 
