@@ -168,19 +168,30 @@ LIMITS = {
 }
 
 
-def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = False) -> None:
-    """Raise LimitError naming the limit, the value asked for and how to raise it."""
-    from .iomodel import naive_bytes, qkv_elements, trace_bytes   # iomodel imports this module
-    asked = [("qkv_elements", qkv_elements(cfg))]
+def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = False,
+                 direction: str = "forward") -> None:
+    """Raise LimitError naming the limit, the value asked for and how to raise it.
+
+    direction="backward": naive holds P, dP and dS (naive_backward_bytes) and the trace is the
+    backward trace (backward_trace_bytes)."""
+    from .iomodel import (backward_trace_bytes, naive_backward_bytes, naive_bytes,  # iomodel
+                          qkv_elements, trace_bytes)                  # imports this module
+    _check_choice("direction", direction, DIRECTIONS)
+    backward = direction == "backward"
+    asked = [("qkv_elements", qkv_elements(cfg), None)]
     if trace and algorithm == "flash":
-        asked.append(("trace_bytes", trace_bytes(cfg)))
+        asked.append(("trace_bytes", backward_trace_bytes(cfg), "the backward trace would take")
+                     if backward else ("trace_bytes", trace_bytes(cfg), None))
     if algorithm == "naive":
-        asked.append(("naive_bytes", naive_bytes(cfg)))
-    for key, val in asked:
+        asked.append(("naive_bytes", naive_backward_bytes(cfg),
+                      "the naive backward's P, dP and dS matrices (which flash backward never "
+                      "holds) would take")
+                     if backward else ("naive_bytes", naive_bytes(cfg), None))
+    for key, val, what in asked:
         lim = LIMITS[key]
         if val > lim.value:
             raise LimitError(
-                f"Limit {lim.name} exceeded: {lim.what} {lim.show(val)}; "
+                f"Limit {lim.name} exceeded: {what or lim.what} {lim.show(val)}; "
                 f"this server allows {lim.show(lim.value)}. "
                 f"Use smaller sizes, or raise it with the environment variable "
                 f"{lim.env}=<{lim.unit}> before starting the app.")

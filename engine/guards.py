@@ -9,19 +9,22 @@ HEADROOM = 0.9   # use at most this fraction of the free device memory
 
 
 def check_device_memory(cfg: AttentionConfig, algorithm: str, trace: bool,
-                        free_bytes: int) -> None:
+                        free_bytes: int, direction: str = "forward") -> None:
     """Raise LimitError when the run's peak device memory would not fit in free memory."""
-    need = peak_memory(cfg, algorithm, trace)
+    need = peak_memory(cfg, algorithm, trace, direction)
     if need <= HEADROOM * free_bytes:
         return
-    flash_need = peak_memory(cfg, "flash", False)
-    if algorithm == "naive":
+    flash_need = peak_memory(cfg, "flash", False, direction)
+    run = "attention" if direction == "forward" else "attention's backward pass"
+    if algorithm == "naive" and direction == "forward":
         sp = need - flash_need
         what = (f"naive attention would need {format_bytes(need)} ({format_bytes(sp)} of it for "
                 f"S and P)")
+    elif algorithm == "naive":
+        what = (f"naive {run} would need {format_bytes(need)} (it holds P, dP and dS, each "
+                f"batch·heads·seq_q·seq_k)")
     else:
-        what = (f"flash attention{' with the trace' if trace else ''} would need "
-                f"{format_bytes(need)}")
+        what = f"flash {run}{' with the trace' if trace else ''} would need {format_bytes(need)}"
     raise LimitError(f"{what}; this GPU has {format_bytes(free_bytes)} free; flash without the "
                      f"trace needs {format_bytes(flash_need)}. Choose smaller sizes or fewer "
                      f"batch·heads.")

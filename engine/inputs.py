@@ -35,3 +35,11 @@ def make_inputs(cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray, np.ndarra
         lim = np.float32(np.finfo(np.float16).max)
         q = np.clip(q, -lim, lim)
     return q.astype(dt), k.astype(dt), v.astype(dt)
+
+
+def make_dout(cfg: AttentionConfig) -> np.ndarray:
+    """dout, the gradient the backward pass starts from: (batch, heads, seq_q, head_dim) in
+    cfg.dtype, standard normal, fixed by cfg.seed on a stream independent of make_inputs'."""
+    rng = np.random.default_rng([cfg.seed, 1])
+    shape = (cfg.batch, cfg.heads, cfg.seq_q, cfg.head_dim)
+    return rng.standard_normal(shape, dtype=np.float32).astype(cfg.dtype)

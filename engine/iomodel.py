@@ -35,18 +35,27 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     S_ij, O_i, m_i and l_i live in registers.
     "wgmma": the same tiles in the 128-byte swizzle, plus the mbarriers (128 bytes) and up
     to 1024 bytes to align the swizzle pattern.
+    "backward teaching" (kernels/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
+    dtype, each row padded by one 32-bit word (bank conflicts); then dK_j, dV_j, P_ij, dS_ij,
+    L_i and D_i in float32.
     """
     Br, Bc, d, e = cfg.block_q, cfg.block_k, cfg.head_dim, cfg.itemsize
     if kernel == "teaching":
         return {"Q_i": Br * d * e, "K_j": Bc * d * e, "V_j": Bc * d * e,
                 "S_ij": Br * Bc * 4, "O_i": Br * d * 4, "m_i": Br * 4, "l_i": Br * 4}
+    if kernel == "backward teaching":
+        row = d * e + 4
+        return {"K_j": Bc * row, "V_j": Bc * row, "Q_i": Br * row, "dO_i": Br * row,
+                "dK_j": Bc * d * 4, "dV_j": Bc * d * 4, "P_ij": Br * Bc * 4,
+                "dS_ij": Br * Bc * 4, "L_i": Br * 4, "D_i": Br * 4}
     tiles = {"Q_i": Br * d * 2, "K_j (2 buffers)": 2 * Bc * d * 2,
              "V_j (2 buffers)": 2 * Bc * d * 2}
     if kernel == "mma.sync":
         return tiles
     if kernel == "wgmma":
         return {**tiles, "mbarriers": 128, "swizzle alignment": 1024}
-    raise ValueError(f"kernel must be teaching, mma.sync or wgmma; got {kernel!r}.")
+    raise ValueError(f"kernel must be teaching, backward teaching, mma.sync or wgmma; "
+                     f"got {kernel!r}.")
 
 
 def smem_bytes(cfg: AttentionConfig, kernel: str = "teaching") -> int:
@@ -64,11 +73,13 @@ def smem_budget(cfg: AttentionConfig, gpu: GpuProfile, kernel: str = "teaching")
                       blocks_per_sm=int(blocks))
 
 
-def largest_fitting_tiles(cfg: AttentionConfig, gpu: GpuProfile) -> list[tuple[int, int]]:
-    """(block_q, block_k) pairs from the allowed sizes that fit, largest area first."""
+def largest_fitting_tiles(cfg: AttentionConfig, gpu: GpuProfile,
+                          kernel: str = "teaching") -> list[tuple[int, int]]:
+    """(block_q, block_k) pairs from the allowed sizes whose `kernel` layout fits, largest
+    area first."""
     from .config import BLOCK_SIZES
     fit = [(bq, bk) for bq in BLOCK_SIZES for bk in BLOCK_SIZES
-           if smem_budget(cfg.with_(block_q=bq, block_k=bk), gpu).fits]
+           if smem_budget(cfg.with_(block_q=bq, block_k=bk), gpu, kernel).fits]
     fit.sort(key=lambda t: (-t[0] * t[1], -t[0]))
     best = fit[0][0] * fit[0][1] if fit else 0
     return [t for t in fit if t[0] * t[1] == best]
@@ -135,10 +146,14 @@ def paper_theta_bytes(cfg: AttentionConfig, gpu: GpuProfile) -> dict:
             "M_elements": M}
 
 
-def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool = False) -> int:
+def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool = False,
+                     direction: str = "forward") -> int:
     """Bytes any implementation must move through device memory (the timing ceilings' check):
     naive reads and writes S and P (naive_hbm); flash reads Q, K, V once and writes O and
-    lse, and with the trace also the four trace arrays and the per-block schedule records."""
+    lse, and with the trace also the four trace arrays and the per-block schedule records.
+    direction="backward": see backward_compulsory_bytes."""
+    if direction == "backward":
+        return backward_compulsory_bytes(cfg, algorithm, trace)
     if algorithm == "naive":
         return naive_hbm(cfg).total
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
@@ -167,8 +182,12 @@ def naive_bytes(cfg: AttentionConfig) -> int:
     return 2 * 4 * cfg.bh * cfg.seq_q * cfg.seq_k
 
 
-def peak_memory(cfg: AttentionConfig, algorithm: str, trace: bool = False) -> int:
-    """Device bytes held at the peak: inputs, output, lse, and S and P (naive) or the trace."""
+def peak_memory(cfg: AttentionConfig, algorithm: str, trace: bool = False,
+                direction: str = "forward") -> int:
+    """Device bytes held at the peak: inputs, output, lse, and S and P (naive) or the trace.
+    direction="backward": see backward_peak_memory."""
+    if direction == "backward":
+        return backward_peak_memory(cfg, algorithm, trace)
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
     base = bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * e + bh * cfg.seq_q * 4
     if algorithm == "naive":
@@ -176,6 +195,106 @@ def peak_memory(cfg: AttentionConfig, algorithm: str, trace: bool = False) -> in
     if trace:
         base += trace_bytes(cfg)
     return base
+
+
+# N×N matrices (input dtype) the naive backward moves through HBM: dV = Pᵀ dO reads P; dP = dO Vᵀ
+# writes dP; the fused kernel reads P and dP and writes dS; dQ = dS K and dK = dSᵀ Q read dS.
+NAIVE_BACKWARD_NN_PASSES = 7
+
+
+def backward_trace_array_bytes(cfg: AttentionConfig) -> int:
+    """The four float32 backward trace arrays: p_rowsum and dq_norm (B, H, seq_q, Tc), dk_norm
+    and dv_norm (B, H, seq_k, Tr)."""
+    return 4 * cfg.bh * (2 * cfg.seq_q * cfg.Tc + 2 * cfg.seq_k * cfg.Tr)
+
+
+def dq_part_bytes(cfg: AttentionConfig) -> int:
+    """The GPU teaching backward's traced dQ parts, (B·H, seq_q, Tc, d) float32: what key tile j
+    added to each dQ row, from which dq_norm is summed in key-tile order."""
+    return 4 * cfg.bh * cfg.seq_q * cfg.Tc * cfg.head_dim
+
+
+def backward_compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool = False) -> int:
+    """Bytes any backward must move: read Q, K, V, O, dO and lse, write dQ, dK and dV; naive
+    also moves P, dP and dS (NAIVE_BACKWARD_NN_PASSES); the traced flash kernel also writes the
+    trace, its dQ parts and the per-block schedule records."""
+    e, bh, d, nq, nk = cfg.itemsize, cfg.bh, cfg.head_dim, cfg.seq_q, cfg.seq_k
+    total = bh * (4 * nq + 4 * nk) * d * e + 4 * bh * nq
+    if algorithm == "naive":
+        return total + NAIVE_BACKWARD_NN_PASSES * bh * nq * nk * e
+    if trace:
+        total += (backward_trace_array_bytes(cfg) + dq_part_bytes(cfg)
+                  + SCHEDULE_RECORD_BYTES * bh * cfg.Tc)
+    return total
+
+
+def backward_peak_memory(cfg: AttentionConfig, algorithm: str, trace: bool = False) -> int:
+    """Device bytes the GPU backward holds at its peak: Q, K, V, O, dO, dQ, dK, dV (input dtype),
+    lse and D (float32); naive adds P, dP and dS (input dtype; the forward's S is freed first);
+    flash adds the float32 dQ accumulator and, traced, the trace, the (Tr, Tc) map, the dQ
+    parts and one temporary of their size while dq_norm is summed, and the schedule records."""
+    e, bh, d, nq, nk = cfg.itemsize, cfg.bh, cfg.head_dim, cfg.seq_q, cfg.seq_k
+    base = bh * (4 * nq + 4 * nk) * d * e + 2 * 4 * bh * nq
+    if algorithm == "naive":
+        return base + 3 * bh * nq * nk * e
+    base += 4 * bh * nq * d
+    if trace:
+        base += (backward_trace_array_bytes(cfg) + cfg.Tr * cfg.Tc + 2 * dq_part_bytes(cfg)
+                 + SCHEDULE_RECORD_BYTES * bh * cfg.Tc)
+    return base
+
+
+def naive_backward_bytes(cfg: AttentionConfig) -> int:
+    """The N×N float32 matrices the naive backward holds at once: P, dP and dS
+    (checked against the naive_bytes limit; flash backward never holds them)."""
+    return 3 * 4 * cfg.bh * cfg.seq_q * cfg.seq_k
+
+
+def backward_trace_bytes(cfg: AttentionConfig) -> int:
+    """What the traced flash backward adds to an untraced one: the four trace arrays and the
+    per-key-tile dQ parts the GPU kernel writes so that dq_norm follows key-tile order
+    (checked against the trace_bytes limit)."""
+    return backward_trace_array_bytes(cfg) + dq_part_bytes(cfg)
+
+
+def naive_backward_hbm(cfg: AttentionConfig) -> HbmTraffic:
+    """Naive backward's compulsory traffic (input dtype): the forward's P is read back for
+    dV = Pᵀ dO; dP = dO Vᵀ is written; the fused kernel reads P and dP and writes dS;
+    dQ = dS K and dK = dSᵀ Q each read dS. Q, K, V, O, dO are read and dQ, dK, dV written
+    once (re-reads inside the matrix products are not counted)."""
+    e, bh, d, nq, nk = cfg.itemsize, cfg.bh, cfg.head_dim, cfg.seq_q, cfg.seq_k
+    qo, kv, s = bh * nq * d * e, bh * nk * d * e, bh * nq * nk * e
+    parts = {"read Q": qo, "read K": kv, "read V": kv, "read O": qo, "read dO": qo,
+             "read P (dV)": s, "write dP": s, "read P, dP": 2 * s, "write dS": s,
+             "read dS (dQ)": s, "read dS (dK)": s,
+             "write dQ": qo, "write dK": kv, "write dV": kv}
+    read = 3 * qo + 2 * kv + 5 * s
+    return HbmTraffic(read=read, written=qo + 2 * kv + 2 * s, parts=parts)
+
+
+def flash_backward_hbm(cfg: AttentionConfig) -> HbmTraffic:
+    """FA2 backward order: one block per key tile j reads K_j, V_j once and writes dK_j, dV_j
+    once; for every query tile i it processes it reads Q_i, dO_i, lse_i and D_i and adds its
+    part of dQ_i into a float32 accumulator in HBM (read and written once per tile, as
+    atomics do). D = rowsum(dO ∘ O) is a first pass over dO and O."""
+    e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
+    proc = _processed(cfg)
+    q_rows = np.minimum(np.arange(1, cfg.Tr + 1) * cfg.block_q, cfg.seq_q) - \
+        np.arange(cfg.Tr) * cfg.block_q
+    rows = int((proc * q_rows[:, None]).sum())         # query rows loaded, over all (i, j)
+    kv = bh * cfg.seq_k * d * e
+    qo = bh * cfg.seq_q * d * e
+    stream = bh * rows * d * e                         # Q_i or dO_i, once per processed tile
+    acc = bh * rows * d * 4                            # float32 dQ accumulator, per tile
+    vec = bh * rows * 4                                # lse_i or D_i, per tile
+    parts = {"read O, dO (D)": 2 * qo, "write D": bh * cfg.seq_q * 4,
+             "read K": kv, "read V": kv, "read Q_i": stream, "read dO_i": stream,
+             "read lse_i": vec, "read D_i": vec, "read dQ acc": acc, "write dQ acc": acc,
+             "write dK": kv, "write dV": kv, "read dQ acc (cast)": bh * cfg.seq_q * d * 4,
+             "write dQ": qo}
+    read = (2 * qo + 2 * kv + 2 * stream + 2 * vec + acc + bh * cfg.seq_q * d * 4)
+    written = bh * cfg.seq_q * 4 + acc + 2 * kv + qo
+    return HbmTraffic(read=read, written=written, parts=parts)
 
 
 def format_bytes(n: float) -> str:

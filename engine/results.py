@@ -9,6 +9,8 @@ import numpy as np
 # backend, launcher, file format and test takes these names from here.
 TRACE_FIELDS = ("running_max", "running_sum", "rescale", "tile_max")
 BLOCK_FIELDS = ("sm_id", "start_ns", "end_ns")
+# The backward trace's arrays: per query row and key tile, then per key and query tile.
+BACKWARD_TRACE_FIELDS = ("p_rowsum", "dq_norm", "dk_norm", "dv_norm")
 
 
 @dataclass
@@ -47,6 +49,36 @@ class Result:
     trace: Trace | None = None
     schedule: Schedule | None = None
     info: dict = field(default_factory=dict)  # backend notes (device, compile facts, ...)
+
+
+@dataclass
+class BackwardTrace:
+    """What the backward pass adds up, per row and tile (see docs/DESIGN.md), float32.
+
+    p_rowsum, dq_norm: (B, H, seq_q, Tc); dk_norm, dv_norm: (B, H, seq_k, Tr);
+    `processed` is (Tr, Tc) bool, the forward's rule.
+    """
+
+    processed: np.ndarray
+    p_rowsum: np.ndarray      # sum over the visible keys of key tile j of P = exp(s - lse)
+    dq_norm: np.ndarray       # ||dQ_r|| after key tiles 0..j
+    dk_norm: np.ndarray       # ||dK_c|| after query tiles 0..i
+    dv_norm: np.ndarray       # ||dV_c|| after query tiles 0..i
+
+
+@dataclass
+class Gradients:
+    dq: np.ndarray            # (B, H, seq_q, d), input dtype
+    dk: np.ndarray            # (B, H, seq_k, d), input dtype
+    dv: np.ndarray            # (B, H, seq_k, d), input dtype
+    delta: np.ndarray         # (B, H, seq_q) float32: D_r = sum_d dout[r] * O[r]
+    lse: np.ndarray           # (B, H, seq_q) float32: the forward's lse
+    backend: str              # "numpy" or "cupy"
+    algorithm: str            # "flash" or "naive"
+    kernel: str | None = None  # flash kernel name on CuPy, else None
+    trace: BackwardTrace | None = None
+    schedule: Schedule | None = None   # one record per block bh·Tc + j; block_q_tile holds j
+    info: dict = field(default_factory=dict)
 
 
 @dataclass
