@@ -3,10 +3,11 @@
 Never imports streamlit or altair.
 """
 from .api import ALGORITHMS, BACKENDS, KERNELS, GpuUnavailableError, benchmark, run
-from .config import (BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, LIMITS, AttentionConfig,
-                     ConfigError, LimitError, check_limits)
+from .config import (BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, AttentionConfig,
+                     ConfigError, LimitError)
 from .devices import PROFILES, DeviceInfo, GpuProfile, device_info, probe_gpu
 from .inputs import make_inputs
+from .limits import LIMITS, check_limits
 from .results import Result, Schedule, Timing, Trace
 
 __all__ = [

@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 
 from .cpu import forward as numpy_backend
-from .config import AttentionConfig, ConfigError, check_limits
+from .config import AttentionConfig, ConfigError
+from .limits import check_limits
 from .devices import probe_gpu
 from .inputs import make_inputs
 from .results import Result, Timing

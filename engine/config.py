@@ -1,12 +1,11 @@
 """AttentionConfig: the one validated description of an attention problem and its tiling.
 
-Every allowed value lives in this module (ALLOWED and the Limits below) and every error
+Every allowed value lives in this module (resource limits: engine.limits) and every error
 message quotes it, so the UI can show the same text a developer sees.
 """
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, fields, replace
 
 import ml_dtypes  # noqa: F401  (registers NumPy's "bfloat16" dtype, which CuPy takes too)
@@ -127,71 +126,3 @@ def _check_choice(name, value, allowed):
     if isinstance(value, bool) or value not in allowed:
         shown = ", ".join(str(a) for a in allowed)
         raise ConfigError(f"{name} must be one of {shown}; got {value!r}.")
-
-
-# ---- resource limits for a shared server ----------------------------------------------
-@dataclass(frozen=True)
-class Limit:
-    name: str
-    env: str
-    default: int
-    unit: str
-    what: str
-
-    @property
-    def value(self) -> int:
-        raw = os.environ.get(self.env)
-        if raw is None:
-            return self.default
-        try:
-            val = int(float(raw))
-        except ValueError:
-            return self.default
-        return val if val > 0 else self.default
-
-    def show(self, n: float) -> str:
-        if self.unit == "bytes":
-            from .iomodel import format_bytes
-            return format_bytes(n)
-        return f"{int(n):,} {self.unit}"
-
-
-LIMITS = {
-    "qkv_elements": Limit("qkv_elements", "FA_LAB_MAX_QKV_ELEMENTS", 1 << 26, "elements",
-                          "Q, K and V together would hold"),
-    "trace_bytes": Limit("trace_bytes", "FA_LAB_MAX_TRACE_BYTES", 256 << 20, "bytes",
-                         "the online-softmax trace would take"),
-    "naive_bytes": Limit("naive_bytes", "FA_LAB_MAX_NAIVE_BYTES", 2 << 30, "bytes",
-                         "naive attention's S and P matrices would take"),
-    "sweep_points": Limit("sweep_points", "FA_LAB_MAX_SWEEP_POINTS", 48, "runs",
-                          "a sweep would make"),
-}
-
-
-def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = False,
-                 direction: str = "forward") -> None:
-    """Raise LimitError naming the limit, the value asked for and how to raise it.
-
-    direction="backward": naive holds P, dP and dS (naive_backward_bytes) and the trace is the
-    backward trace (backward_trace_bytes)."""
-    from .iomodel import (backward_trace_bytes, naive_backward_bytes, naive_bytes,  # iomodel
-                          qkv_elements, trace_bytes)                  # imports this module
-    _check_choice("direction", direction, DIRECTIONS)
-    backward = direction == "backward"
-    asked = [("qkv_elements", qkv_elements(cfg), None)]
-    if trace and algorithm == "flash":
-        asked.append(("trace_bytes", backward_trace_bytes(cfg), "the backward trace would take")
-                     if backward else ("trace_bytes", trace_bytes(cfg), None))
-    if algorithm == "naive":
-        asked.append(("naive_bytes", naive_backward_bytes(cfg),
-                      "the naive backward's P, dP and dS matrices (which flash backward never "
-                      "holds) would take")
-                     if backward else ("naive_bytes", naive_bytes(cfg), None))
-    for key, val, what in asked:
-        lim = LIMITS[key]
-        if val > lim.value:
-            raise LimitError(
-                f"Limit {lim.name} exceeded: {what or lim.what} {lim.show(val)}; "
-                f"this server allows {lim.show(lim.value)}. "
-                f"Use smaller sizes, or raise it with the environment variable "
-                f"{lim.env}=<{lim.unit}> before starting the app.")

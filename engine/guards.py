@@ -2,7 +2,8 @@
 and is a sweep small enough for a shared server."""
 from __future__ import annotations
 
-from .config import LIMITS, AttentionConfig, LimitError
+from .config import AttentionConfig, LimitError
+from .limits import LIMITS
 from .iomodel import format_bytes, peak_memory
 
 HEADROOM = 0.9   # use at most this fraction of the free device memory

@@ -11,7 +11,8 @@ import json
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError, check_limits
+from .config import AttentionConfig, ConfigError
+from .limits import check_limits
 from .cpu.forward import processed_tiles
 from .results import TRACE_FIELDS, Result, Trace
 

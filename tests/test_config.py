@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.config import LIMITS, check_limits
+from engine.limits import LIMITS, check_limits
 
 FIELDS = ["batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block_k", "dtype",
           "causal", "scale", "seed", "inputs", "logit_scale"]
