@@ -112,11 +112,11 @@ def _timing_row(cfg: AttentionConfig, kernel: str, t) -> dict:
             "stages": t.stages}
 
 
-def _free_bytes() -> int:
-    import cupy
+def _free_device_bytes() -> int:
+    from .gpu.runtime import free_device_bytes     # CuPy only where a sweep runs
     from .gpu.torch_reference import release_memory
-    release_memory()
-    return cupy.cuda.runtime.memGetInfo()[0]
+    release_memory()                                # PyTorch's and CuPy's cached blocks
+    return free_device_bytes()
 
 
 def _lines(kernels: list[str]) -> list[str]:
@@ -174,7 +174,7 @@ def cmd_bench(args) -> int:
                      f"{' causal' if cfg.causal else ''}")
             bar.step(label)
             reason = None
-            free = _free_bytes()
+            free = _free_device_bytes()
             if line in ("naive", "torch_math"):
                 need = _naive_need(cfg)
                 if need > 0.8 * free:

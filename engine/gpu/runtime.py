@@ -44,6 +44,12 @@ def check_fits(cfg, algorithm: str, trace: bool) -> None:
     check_device_memory(cfg, algorithm, trace, free)
 
 
+def free_device_bytes() -> int:
+    """Free device memory as the driver reports it (cached pool blocks count as used)."""
+    import cupy
+    return cupy.cuda.runtime.memGetInfo()[0]
+
+
 def free_pool() -> None:
     import cupy
     cupy.get_default_memory_pool().free_all_blocks()
