@@ -19,27 +19,6 @@ typedef ELEM_T elem_t;
 
 #define NUM_WARPS (NUM_THREADS / 32)
 
-// Max (is_max) or sum of one value per thread over the whole block; every thread gets it.
-__device__ float block_reduce(float x, bool is_max, float* partials) {
-    for (int offset = 16; offset > 0; offset /= 2) {
-        const float y = __shfl_xor_sync(0xffffffffu, x, offset);
-        x = is_max ? fmaxf(x, y) : x + y;
-    }
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if (lane == 0) partials[warp] = x;
-    __syncthreads();  // every warp's partial is in shared memory before thread 0 combines them
-    if (threadIdx.x == 0) {
-        float total = partials[0];
-        for (int w = 1; w < NUM_WARPS; ++w)
-            total = is_max ? fmaxf(total, partials[w]) : total + partials[w];
-        partials[NUM_WARPS] = total;
-    }
-    __syncthreads();  // the combined value is written before any thread reads it
-    const float total = partials[NUM_WARPS];
-    __syncthreads();  // all threads have read it before the next call reuses `partials`
-    return total;
-}
-
 extern "C" __global__ void __launch_bounds__(NUM_THREADS)
 row_softmax(const elem_t* __restrict__ S,   // (B·H, seq_q, seq_k), unscaled scores
             elem_t* __restrict__ P,         // (B·H, seq_q, seq_k)
@@ -63,7 +42,7 @@ row_softmax(const elem_t* __restrict__ S,   // (B·H, seq_q, seq_k), unscaled sc
         row[c] = s;
         m = fmaxf(m, s);
     }
-    m = block_reduce(m, true, partials);
+    m = block_reduce<NUM_WARPS>(m, true, partials);
 
     // Each thread revisits only the entries it wrote itself: no barrier needed on `row`.
     float l = 0.f;
@@ -72,7 +51,7 @@ row_softmax(const elem_t* __restrict__ S,   // (B·H, seq_q, seq_k), unscaled sc
         row[c] = e;
         l += e;
     }
-    l = block_reduce(l, false, partials);
+    l = block_reduce<NUM_WARPS>(l, false, partials);
 
     const float inv_l = 1.f / l;
     for (int c = threadIdx.x; c < seq_k; c += NUM_THREADS)
