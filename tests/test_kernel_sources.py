@@ -10,7 +10,8 @@ import pytest
 import engine
 from engine.gpu import catalog
 from engine.gpu import naive as gpu_naive
-from engine.gpu.launchers import teaching
+from engine.gpu.launchers import backward_teaching, teaching
+from engine.iomodel import smem_budget
 from kernels.loader import KERNEL_DIR, source_names
 
 NVCC = shutil.which("nvcc")
@@ -44,6 +45,13 @@ EXAMPLES = {
                          for d, n in (("float32", 100), ("float16", 4096),
                                       ("bfloat16", 1000))],
     "bench_hold.cu": [()],
+    # The teaching backward takes the forward's options; every (dtype, causal, trace) again.
+    "flash_backward_teaching.cu": [backward_teaching.compile_options(c, t) for c, t in TEACHING
+                                   if smem_budget(c, H200, backward_teaching.SMEM_LAYOUT).fits],
+    # 16-byte loads where seq_k allows them (VEC > 1) and single elements where not.
+    "naive_backward.cu": [gpu_naive.backward_compile_options(cfg(dtype=d, seq_k=n))
+                          for d, n in (("float32", 100), ("float16", 4096), ("bfloat16", 1000),
+                                       ("float16", 257))],
 }
 
 
@@ -107,11 +115,10 @@ def required_defines(source):
 
 
 @pytest.mark.parametrize("source", ["flash_teaching.cu", "flash_tensorcore.cu",
-                                    "naive_softmax.cu"])
+                                    "naive_softmax.cu", "flash_backward_teaching.cu",
+                                    "naive_backward.cu"])
 def test_launcher_options_define_every_macro_the_source_requires(source):
-    options = {"flash_teaching.cu": EXAMPLES["flash_teaching.cu"],
-               "naive_softmax.cu": EXAMPLES["naive_softmax.cu"],
-               "flash_tensorcore.cu": tensorcore_examples()}[source]
+    options = {"flash_tensorcore.cu": tensorcore_examples}.get(source, lambda: EXAMPLES[source])()
     need = required_defines(source)
     assert need, f"{source} declares no required macro"
     for opts in options:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import AttentionConfig
+from ..config import AttentionConfig, ConfigError
 from .lock import GPU_LOCK
 from .runtime import GpuRunError, gpu_failures, live_gpu
 from ..cpu.forward import processed_tiles
@@ -78,14 +78,41 @@ def run(cfg: AttentionConfig, q, k, v, algorithm: str = "flash", kernel: str = "
 
 
 def backward_launcher(kernel: str):
-    """The launcher module of a flash kernel's backward pass, imported on first use (the
-    tensor-core one may be missing from a build: GpuRunError then says so)."""
+    """The launcher module of a flash kernel's backward pass, imported on first use. The
+    tensor-core one (engine.gpu.launchers.backward_mma) may be missing from a build: a
+    ConfigError then says so."""
     import importlib
+    if kernel not in BACKWARD_LAUNCHERS:
+        raise ConfigError(f"kernel must be one of {', '.join(BACKWARD_LAUNCHERS)} for the "
+                          f"backward pass; got {kernel!r}.")
+    name = BACKWARD_LAUNCHERS[kernel]
     try:
-        return importlib.import_module(BACKWARD_LAUNCHERS[kernel])
+        return importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        raise GpuRunError(f"The {kernel!r} backward kernel is not available in this build "
-                          f"({exc}); use kernel='teaching'.") from exc
+        if exc.name != name:            # the module exists but something it imports is broken
+            raise
+        raise ConfigError(f"The {kernel!r} backward kernel is not available in this build "
+                          f"({name} is missing); use kernel='teaching'.") from exc
+
+
+def flash_backward(cfg: AttentionConfig, kernel: str, trace: bool, Q, K, V, dO):
+    """(forward outputs, run, backward outputs) of a flash kernel's backward: the same
+    kernel's forward runs once here, for O and lse; run() enqueues the backward alone."""
+    backward = backward_launcher(kernel)      # before the forward: fail fast when missing
+    if kernel == "tensorcore" and trace:
+        raise ConfigError("The tensorcore backward kernel writes no trace; use "
+                          "kernel='teaching' with trace=True.")
+    fwd = launcher(kernel).launch(cfg, Q, K, V, False)
+    O, lse = fwd["O"], fwd["lse"]
+    if kernel == "teaching":
+        run, out = backward.prepare(cfg, Q, K, V, O, lse, dO, trace)
+        return fwd, run, out
+    out = {}
+
+    def run():
+        out.update(backward.launch_backward(cfg, Q, K, V, O, lse, dO))
+
+    return fwd, run, out
 
 
 def _schedule(blocks: dict, tiles: int) -> Schedule:
@@ -128,7 +155,8 @@ def to_gradients(cfg: AttentionConfig, out: dict, lse, algorithm: str, kernel: s
 def run_backward(cfg: AttentionConfig, q, k, v, dout, algorithm: str = "flash",
                  kernel: str = "teaching", trace: bool = False) -> Gradients:
     """One backward pass on the GPU, after the forward of the same kernel family (naive: the
-    naive forward, whose P it reads; flash: that kernel's forward, for O and lse); NumPy out."""
+    naive forward, whose P it reads; flash: that kernel's forward, for O and lse); NumPy out.
+    The caller (engine.run_backward) has checked the limits and the free device memory."""
     from . import naive as gpu_naive
     what = (f"{algorithm} attention's backward pass on the GPU"
             + (f" ({kernel} kernel)" if algorithm == "flash" else ""))
@@ -141,7 +169,6 @@ def run_backward(cfg: AttentionConfig, q, k, v, dout, algorithm: str = "flash",
             for _, fn in stages:
                 fn()
             return to_gradients(cfg, out, fwd["lse"], "naive", None, trace=False)
-        backward = backward_launcher(kernel)      # before the forward: fail fast when missing
-        fwd = launcher(kernel).launch(cfg, Q, K, V, False)
-        out = backward.launch(cfg, Q, K, V, fwd["O"], fwd["lse"], dO, trace)
+        fwd, run, out = flash_backward(cfg, kernel, trace, Q, K, V, dO)
+        run()
         return to_gradients(cfg, out, fwd["lse"], "flash", kernel, trace)

@@ -130,12 +130,22 @@ def run(cfg: AttentionConfig, Q, K, V) -> dict:
     return {"O": out["O"], "lse": out["lse"]}
 
 
-def prepare_backward(cfg: AttentionConfig, Q, K, V, dO, fwd: dict):
+def backward_vec(cfg: AttentionConfig) -> int:
+    """Elements per load in the softmax backward: 16 bytes' worth when every row of P starts
+    16-byte aligned (seq_k a multiple of it), else 1."""
+    vec = 16 // cfg.itemsize
+    return vec if cfg.seq_k % vec == 0 else 1
+
+
+def backward_compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
+    return compile_options(cfg) + (f"-DVEC={backward_vec(cfg)}",)
+
+
+def prepare_backward(cfg: AttentionConfig, Q, K, V, dO, fwd: dict, poison: bool = False):
     """(stages, outputs) of the naive backward, given the naive forward's outputs `fwd` (its
     P is read; its S is not needed). Outputs: "dQ", "dK", "dV" (B·H, seq, d) in cfg.dtype,
     "delta" (B·H, seq_q) float32 (D_r = sum_c P_rc dP_rc), and the intermediates "dP", "dS"
-    (B·H, seq_q, seq_k) in cfg.dtype."""
-    import cupy
+    (B·H, seq_q, seq_k) in cfg.dtype; poison=True fills them with NaN first (tests)."""
     gpu = live_gpu()
     bh, nq, nk, d = cfg.bh, cfg.seq_q, cfg.seq_k, cfg.head_dim
     core.check_operands(cfg.dtype, Q=(Q, (bh, nq, d)), K=(K, (bh, nk, d)), V=(V, (bh, nk, d)),
@@ -143,15 +153,13 @@ def prepare_backward(cfg: AttentionConfig, Q, K, V, dO, fwd: dict):
     smem = check_row_fits(cfg, backward_row_smem_bytes(cfg),
                           f"softmax backward (a row of P and of dP, {cfg.dtype})", gpu)
     threads = row_threads(cfg)
-    fn = core.Build(BACKWARD_SOURCE, BACKWARD_FUNCTION, compile_options(cfg), threads,
+    fn = core.Build(BACKWARD_SOURCE, BACKWARD_FUNCTION, backward_compile_options(cfg), threads,
                     smem).compiled()
     P, scale = fwd["P"], cfg.softmax_scale
-    out = {"dQ": cupy.empty((bh, nq, d), dtype=cfg.dtype),
-           "dK": cupy.empty((bh, nk, d), dtype=cfg.dtype),
-           "dV": cupy.empty((bh, nk, d), dtype=cfg.dtype),
-           "delta": cupy.empty((bh, nq), dtype=cupy.float32),
-           "dP": cupy.empty((bh, nq, nk), dtype=cfg.dtype),
-           "dS": cupy.empty((bh, nq, nk), dtype=cfg.dtype)}
+    out = core.allocate({"dQ": ((bh, nq, d), cfg.dtype), "dK": ((bh, nk, d), cfg.dtype),
+                         "dV": ((bh, nk, d), cfg.dtype), "delta": ((bh, nq), np.float32),
+                         "dP": ((bh, nq, nk), cfg.dtype), "dS": ((bh, nq, nk), cfg.dtype)},
+                        poison)
     args = (P, out["dP"], out["dS"], out["delta"], np.int32(nk))
 
     # Row-major X (r × c) is column-major Xᵀ (c × r): each product is written for cuBLAS as the

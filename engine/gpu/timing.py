@@ -200,7 +200,7 @@ def _backward_stages(cfg, algorithm, kernel, trace, Q, K, V, dO):
     """(stages, outputs to keep alive, method note) of the backward alone: the forward of the
     same family runs here, once, outside the timed stages."""
     from . import naive as gpu_naive
-    from .backend import backward_launcher, launcher
+    from .backend import flash_backward
     if algorithm == "naive":
         fwd = gpu_naive.forward(cfg, Q, K, V)
         del fwd["S"]                       # only P is read by the backward
@@ -209,12 +209,10 @@ def _backward_stages(cfg, algorithm, kernel, trace, Q, K, V, dO):
                                     "(strided batched GEMMs, transposes by flags), the fused "
                                     "softmax-backward kernel (dS and D), cuBLAS dQ = scale·dS K "
                                     "and dK = scale·dSᵀ Q.")
-    backward = backward_launcher(kernel)
-    fwd = launcher(kernel).launch(cfg, Q, K, V, False)
-    run, out = backward.prepare(cfg, Q, K, V, fwd["O"], fwd["lse"], dO, trace)
-    return [("kernel", run)], (fwd, out), (" The flash backward run: D = rowsum(dO∘O), zeroing "
-                                           "the float32 dQ accumulator, the kernel and the cast "
-                                           "of dQ.")
+    fwd, run, out = flash_backward(cfg, kernel, trace, Q, K, V, dO)
+    return [("kernel", run)], (fwd, out), (" The flash backward run: D = rowsum(dO∘O), the "
+                                           "dQ accumulation in float32 and its cast to dQ, "
+                                           "as the kernel's launcher enqueues them.")
 
 
 def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool, reps: int,
