@@ -11,6 +11,7 @@ from engine.config import ConfigError
 from engine.gpu import backend
 from engine.gpu import naive as gpu_naive
 from engine.gpu.launchers import backward_teaching
+from engine.inputs import make_dout
 from engine.results import BACKWARD_TRACE_FIELDS
 from kernel_checks import check_schedule, to_gpu
 from reference import attention64, rel_err, scores64
@@ -47,7 +48,7 @@ def grads64(q, k, v, dout, scale, causal):
 
 
 def inputs(cfg):
-    return (*engine.make_inputs(cfg), engine.make_dout(cfg))
+    return (*engine.make_inputs(cfg), make_dout(cfg))
 
 
 def tensorcore_backward():
@@ -292,7 +293,7 @@ def test_naive_backward_is_fair_against_pytorch_math():
     cfg = torch_reference.FAIRNESS_CONFIG
     qkv = engine.make_inputs(cfg)
     naive = benchmark_gpu(cfg, "naive", "teaching", False, 20, 2,
-                          inputs=(*qkv, engine.make_dout(cfg)), direction="backward")
+                          inputs=(*qkv, make_dout(cfg)), direction="backward")
     torch_reference.release_memory()
     ref = torch_reference.benchmark_torch(cfg, "torch_math", 20, 2, inputs=qkv,
                                           direction="backward")
