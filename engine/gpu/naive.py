@@ -1,10 +1,11 @@
-"""Naive attention on the GPU, the fair baseline: S = QKᵀ and O = PV through cuBLAS with one
+"""Naive attention on the GPU, the fair baseline: S = scale · QKᵀ and O = PV through cuBLAS with one
 fused row-softmax kernel (kernels/naive_softmax.cu) between them; and its backward pass: four
 cuBLAS products around one fused softmax-backward kernel (kernels/naive_backward.cu).
 
 S and P are materialised in the input dtype, as a framework's matmul-softmax-matmul does;
-the softmax does its arithmetic in float32, applies the scale and the causal mask, and
-writes each row's log-sum-exp. The two products call cuBLAS's strided batched GEMM
+the softmax scale is cuBLAS's alpha in S = scale · QKᵀ (no extra pass, and a float16 S then
+overflows only where the scaled scores do); the softmax does its arithmetic in float32,
+applies the causal mask and writes each row's log-sum-exp. The two products call cuBLAS's strided batched GEMM
 directly, on CuPy's cuBLAS handle, as PyTorch does: float32 accumulation, tensor cores allowed
 for float16 and bfloat16 (plain float32 stays float32, no TF32), Kᵀ by a transpose flag rather than a copy.
 On an H200 with CuPy 14.2, cupy.matmul ran these float16 products several times slower
@@ -21,6 +22,7 @@ from .runtime import ELEM_TYPES, live_gpu
 SOURCE = "naive_softmax.cu"
 CUDA_R_16BF = 14      # cudaDataType_t of bfloat16 (library_types.h)
 FUNCTION = "row_softmax"
+# Stage names as recorded results carry them (S is scaled by the GEMM's alpha all the same).
 STAGES = ("S = QKᵀ (cuBLAS)", "softmax (fused kernel)", "O = PV (cuBLAS)")
 BACKWARD_SOURCE = "naive_backward.cu"
 BACKWARD_FUNCTION = "softmax_backward"
@@ -102,11 +104,10 @@ def prepare(cfg: AttentionConfig, Q, K, V):
            "O": cupy.empty((bh, nq, cfg.head_dim), dtype=cfg.dtype),
            "lse": cupy.empty((bh, nq), dtype=cupy.float32)}
     d = cfg.head_dim
-    args = (out["S"], out["P"], out["lse"], np.int32(nq), np.int32(nk),
-            np.float32(cfg.softmax_scale), np.int32(cfg.causal))
+    args = (out["S"], out["P"], out["lse"], np.int32(nq), np.int32(nk), np.int32(cfg.causal))
 
-    def scores():   # row-major S = Q Kᵀ is column-major Sᵀ (nk × nq) = Kᵀ-of-(d × nk) · Q
-        batched_gemm(True, nk, nq, d, K, d, Q, d, out["S"], nk, bh)
+    def scores():   # row-major S = scale · Q Kᵀ is column-major Sᵀ (nk × nq) = scale · K · Qᵀ
+        batched_gemm(True, nk, nq, d, K, d, Q, d, out["S"], nk, bh, alpha=cfg.softmax_scale)
 
     def softmax():
         fn((bh * nq,), (threads,), args, shared_mem=smem)

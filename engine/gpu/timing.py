@@ -242,7 +242,7 @@ def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool
                 stages, keep, extra = _backward_stages(cfg, algorithm, kernel, trace, *arrays)
             elif algorithm == "naive":
                 stages, keep = gpu_naive.prepare(cfg, Q, K, V)
-                extra = (" Naive stages: cuBLAS QKᵀ (strided batched GEMM, Kᵀ by a transpose "
+                extra = (" Naive stages: cuBLAS scale·QKᵀ (strided batched GEMM, Kᵀ by a transpose "
                          "flag), the fused softmax kernel, cuBLAS PV.")
             else:
                 stages, keep, extra = _flash_stages(cfg, kernel, trace, Q, K, V)
