@@ -139,3 +139,15 @@ def test_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
     assert "279,040 bytes" in msg and f"{H200.smem_per_block_optin:,} bytes" in msg
     assert "block_q=64, block_k=32" in msg and "block_q=32, block_k=64" in msg
     assert teaching.check_fits(c.with_(block_k=32), H200) == 205_312
+
+
+def test_backward_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
+    # K_j, V_j: 2·64·(128·4 + 4); Q_i, dO_i: 2·128·516; dK_j, dV_j: 2·64·128·4;
+    # P_ij, dS_ij: 2·128·64·4; L_i, D_i: 2·128·4.
+    c = cfg(head_dim=128, block_q=128, block_k=64, dtype="float32")
+    with pytest.raises(teaching.SharedMemoryError) as err:
+        backward_teaching.check_fits(c, H200)
+    msg = str(err.value)
+    assert "teaching backward" in msg and "330,240 bytes" in msg
+    assert "block_q=128, block_k=32" in msg and "block_q=64, block_k=64" in msg
+    assert backward_teaching.check_fits(c.with_(block_k=32), H200) == 231_680
