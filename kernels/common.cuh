@@ -48,6 +48,38 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+// ---- reductions across the 32 lanes of a warp: every lane gets the result ----
+__device__ __forceinline__ float warp_max(float x) {
+    for (int offset = 16; offset > 0; offset /= 2)
+        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
+    return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+    for (int offset = 16; offset > 0; offset /= 2)
+        x += __shfl_xor_sync(0xffffffffu, x, offset);
+    return x;
+}
+
+// Max (is_max) or sum of one value per thread over a block of num_warps warps; every thread
+// gets it. `partials` is num_warps + 1 floats of shared memory; call it from every thread.
+template <int num_warps>
+__device__ float block_reduce(float x, bool is_max, float* partials) {
+    x = is_max ? warp_max(x) : warp_sum(x);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    if (lane == 0) partials[warp] = x;
+    __syncthreads();  // every warp's partial is in shared memory before thread 0 combines them
+    if (threadIdx.x == 0) {
+        float total = partials[0];
+        for (int w = 1; w < num_warps; ++w)
+            total = is_max ? fmaxf(total, partials[w]) : total + partials[w];
+        partials[num_warps] = total;
+    }
+    __syncthreads();  // the combined value is written before any thread reads it
+    const float total = partials[num_warps];
+    __syncthreads();  // all threads have read it before the next call reuses `partials`
+    return total;
+}
+
 // ---- reductions across the 4 threads of a quad (one row of an mma fragment) ----
 __device__ __forceinline__ float quad_max(float x) {
     x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -26,17 +26,6 @@ typedef ELEM_T elem_t;
 #define NUM_THREADS 128             // 4 warps cooperate on every phase
 #define NUM_WARPS (NUM_THREADS / 32)
 
-__device__ __forceinline__ float warp_max(float x) {
-    for (int offset = 16; offset > 0; offset /= 2)
-        x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-    return x;
-}
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int offset = 16; offset > 0; offset /= 2)
-        x += __shfl_xor_sync(0xffffffffu, x, offset);
-    return x;
-}
-
 extern "C" __global__ void __launch_bounds__(NUM_THREADS)
 flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
                const elem_t* __restrict__ K,      // (B·H, seq_k, d)

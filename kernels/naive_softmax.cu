@@ -1,8 +1,9 @@
 // Row softmax of naive attention, fused into one pass over S.
 //
 // Naive attention runs S = QKᵀ and O = PV through cuBLAS; between them this kernel turns each
-// row of S into a row of P = softmax(scale · S) (causal mask applied), and writes the row's
-// log-sum-exp. One thread block per row: the row is read from HBM once into shared memory as
+// row of S into a row of P = softmax(S) (causal mask applied), and writes the row's
+// log-sum-exp. S arrives already scaled (cuBLAS's alpha applies the softmax scale), so a
+// float16 S overflows only where the scaled scores themselves do. One thread block per row: the row is read from HBM once into shared memory as
 // float32, reduced for its max and its sum of exponentials, and written once as P.
 //
 // Compile-time parameters (-D): ELEM_T = float, half_bits (float16) or bf16_bits, the dtype of S and
@@ -19,34 +20,13 @@ typedef ELEM_T elem_t;
 
 #define NUM_WARPS (NUM_THREADS / 32)
 
-// Max (is_max) or sum of one value per thread over the whole block; every thread gets it.
-__device__ float block_reduce(float x, bool is_max, float* partials) {
-    for (int offset = 16; offset > 0; offset /= 2) {
-        const float y = __shfl_xor_sync(0xffffffffu, x, offset);
-        x = is_max ? fmaxf(x, y) : x + y;
-    }
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    if (lane == 0) partials[warp] = x;
-    __syncthreads();  // every warp's partial is in shared memory before thread 0 combines them
-    if (threadIdx.x == 0) {
-        float total = partials[0];
-        for (int w = 1; w < NUM_WARPS; ++w)
-            total = is_max ? fmaxf(total, partials[w]) : total + partials[w];
-        partials[NUM_WARPS] = total;
-    }
-    __syncthreads();  // the combined value is written before any thread reads it
-    const float total = partials[NUM_WARPS];
-    __syncthreads();  // all threads have read it before the next call reuses `partials`
-    return total;
-}
-
 extern "C" __global__ void __launch_bounds__(NUM_THREADS)
-row_softmax(const elem_t* __restrict__ S,   // (B·H, seq_q, seq_k), unscaled scores
+row_softmax(const elem_t* __restrict__ S,   // (B·H, seq_q, seq_k), scaled scores
             elem_t* __restrict__ P,         // (B·H, seq_q, seq_k)
             float* __restrict__ lse,        // (B·H, seq_q)
-            int seq_q, int seq_k, float scale, int causal)
+            int seq_q, int seq_k, int causal)
 {
-    extern __shared__ float row[];          // this row's scaled scores, then exponentials
+    extern __shared__ float row[];          // this row's scores, then exponentials
     __shared__ float partials[NUM_WARPS + 1];
     const float NEG_INF = __int_as_float(0xff800000);
     const long long row_id = blockIdx.x;    // (bh, r) flattened
@@ -56,14 +36,14 @@ row_softmax(const elem_t* __restrict__ S,   // (B·H, seq_q, seq_k), unscaled sc
     // Causal, top-left aligned: query r sees keys 0..r (at least key 0).
     const int visible = causal ? min(seq_k, r + 1) : seq_k;
 
-    // The one read of S: scale, keep in shared memory, track the max.
+    // The one read of S: keep in shared memory, track the max.
     float m = NEG_INF;
     for (int c = threadIdx.x; c < visible; c += NUM_THREADS) {
-        const float s = scale * to_f32(S_row[c]);
+        const float s = to_f32(S_row[c]);
         row[c] = s;
         m = fmaxf(m, s);
     }
-    m = block_reduce(m, true, partials);
+    m = block_reduce<NUM_WARPS>(m, true, partials);
 
     // Each thread revisits only the entries it wrote itself: no barrier needed on `row`.
     float l = 0.f;
@@ -72,7 +52,7 @@ row_softmax(const elem_t* __restrict__ S,   // (B·H, seq_q, seq_k), unscaled sc
         row[c] = e;
         l += e;
     }
-    l = block_reduce(l, false, partials);
+    l = block_reduce<NUM_WARPS>(l, false, partials);
 
     const float inv_l = 1.f / l;
     for (int c = threadIdx.x; c < seq_k; c += NUM_THREADS)

@@ -10,7 +10,8 @@ import pytest
 import engine
 from engine.gpu import catalog
 from engine.gpu import naive as gpu_naive
-from engine.gpu.launchers import teaching
+from engine.gpu.launchers import backward_teaching, teaching
+from engine.iomodel import smem_budget
 from kernels.loader import KERNEL_DIR, source_names
 
 NVCC = shutil.which("nvcc")
@@ -44,6 +45,13 @@ EXAMPLES = {
                          for d, n in (("float32", 100), ("float16", 4096),
                                       ("bfloat16", 1000))],
     "bench_hold.cu": [()],
+    # The teaching backward takes the forward's options; every (dtype, causal, trace) again.
+    "flash_backward_teaching.cu": [backward_teaching.compile_options(c, t) for c, t in TEACHING
+                                   if smem_budget(c, H200, backward_teaching.SMEM_LAYOUT).fits],
+    # 16-byte loads where seq_k allows them (VEC > 1) and single elements where not.
+    "naive_backward.cu": [gpu_naive.backward_compile_options(cfg(dtype=d, seq_k=n))
+                          for d, n in (("float32", 100), ("float16", 4096), ("bfloat16", 1000),
+                                       ("float16", 257))],
 }
 
 
@@ -107,11 +115,10 @@ def required_defines(source):
 
 
 @pytest.mark.parametrize("source", ["flash_teaching.cu", "flash_tensorcore.cu",
-                                    "naive_softmax.cu"])
+                                    "naive_softmax.cu", "flash_backward_teaching.cu",
+                                    "naive_backward.cu"])
 def test_launcher_options_define_every_macro_the_source_requires(source):
-    options = {"flash_teaching.cu": EXAMPLES["flash_teaching.cu"],
-               "naive_softmax.cu": EXAMPLES["naive_softmax.cu"],
-               "flash_tensorcore.cu": tensorcore_examples()}[source]
+    options = {"flash_tensorcore.cu": tensorcore_examples}.get(source, lambda: EXAMPLES[source])()
     need = required_defines(source)
     assert need, f"{source} declares no required macro"
     for opts in options:
@@ -132,3 +139,15 @@ def test_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
     assert "279,040 bytes" in msg and f"{H200.smem_per_block_optin:,} bytes" in msg
     assert "block_q=64, block_k=32" in msg and "block_q=32, block_k=64" in msg
     assert teaching.check_fits(c.with_(block_k=32), H200) == 205_312
+
+
+def test_backward_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
+    # K_j, V_j: 2·64·(128·4 + 4); Q_i, dO_i: 2·128·516; dK_j, dV_j: 2·64·128·4;
+    # P_ij, dS_ij: 2·128·64·4; L_i, D_i: 2·128·4.
+    c = cfg(head_dim=128, block_q=128, block_k=64, dtype="float32")
+    with pytest.raises(teaching.SharedMemoryError) as err:
+        backward_teaching.check_fits(c, H200)
+    msg = str(err.value)
+    assert "teaching backward" in msg and "330,240 bytes" in msg
+    assert "block_q=128, block_k=32" in msg and "block_q=64, block_k=64" in msg
+    assert backward_teaching.check_fits(c.with_(block_k=32), H200) == 231_680

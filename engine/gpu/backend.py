@@ -1,4 +1,5 @@
-"""CuPy backend: runs the GPU kernels and returns a Result of NumPy arrays.
+"""CuPy backend: runs the GPU kernels and returns a Result (forward) or Gradients (backward) of
+NumPy arrays.
 
 Flash kernels are reached through their launchers (engine.gpu.launchers.teaching, engine.gpu.launchers.mma), which
 share one interface: launch(cfg, Q, K, V, trace) -> dict of CuPy arrays (see engine.gpu.launchers.teaching).
@@ -7,12 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import AttentionConfig
+from ..config import AttentionConfig, ConfigError
 from .lock import GPU_LOCK
 from .runtime import GpuRunError, gpu_failures, live_gpu
 from ..cpu.forward import processed_tiles
-from ..results import BLOCK_FIELDS, TRACE_FIELDS, Result, Schedule, Trace
+from ..results import (BACKWARD_TRACE_FIELDS, BLOCK_FIELDS, TRACE_FIELDS, BackwardTrace,
+                       Gradients, Result, Schedule, Trace)
 
+BACKWARD_LAUNCHERS = {"teaching": "engine.gpu.launchers.backward_teaching",
+                      "tensorcore": "engine.gpu.launchers.backward_mma"}
 
 
 def launcher(kernel: str):
@@ -49,13 +53,7 @@ def to_result(cfg: AttentionConfig, out: dict, algorithm: str, kernel: str | Non
         arrays = {k: _checked(out, k, (cfg.bh, nq, Tc), name).reshape(B, H, nq, Tc)
                   for k in TRACE_FIELDS}
         tr = Trace(**arrays, processed=processed_tiles(cfg))
-        n = cfg.bh * Tr
-        blocks = {k: _checked(out, k, (n,), name) for k in BLOCK_FIELDS}
-        idx = np.arange(n)
-        sched = Schedule(block_bh=idx // Tr, block_q_tile=idx % Tr,
-                         sm_id=blocks["sm_id"].astype(np.int32),
-                         start_ns=blocks["start_ns"].astype(np.int64),
-                         end_ns=blocks["end_ns"].astype(np.int64))
+        sched = _schedule({k: _checked(out, k, (cfg.bh * Tr,), name) for k in BLOCK_FIELDS}, Tr)
     info = dict(out.get("info", {}))
     info.setdefault("device", live_gpu().name)
     return Result(output=O.astype(cfg.dtype, copy=False), lse=lse.astype(np.float32, copy=False),
@@ -77,3 +75,100 @@ def run(cfg: AttentionConfig, q, k, v, algorithm: str = "flash", kernel: str = "
             return to_result(cfg, out, "naive", None, trace=False)
         out = launcher(kernel).launch(cfg, Q, K, V, trace)
         return to_result(cfg, out, "flash", kernel, trace)
+
+
+def backward_launcher(kernel: str):
+    """The launcher module of a flash kernel's backward pass, imported on first use. The
+    tensor-core one (engine.gpu.launchers.backward_mma) may be missing from a build: a
+    ConfigError then says so."""
+    import importlib
+    if kernel not in BACKWARD_LAUNCHERS:
+        raise ConfigError(f"kernel must be one of {', '.join(BACKWARD_LAUNCHERS)} for the "
+                          f"backward pass; got {kernel!r}.")
+    name = BACKWARD_LAUNCHERS[kernel]
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:            # the module exists but something it imports is broken
+            raise
+        raise ConfigError(f"The {kernel!r} backward kernel is not available in this build "
+                          f"({name} is missing); use kernel='teaching'.") from exc
+
+
+def flash_backward(cfg: AttentionConfig, kernel: str, trace: bool, Q, K, V, dO):
+    """(forward outputs, run, backward outputs) of a flash kernel's backward: the same
+    kernel's forward runs once here, for O and lse; run() enqueues the backward alone."""
+    backward = backward_launcher(kernel)      # before the forward: fail fast when missing
+    if kernel == "tensorcore" and trace:
+        raise ConfigError("The tensorcore backward kernel writes no trace; use "
+                          "kernel='teaching' with trace=True.")
+    fwd = launcher(kernel).launch(cfg, Q, K, V, False)
+    O, lse = fwd["O"], fwd["lse"]
+    if kernel == "teaching":
+        run, out = backward.prepare(cfg, Q, K, V, O, lse, dO, trace)
+        return fwd, run, out
+    out = {}
+
+    def run():
+        out.update(backward.launch_backward(cfg, Q, K, V, O, lse, dO))
+
+    return fwd, run, out
+
+
+def _schedule(blocks: dict, tiles: int) -> Schedule:
+    """Schedule of the records bh·tiles + t (t: the query tile forward, the key tile backward)."""
+    idx = np.arange(len(blocks["sm_id"]))
+    return Schedule(block_bh=idx // tiles, block_q_tile=idx % tiles,
+                    sm_id=blocks["sm_id"].astype(np.int32),
+                    start_ns=blocks["start_ns"].astype(np.int64),
+                    end_ns=blocks["end_ns"].astype(np.int64))
+
+
+def to_gradients(cfg: AttentionConfig, out: dict, lse, algorithm: str, kernel: str | None,
+                 trace: bool) -> Gradients:
+    """Gradients of NumPy arrays from a backward launcher's CuPy outputs and the forward's lse."""
+    B, H, nq, nk, d, Tc, Tr = (cfg.batch, cfg.heads, cfg.seq_q, cfg.seq_k, cfg.head_dim,
+                               cfg.Tc, cfg.Tr)
+    name = f"{kernel or 'naive'} backward"
+    grads = {key: _checked(out, key, (cfg.bh, n, d), name).reshape(B, H, n, d)
+             .astype(cfg.dtype, copy=False)
+             for key, n in (("dQ", nq), ("dK", nk), ("dV", nk))}
+    delta = _checked(out, "delta", (cfg.bh, nq), name).reshape(B, H, nq)
+    tr = sched = None
+    if trace and algorithm == "flash":
+        shapes = {"p_rowsum": (nq, Tc), "dq_norm": (nq, Tc), "dk_norm": (nk, Tr),
+                  "dv_norm": (nk, Tr)}
+        arrays = {key: _checked(out, key, (cfg.bh, *shapes[key]), name)
+                  .reshape(B, H, *shapes[key]) for key in BACKWARD_TRACE_FIELDS}
+        tr = BackwardTrace(processed=processed_tiles(cfg), **arrays)
+        sched = _schedule({k: _checked(out, k, (cfg.bh * Tc,), name) for k in BLOCK_FIELDS}, Tc)
+    info = dict(out.get("info", {}))
+    info.setdefault("device", live_gpu().name)
+    return Gradients(dq=grads["dQ"], dk=grads["dK"], dv=grads["dV"],
+                     delta=delta.astype(np.float32, copy=False),
+                     lse=lse.get().reshape(B, H, nq).astype(np.float32, copy=False),
+                     backend="cupy", algorithm=algorithm,
+                     kernel=kernel if algorithm == "flash" else None,
+                     trace=tr, schedule=sched, info=info)
+
+
+def run_backward(cfg: AttentionConfig, q, k, v, dout, algorithm: str = "flash",
+                 kernel: str = "teaching", trace: bool = False) -> Gradients:
+    """One backward pass on the GPU, after the forward of the same kernel family (naive: the
+    naive forward, whose P it reads; flash: that kernel's forward, for O and lse); NumPy out.
+    The caller (engine.run_backward) has checked the limits and the free device memory."""
+    from . import naive as gpu_naive
+    what = (f"{algorithm} attention's backward pass on the GPU"
+            + (f" ({kernel} kernel)" if algorithm == "flash" else ""))
+    with GPU_LOCK, gpu_failures(what):
+        Q, K, V, dO = (to_device(cfg, x) for x in (q, k, v, dout))
+        if algorithm == "naive":
+            fwd = gpu_naive.forward(cfg, Q, K, V)
+            del fwd["S"]                  # only P is read by the backward
+            stages, out = gpu_naive.prepare_backward(cfg, Q, K, V, dO, fwd)
+            for _, fn in stages:
+                fn()
+            return to_gradients(cfg, out, fwd["lse"], "naive", None, trace=False)
+        fwd, run, out = flash_backward(cfg, kernel, trace, Q, K, V, dO)
+        run()
+        return to_gradients(cfg, out, fwd["lse"], "flash", kernel, trace)

@@ -35,13 +35,13 @@ def device_is_hopper() -> bool:
         return False
 
 
-def check_fits(cfg, algorithm: str, trace: bool) -> None:
+def check_fits(cfg, algorithm: str, trace: bool, direction: str = "forward") -> None:
     """Refuse, before allocating, a run whose peak memory exceeds the GPU's free memory."""
     import cupy
     from ..guards import check_device_memory
     free, _ = cupy.cuda.runtime.memGetInfo()
     free += cupy.get_default_memory_pool().free_bytes()   # cached blocks can be reused
-    check_device_memory(cfg, algorithm, trace, free)
+    check_device_memory(cfg, algorithm, trace, free, direction)
 
 
 def free_device_bytes() -> int:

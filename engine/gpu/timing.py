@@ -14,10 +14,10 @@ import numpy as np
 
 from kernels.loader import get_function
 
-from ..config import AttentionConfig, ConfigError
+from ..config import BACKWARD_FLOP_FACTOR, DIRECTIONS, AttentionConfig, ConfigError
 from .lock import GPU_LOCK
 from .runtime import check_fits, gpu_failures, live_gpu
-from ..inputs import make_inputs
+from ..inputs import make_dout, make_inputs
 from ..iomodel import compulsory_bytes
 from ..results import Timing
 
@@ -143,12 +143,10 @@ class PeakMemory:
 
 def check_ceilings(cfg: AttentionConfig, algorithm: str, trace: bool, median_ms: float,
                    label: str, direction: str = "forward") -> None:
-    """Refuse a figure above the GPU's ceilings. The bytes are the forward's compulsory ones
-    in both directions (the backward moves more, so its check is the looser one)."""
     ceil = ceilings()
     seconds = median_ms * 1e-3
     flops = cfg.flops_of(direction) / seconds
-    moved = compulsory_bytes(cfg, algorithm, trace) / seconds
+    moved = compulsory_bytes(cfg, algorithm, trace, direction) / seconds
     if flops > ceil.flops or moved > ceil.bytes_per_s:
         raise ImplausibleTimingError(
             f"{label}: {median_ms:.4f} ms means {flops / 1e12:.0f} TFLOP/s and "
@@ -157,16 +155,20 @@ def check_ceilings(cfg: AttentionConfig, algorithm: str, trace: bool, median_ms:
             f"bug in the kernel or the timing, so it is refused.")
 
 
-def method_text(reps: int, warmup: int, extra: str = "") -> str:
+def method_text(reps: int, warmup: int, extra: str = "", direction: str = "forward") -> str:
     gpu, ceil = live_gpu(), ceilings()
-    return (f"GPU ({gpu.name}): CUDA events on the default stream around the timed region; "
+    region = ("the timed region" if direction == "forward" else
+              "the backward pass alone (its forward outputs are made once, before timing)")
+    flops = ("4·B·H·Nq·Nk·d (halved for causal)" if direction == "forward" else
+             f"{BACKWARD_FLOP_FACTOR:g} × 4·B·H·Nq·Nk·d (halved for causal; five matrix "
+             f"products against the forward's two)")
+    return (f"GPU ({gpu.name}): CUDA events on the default stream around {region}; "
             f"{warmup} warm-up run(s) first, so kernel compilation, module loading and cuBLAS "
             f"handle creation stay out; {reps} repetitions, median with p10/p90; before each, "
             f"the L2 cache ({gpu.l2_bytes / 2**20:.0f} MiB) is flushed by writing a "
             f"{FLUSH_FACTOR * gpu.l2_bytes / 2**20:.0f} MiB buffer and a "
             f"{HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead stays "
-            f"outside the events. TFLOP/s = 4·B·H·Nq·Nk·d (halved for causal, ×2.5 for a "
-            f"backward) / median. Peak "
+            f"outside the events. TFLOP/s = {flops} / median. Peak "
             f"memory: high-water mark of device allocations (inputs, outputs, temporaries) "
             f"during one separate run. Figures above the GPU's ceilings "
             f"({ceil.flops / 1e12:.0f} TFLOP/s, {ceil.bytes_per_s / 1e12:.1f} TB/s) are refused "
@@ -194,25 +196,53 @@ def _flash_stages(cfg, kernel, trace, Q, K, V):
     return [("kernel", run)], out, ""
 
 
+def _backward_stages(cfg, algorithm, kernel, trace, Q, K, V, dO):
+    """(stages, outputs to keep alive, method note) of the backward alone: the forward of the
+    same family runs here, once, outside the timed stages."""
+    from . import naive as gpu_naive
+    from .backend import flash_backward
+    if algorithm == "naive":
+        fwd = gpu_naive.forward(cfg, Q, K, V)
+        del fwd["S"]                       # only P is read by the backward
+        stages, out = gpu_naive.prepare_backward(cfg, Q, K, V, dO, fwd)
+        return stages, (fwd, out), (" Naive backward stages: cuBLAS dV = Pᵀ dO and dP = dO Vᵀ "
+                                    "(strided batched GEMMs, transposes by flags), the fused "
+                                    "softmax-backward kernel (dS and D), cuBLAS dQ = scale·dS K "
+                                    "and dK = scale·dSᵀ Q.")
+    fwd, run, out = flash_backward(cfg, kernel, trace, Q, K, V, dO)
+    return [("kernel", run)], (fwd, out), (" The flash backward run: D = rowsum(dO∘O), the "
+                                           "dQ accumulation in float32 and its cast to dQ, "
+                                           "as the kernel's launcher enqueues them.")
+
+
 def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool, reps: int,
-                  warmup: int, budget_s: float | None = None, inputs: tuple | None = None
-                  ) -> Timing:
+                  warmup: int, budget_s: float | None = None, inputs: tuple | None = None,
+                  direction: str = "forward") -> Timing:
     """Time one configuration on the GPU (see method_text for the method). inputs: q, k, v
-    as make_inputs(cfg) returns them, to spare a sweep generating them once per line."""
+    as make_inputs(cfg) returns them (backward: q, k, v and dout as make_dout(cfg) draws it),
+    to spare a sweep generating them once per line. direction="backward" times the backward
+    pass alone, after one forward of the same kernel family made outside the timing."""
     import cupy
 
     from . import naive as gpu_naive
     from .backend import to_device
     _check_reps(reps, warmup)
-    label = "naive attention" if algorithm == "naive" else f"the {kernel} flash kernel"
+    if direction not in DIRECTIONS:
+        raise ConfigError(f"direction must be one of {', '.join(DIRECTIONS)}; got {direction!r}.")
+    label = ("naive attention" if algorithm == "naive" else f"the {kernel} flash kernel") + \
+        ("'s backward pass" if direction == "backward" else "")
     with GPU_LOCK, gpu_failures(f"benchmark of {label}"):
-        check_fits(cfg, algorithm, trace)
-        q, k, v = inputs if inputs is not None else make_inputs(cfg)
+        check_fits(cfg, algorithm, trace, direction)
+        if inputs is None:
+            inputs = make_inputs(cfg) + ((make_dout(cfg),) if direction == "backward" else ())
         with PeakMemory() as peak:
-            Q, K, V = (to_device(cfg, x) for x in (q, k, v))
-            if algorithm == "naive":
+            arrays = [to_device(cfg, x) for x in inputs]
+            Q, K, V = arrays[:3]
+            if direction == "backward":
+                stages, keep, extra = _backward_stages(cfg, algorithm, kernel, trace, *arrays)
+            elif algorithm == "naive":
                 stages, keep = gpu_naive.prepare(cfg, Q, K, V)
-                extra = (" Naive stages: cuBLAS QKᵀ (strided batched GEMM, Kᵀ by a transpose "
+                extra = (" Naive stages: cuBLAS scale·QKᵀ (strided batched GEMM, Kᵀ by a transpose "
                          "flag), the fused softmax kernel, cuBLAS PV.")
             else:
                 stages, keep, extra = _flash_stages(cfg, kernel, trace, Q, K, V)
@@ -221,11 +251,11 @@ def benchmark_gpu(cfg: AttentionConfig, algorithm: str, kernel: str, trace: bool
             cupy.cuda.Device().synchronize()
         totals, per_stage = time_stages(stages, reps, warmup, budget_s)
         del keep
-    summary = summarize(totals, cfg)
-    check_ceilings(cfg, algorithm, trace, summary["median_ms"], label)
+    summary = summarize(totals, cfg, direction)
+    check_ceilings(cfg, algorithm, trace, summary["median_ms"], label, direction)
     stage_ms = ({name: float(np.median(ms)) for name, ms in per_stage.items()}
                 if algorithm == "naive" else {})
     return Timing(**summary, peak_bytes=int(peak.peak),
-                  method=method_text(summary["reps"], warmup, extra), backend="cupy",
+                  method=method_text(summary["reps"], warmup, extra, direction), backend="cupy",
                   algorithm=algorithm, kernel=kernel if algorithm == "flash" else None,
                   stages=stage_ms, samples_ms=[float(x) for x in totals])
