@@ -18,6 +18,19 @@ ALGORITHM_COLORS = alt.Scale(domain=["naive backward", "flash backward"],
                              range=[ALARM, TILE_COLORS["Q_i"]])
 
 
+def _layer(data: pd.DataFrame, mark: dict, box: dict, transform: list[dict],
+           **encoding) -> alt.Chart:
+    """One layer of the board from plain Vega-Lite dicts: rectangles (or text) placed by the
+    x0..x1, y0..y1 fields its `transform` computes. (Altair's typed channels cost tens of
+    milliseconds each to build; this chart has a dozen layers and is rebuilt per config.)"""
+    return alt.Chart(data, mark=mark, transform=transform,
+                     encoding=alt.FacetedEncoding(**box, **encoding))
+
+
+def _calc(**fields: str) -> list[dict]:
+    return [{"calculate": expr, "as": name} for name, expr in fields.items()]
+
+
 def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
                start: int = 0, size: int = 640) -> alt.VConcatChart:
     """The Tr×Tc grid of P in FA2 backward order (key tile j outer): K_j and V_j stay on chip
@@ -27,22 +40,29 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
     t = max(1.0, 0.07 * max(rows, cols))          # strip thickness in cell units
     x_dom, y_dom = [-2.8 * t, cols + 1.6 * t], [-3.4 * t, rows + 3.0 * t]
     unit = size / max(x_dom[1] - x_dom[0], y_dom[1] - y_dom[0])
-    x = alt.X("x0:Q", scale=alt.Scale(domain=x_dom, nice=False, zero=False), axis=None)
-    y = alt.Y("y0:Q", scale=alt.Scale(domain=y_dom, reverse=True, nice=False, zero=False),
-              axis=None)
-    box = dict(x=x, x2="x1:Q", y=y, y2="y1:Q")
-    now = f"datum.order == {STEP}"
-    cur = alt.Chart(steps).transform_filter(now)
+    box = {"x": {"field": "x0", "type": "quantitative", "axis": None,
+                 "scale": {"domain": x_dom, "nice": False, "zero": False}},
+           "x2": {"field": "x1"},
+           "y": {"field": "y0", "type": "quantitative", "axis": None,
+                 "scale": {"domain": y_dom, "reverse": True, "nice": False, "zero": False}},
+           "y2": {"field": "y1"}}
+    rect = {"type": "rect", "stroke": "white", "strokeWidth": 0.5}
+    now = [{"filter": f"datum.order == {STEP}"}]
+    rows_data = pd.DataFrame({"row": range(rows)})
 
-    grid = alt.Chart(tiles).transform_calculate(
-        x0="datum.col", x1="datum.col + 1", y0="datum.row", y1="datum.row + 1",
-        state=(f"datum.order < 0 ? '{STATES[3]}' : datum.order < {STEP} ? '{STATES[1]}' : "
-               f"datum.order == {STEP} ? '{STATES[0]}' : '{STATES[2]}'"),
-    ).mark_rect(stroke="#BBBBBB", strokeWidth=0.5).encode(
-        **box, color=alt.Color("state:N", scale=alt.Scale(domain=STATES, range=STATE_COLORS),
-                               legend=alt.Legend(title="tile of P", orient="bottom")),
-        tooltip=[alt.Tooltip("label:N", title="tile"), alt.Tooltip("order:Q", title="step"),
-                 alt.Tooltip("p_mass:Q", title="mean row sum of P", format=".4f")])
+    state = (f"datum.order < 0 ? '{STATES[3]}' : datum.order < {STEP} ? '{STATES[1]}' : "
+             f"datum.order == {STEP} ? '{STATES[0]}' : '{STATES[2]}'")
+    grid = _layer(
+        tiles, {**rect, "stroke": "#BBBBBB"}, box,
+        _calc(x0="datum.col", x1="datum.col + 1", y0="datum.row", y1="datum.row + 1",
+              state=state),
+        color={"field": "state", "type": "nominal",
+               "scale": {"domain": STATES, "range": STATE_COLORS},
+               "legend": {"title": "tile of P", "orient": "bottom"}},
+        tooltip=[{"field": "label", "type": "nominal", "title": "tile"},
+                 {"field": "order", "type": "quantitative", "title": "step"},
+                 {"field": "p_mass", "type": "quantitative", "format": ".4f",
+                  "title": "mean row sum of P"}])
 
     # Each column is contiguous in the loop order, so its state follows from its steps.
     per_col = tiles[tiles.order >= 0].groupby("col").order.agg(["min", "max"]).reset_index()
@@ -50,49 +70,43 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
     def col_strip(y0: float, name: str):
         fill = (f"datum.max < {STEP} ? '{DONE}' : datum.min <= {STEP} ? "
                 f"'{GRADIENT_COLORS.get(name) or TILE_COLORS[name]}' : '{PENDING}'")
-        return alt.Chart(per_col).transform_calculate(
-            x0="datum.col", x1="datum.col + 1", y0=f"{y0}", y1=f"{y0 + t}", fill=fill,
-        ).mark_rect(stroke="white", strokeWidth=0.5).encode(
-            **box, color=alt.Color("fill:N", scale=None))
+        return _layer(per_col, rect, box, _calc(x0="datum.col", x1="datum.col + 1",
+                                                y0=f"{y0}", y1=f"{y0 + t}", fill=fill),
+                      color={"field": "fill", "type": "nominal", "scale": None})
 
     def row_strip(x0: float, name: str):
-        base = alt.Chart(pd.DataFrame({"row": range(rows)})).transform_calculate(
-            x0=f"{x0}", x1=f"{x0 + t}", y0="datum.row", y1="datum.row + 1")
-        hit = cur.transform_calculate(x0=f"{x0}", x1=f"{x0 + t}", y0="datum.row",
-                                      y1="datum.row + 1")
+        where = _calc(x0=f"{x0}", x1=f"{x0 + t}", y0="datum.row", y1="datum.row + 1")
         color = GRADIENT_COLORS.get(name) or TILE_COLORS[name]
-        return (base.mark_rect(color=PENDING, stroke="white", strokeWidth=0.5).encode(**box)
-                + hit.mark_rect(color=color).encode(**box))
+        return [_layer(rows_data, {**rect, "color": PENDING}, box, where),
+                _layer(steps, {**rect, "color": color}, box, now + where)]
 
-    def accumulating(data, x0: str, x1: str, y0: str, y1: str, name: str, frac: str):
+    def accumulating(data, transform: list[dict], name: str, frac: str):
         """A gradient tile, as full as its norm is of its final norm."""
-        return data.transform_calculate(x0=x0, x1=x1, y0=y0, y1=y1).mark_rect(
-            color=GRADIENT_COLORS[name], stroke="white", strokeWidth=0.5).encode(
-            **box, opacity=alt.Opacity(f"{frac}:Q", legend=None,
-                                       scale=alt.Scale(domain=[0, 1], range=[0.12, 1])),
-            tooltip=[alt.Tooltip(f"{frac}:Q", format=".0%", title=f"{name}: of final norm")])
+        return _layer(data, {**rect, "color": GRADIENT_COLORS[name]}, box, transform,
+                      opacity={"field": frac, "type": "quantitative", "legend": None,
+                               "scale": {"domain": [0, 1], "range": [0.12, 1]}},
+                      tooltip=[{"field": frac, "type": "quantitative", "format": ".0%",
+                                "title": f"{name}: share of its final norm"}])
 
     # dQ_i in HBM: each row shows the latest step that added to it.
     dq_x = cols + 0.4 * t
-    dq_base = alt.Chart(pd.DataFrame({"row": range(rows)})).transform_calculate(
-        x0=f"{dq_x}", x1=f"{dq_x + t}", y0="datum.row", y1="datum.row + 1").mark_rect(
-        color=PENDING, stroke="white", strokeWidth=0.5).encode(**box)
-    dq_seen = alt.Chart(tiles).transform_filter(
-        f"datum.order >= 0 && datum.order <= {STEP}").transform_joinaggregate(
-        last="max(order)", groupby=["row"]).transform_filter("datum.order == datum.last")
-    dq = accumulating(dq_seen, f"{dq_x}", f"{dq_x + t}", "datum.row", "datum.row + 1",
-                      "dQ_i", "dq_frac")
+    dq_at = _calc(x0=f"{dq_x}", x1=f"{dq_x + t}", y0="datum.row", y1="datum.row + 1")
+    dq_base = _layer(rows_data, {**rect, "color": PENDING}, box, dq_at)
+    dq = accumulating(tiles, [
+        {"filter": f"datum.order >= 0 && datum.order <= {STEP}"},
+        {"joinaggregate": [{"op": "max", "field": "order", "as": "last"}], "groupby": ["row"]},
+        {"filter": "datum.order == datum.last"}, *dq_at], "dQ_i", "dq_frac")
 
     # dK_j, dV_j on chip: the current column, as full as after this step's query tile.
     dk_y, dv_y = rows + 0.4 * t, rows + 1.6 * t
-    dk = accumulating(cur, "datum.col", "datum.col + 1", f"{dk_y}", f"{dk_y + t}", "dK_j",
-                      "dk_frac")
-    dv = accumulating(cur, "datum.col", "datum.col + 1", f"{dv_y}", f"{dv_y + t}", "dV_j",
-                      "dv_frac")
+    dk = accumulating(steps, now + _calc(x0="datum.col", x1="datum.col + 1", y0=f"{dk_y}",
+                                         y1=f"{dk_y + t}"), "dK_j", "dk_frac")
+    dv = accumulating(steps, now + _calc(x0="datum.col", x1="datum.col + 1", y0=f"{dv_y}",
+                                         y1=f"{dv_y + t}"), "dV_j", "dv_frac")
 
-    band = cur.transform_calculate(x0="datum.col", x1="datum.col + 1", y0="0",
-                                   y1=f"{rows}").mark_rect(
-        fillOpacity=0, stroke=TILE_COLORS["K_j"], strokeWidth=3).encode(**box)
+    band = _layer(steps, {"type": "rect", "fillOpacity": 0, "stroke": TILE_COLORS["K_j"],
+                          "strokeWidth": 3}, box,
+                  now + _calc(x0="datum.col", x1="datum.col + 1", y0="0", y1=f"{rows}"))
     q_x, do_x = -2.6 * t, -1.4 * t
     k_y, v_y = -3.2 * t, -1.9 * t
     labels = pd.DataFrame([
@@ -104,27 +118,29 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
         (-1.2 * t, dk_y + t / 2, "dK_j", GRADIENT_COLORS["dK_j"]),
         (-1.2 * t, dv_y + t / 2, "dV_j", GRADIENT_COLORS["dV_j"])],
         columns=["x0", "y0", "t", "c"])
-    text = alt.Chart(labels).mark_text(fontSize=FONT["text"], fontWeight="bold").encode(
-        x=x, y=y, text="t:N", color=alt.Color("c:N", scale=None))
-    board = alt.layer(
-        grid, band, row_strip(q_x, "Q_i"), row_strip(do_x, "dO_i"),
-        col_strip(k_y, "K_j"), col_strip(v_y, "V_j"), dq_base, dq,
-        col_strip(dk_y, "dK_j"), col_strip(dv_y, "dV_j"), dk, dv, text,
+    text = _layer(labels, {"type": "text", "fontSize": FONT["text"], "fontWeight": "bold"},
+                  {"x": box["x"], "y": box["y"]}, [],
+                  text={"field": "t", "type": "nominal"},
+                  color={"field": "c", "type": "nominal", "scale": None})
+    board = alt.LayerChart(
+        layer=[grid, band, *row_strip(q_x, "Q_i"), *row_strip(do_x, "dO_i"),
+               col_strip(k_y, "K_j"), col_strip(v_y, "V_j"), dq_base, dq,
+               col_strip(dk_y, "dK_j"), col_strip(dv_y, "dV_j"), dk, dv, text],
         width=unit * (x_dom[1] - x_dom[0]), height=unit * (y_dom[1] - y_dom[0]))
 
     def line(expr: str, dy: int):
-        return cur.transform_calculate(text=expr).mark_text(
-            fontSize=FONT["text"], align="left", color=INK, dy=dy).encode(
-            text="text:N", x=alt.value(0), y=alt.value(12))
+        return _layer(steps, {"type": "text", "fontSize": FONT["text"], "align": "left",
+                              "color": INK, "dy": dy}, {}, now + _calc(text=expr),
+                      text={"field": "text", "type": "nominal"}, x={"value": 0},
+                      y={"value": 12})
 
-    caption = alt.layer(
+    caption = alt.LayerChart(layer=[
         line(f"'Step ' + (datum.order + 1) + ' of {n}: ' + datum.label", 0),
         line("'P_ij rebuilt from lse_i: its rows sum to ' + format(datum.p_mass, '.3f') + "
              "' on average; dQ_i now ' + format(datum.dq_frac, '.0%') + ', dK_j ' + "
              "format(datum.dk_frac, '.0%') + ', dV_j ' + format(datum.dv_frac, '.0%') + "
-             "' of their final norms'", 24),
-    ).properties(height=50, width=size)
-    chart = alt.vconcat(caption, board, spacing=10)
+             "' of their final norms'", 24)], height=50, width=size)
+    chart = alt.VConcatChart(vconcat=[caption, board], spacing=10)
     return finish(chart, params=[step_param(n, start)])
 
 
