@@ -1,13 +1,14 @@
-"""engine.run and engine.benchmark: validate arguments, pick the backend, dispatch."""
+"""engine.run, engine.run_backward and engine.benchmark: validate arguments, pick the backend,
+dispatch."""
 from __future__ import annotations
 
 import numpy as np
 
 from .cpu import forward as numpy_backend
-from .config import AttentionConfig, ConfigError, check_limits
+from .config import DIRECTIONS, AttentionConfig, ConfigError, check_limits
 from .devices import probe_gpu
-from .inputs import make_inputs
-from .results import Result, Timing
+from .inputs import make_dout, make_inputs
+from .results import Gradients, Result, Timing
 
 BACKENDS = ("auto", "numpy", "cupy")
 ALGORITHMS = ("flash", "naive")
@@ -35,6 +36,17 @@ def resolve_backend(backend: str) -> str:
     return "cupy" if usable else "numpy"
 
 
+def _check_array(cfg: AttentionConfig, name: str, x, shape):
+    x = np.asarray(x)
+    if x.shape != shape:
+        raise ConfigError(f"{name} must have shape {shape} (batch, heads, seq, "
+                          f"head_dim) for this config; got {x.shape}.")
+    if x.dtype != np.dtype(cfg.dtype):
+        raise ConfigError(f"{name} must have dtype {cfg.dtype} (the config's); "
+                          f"got {x.dtype}.")
+    return x
+
+
 def _check_inputs(cfg: AttentionConfig, q, k, v):
     if q is None and k is None and v is None:
         return make_inputs(cfg)
@@ -43,28 +55,28 @@ def _check_inputs(cfg: AttentionConfig, q, k, v):
     want = {"q": (cfg.batch, cfg.heads, cfg.seq_q, cfg.head_dim),
             "k": (cfg.batch, cfg.heads, cfg.seq_k, cfg.head_dim),
             "v": (cfg.batch, cfg.heads, cfg.seq_k, cfg.head_dim)}
-    out = []
-    for name, x in zip("qkv", (q, k, v)):
-        x = np.asarray(x)
-        if x.shape != want[name]:
-            raise ConfigError(f"{name} must have shape {want[name]} (batch, heads, seq, "
-                              f"head_dim) for this config; got {x.shape}.")
-        if x.dtype != np.dtype(cfg.dtype):
-            raise ConfigError(f"{name} must have dtype {cfg.dtype} (the config's); "
-                              f"got {x.dtype}.")
-        out.append(x)
-    return tuple(out)
+    return tuple(_check_array(cfg, name, x, want[name]) for name, x in zip("qkv", (q, k, v)))
 
 
-def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
-        algorithm: str = "flash", kernel: str = "teaching", trace: bool = False) -> Result:
-    """One forward pass. Returns NumPy arrays whatever the backend."""
+def _check_dout(cfg: AttentionConfig, dout):
+    if dout is None:
+        return make_dout(cfg)
+    return _check_array(cfg, "dout", dout, (cfg.batch, cfg.heads, cfg.seq_q, cfg.head_dim))
+
+
+def _check_common(cfg, algorithm, kernel, trace):
     if not isinstance(cfg, AttentionConfig):
         raise ConfigError(f"cfg must be an engine.AttentionConfig; got {type(cfg).__name__}.")
     _choose("algorithm", algorithm, ALGORITHMS)
     _choose("kernel", kernel, KERNELS)
     if not isinstance(trace, bool):
         raise ConfigError(f"trace must be True or False; got {trace!r}.")
+
+
+def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
+        algorithm: str = "flash", kernel: str = "teaching", trace: bool = False) -> Result:
+    """One forward pass. Returns NumPy arrays whatever the backend."""
+    _check_common(cfg, algorithm, kernel, trace)
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace)
     if be == "cupy":                       # refuse before any input is even generated
@@ -79,21 +91,42 @@ def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
     return cupy_backend.run(cfg, q, k, v, algorithm=algorithm, kernel=kernel, trace=trace)
 
 
+def run_backward(cfg: AttentionConfig, q=None, k=None, v=None, dout=None, backend: str = "auto",
+                 algorithm: str = "flash", kernel: str = "teaching",
+                 trace: bool = False) -> Gradients:
+    """One backward pass (after the forward of the same algorithm, for O and lse): the
+    gradients of sum(O ∘ dout) with respect to q, k and v. NumPy arrays whatever the backend.
+    q, k, v (all or none) and dout may be omitted: make_inputs(cfg) and make_dout(cfg)."""
+    _check_common(cfg, algorithm, kernel, trace)
+    be = resolve_backend(backend)
+    check_limits(cfg, algorithm=algorithm, trace=trace, direction="backward")
+    if be == "cupy":                       # refuse before any input is even generated
+        from .gpu.runtime import check_fits
+        check_fits(cfg, algorithm, trace, direction="backward")
+    q, k, v = _check_inputs(cfg, q, k, v)
+    dout = _check_dout(cfg, dout)
+    if be == "numpy":
+        from .cpu import backward as numpy_backward
+        return numpy_backward.run(cfg, q, k, v, dout, algorithm=algorithm, trace=trace)
+    from .gpu import backend as cupy_backend
+    return cupy_backend.run_backward(cfg, q, k, v, dout, algorithm, kernel, trace)
+
+
 def benchmark(cfg: AttentionConfig, algorithm: str = "flash", backend: str = "auto",
               kernel: str = "teaching", trace: bool = False, reps: int | None = None,
-              warmup: int | None = None) -> Timing:
+              warmup: int | None = None, direction: str = "forward") -> Timing:
     """Time one configuration. GPU: CUDA events, warm-up, L2 flush, median of reps.
-    CPU: wall-clock of the NumPy emulation, labelled as such."""
-    if not isinstance(cfg, AttentionConfig):
-        raise ConfigError(f"cfg must be an engine.AttentionConfig; got {type(cfg).__name__}.")
-    _choose("algorithm", algorithm, ALGORITHMS)
-    _choose("kernel", kernel, KERNELS)
+    CPU: wall-clock of the NumPy emulation, labelled as such. direction="backward" times the
+    backward pass alone (the forward's outputs are made before timing starts)."""
+    _check_common(cfg, algorithm, kernel, trace)
+    _choose("direction", direction, DIRECTIONS)
     be = resolve_backend(backend)
-    check_limits(cfg, algorithm=algorithm, trace=trace)
+    check_limits(cfg, algorithm=algorithm, trace=trace, direction=direction)
     if be == "numpy":
         from .cpu.timing import benchmark_numpy
         return benchmark_numpy(cfg, algorithm=algorithm, trace=trace, reps=reps or 5,
-                               warmup=1 if warmup is None else warmup)
+                               warmup=1 if warmup is None else warmup, direction=direction)
     from .gpu.timing import benchmark_gpu
     return benchmark_gpu(cfg, algorithm=algorithm, kernel=kernel, trace=trace,
-                         reps=reps or 30, warmup=3 if warmup is None else warmup)
+                         reps=reps or 30, warmup=3 if warmup is None else warmup,
+                         direction=direction)

@@ -69,3 +69,29 @@ def rel_err(got, want) -> float:
     denom = np.linalg.norm(want[fin])
     diff = np.linalg.norm(got[fin] - want[fin])
     return float(diff / denom) if denom > 0 else float(diff)
+
+
+def attention_grads64(q, k, v, dout, scale, causal):
+    """dq, dk, dv (shapes of q, k, v) of L = sum(O ∘ dout) in float64, from the chain rule
+    through O = P V and P = softmax(S), S = scale · Q Kᵀ:
+      dV = Pᵀ dO;  dP = dO Vᵀ;  dS_rc = P_rc (dP_rc - sum_c' P_rc' dP_rc')  (softmax Jacobian);
+      dQ = scale · dS K;  dK = scale · dSᵀ Q.
+    The row term is written as sum(P ∘ dP), not through O, so it shares nothing with the
+    engine's D = rowsum(dO ∘ O)."""
+    S = scores64(q, k, scale, causal)
+    flat = [x.reshape(-1, *x.shape[2:]).astype(np.float64) for x in (q, k, v, dout)]
+    Q, K, V, dO = flat
+    P = np.exp(S - S.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    dV = P.transpose(0, 2, 1) @ dO
+    dP = dO @ V.transpose(0, 2, 1)
+    dS = P * (dP - (P * dP).sum(-1, keepdims=True))
+    dQ = scale * dS @ K
+    dK = scale * dS.transpose(0, 2, 1) @ Q
+    return dQ.reshape(q.shape), dK.reshape(k.shape), dV.reshape(v.shape)
+
+
+def loss64(q, k, v, dout, scale, causal) -> float:
+    """sum(O ∘ dout) in float64: the scalar whose gradients attention_grads64 gives."""
+    O, _ = attention64(q, k, v, scale, causal)
+    return float((O * dout.astype(np.float64)).sum())
