@@ -2,13 +2,15 @@
 
   python -m engine bench --seq 256,512,1024 --head-dim 64,128 --dtype float16,float32 \\
       --causal both --kernels naive,teaching,torch --out benchmarks/bench_x.json
+  python -m engine bench --direction backward --seq 1024,4096 --kernels naive,tensorcore,torch \\
+      --out benchmarks/bench_x_backward.json      (the backward pass alone)
   python -m engine trace --seq-q 300 --seq-k 257 --head-dim 64 --block-q 64 --block-k 32 \\
       --dtype float16 --causal --out trace.npz [--schedule-out schedule.json]
   python -m engine fairness --out fairness.json
 
 bench writes its JSON after every configuration (the format engine/recorded.py reads), so
-an interrupted sweep keeps what it measured. Sizes whose naive S and P would not fit in free
-GPU memory are skipped with a note, never attempted.
+an interrupted sweep keeps what it measured. Sizes whose naive S and P (backward: P, dP and
+dS) would not fit in free GPU memory are skipped with a note, never attempted.
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ import sys
 from pathlib import Path
 
 
-from .config import BLOCK_SIZES, DTYPES, HEAD_DIMS, AttentionConfig
-from .inputs import make_inputs
+from .config import BLOCK_SIZES, DIRECTIONS, DTYPES, HEAD_DIMS, AttentionConfig
+from .inputs import make_dout, make_inputs
 
 KERNEL_CHOICES = ("naive", "teaching", "tensorcore", "torch")
 TORCH_LINES = ("torch_flash", "torch_cudnn", "torch_math")
@@ -103,8 +105,8 @@ def _write_json(path: Path, data: dict):
     os.replace(tmp, path)
 
 
-def _timing_row(cfg: AttentionConfig, kernel: str, t) -> dict:
-    return {"kernel": kernel, "batch": cfg.batch, "heads": cfg.heads, "seq_q": cfg.seq_q,
+def _timing_row(cfg: AttentionConfig, kernel: str, t, direction: str) -> dict:
+    return {"kernel": kernel, "direction": direction, "batch": cfg.batch, "heads": cfg.heads, "seq_q": cfg.seq_q,
             "seq_k": cfg.seq_k, "head_dim": cfg.head_dim, "dtype": cfg.dtype,
             "causal": cfg.causal, "block_q": cfg.block_q, "block_k": cfg.block_k,
             "trace": False, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
@@ -142,18 +144,20 @@ def _configs(args) -> list[AttentionConfig]:
 
 
 def _bench_one(cfg, line, args, inputs):
+    """inputs: q, k, v (and dout for the backward), made once per configuration."""
     from .gpu.timing import benchmark_gpu
     from .gpu.torch_reference import benchmark_torch
-    if line in TORCH_LINES:
-        return benchmark_torch(cfg, line, args.reps, args.warmup, args.budget, inputs)
+    if line in TORCH_LINES:              # PyTorch draws dout itself, from make_dout(cfg)
+        return benchmark_torch(cfg, line, args.reps, args.warmup, args.budget, inputs[:3],
+                               direction=args.direction)
     algorithm = "naive" if line == "naive" else "flash"
     return benchmark_gpu(cfg, algorithm, line, False, args.reps, args.warmup, args.budget,
-                         inputs)
+                         inputs, direction=args.direction)
 
 
-def _naive_need(cfg: AttentionConfig) -> int:
+def _naive_need(cfg: AttentionConfig, direction: str) -> int:
     from .iomodel import peak_memory
-    return peak_memory(cfg, "naive")
+    return peak_memory(cfg, "naive", direction=direction)
 
 
 def cmd_bench(args) -> int:
@@ -161,29 +165,31 @@ def cmd_bench(args) -> int:
     lines = _lines(args.kernels)
     cfgs = _configs(args)
     out = Path(args.out)
-    data = {"device": device_record(), "date": _today(),
+    backward = args.direction == "backward"
+    data = {"device": device_record(), "date": _today(), "direction": args.direction,
             "method": method_text(args.reps, args.warmup,
                                   " Repetitions are cut to fit --budget seconds per line, never "
-                                  "below 20." if args.budget else ""),
+                                  "below 20." if args.budget else "", direction=args.direction),
             "command": " ".join(sys.argv[1:]), "results": [], "skipped": []}
     bar = Progress(len(cfgs) * len(lines))
     for cfg in cfgs:
-        inputs = make_inputs(cfg)
+        inputs = make_inputs(cfg) + ((make_dout(cfg),) if backward else ())
         for line in lines:
             label = (f"{line} N={cfg.seq_q} d={cfg.head_dim} {cfg.dtype}"
-                     f"{' causal' if cfg.causal else ''}")
+                     f"{' causal' if cfg.causal else ''}{' backward' if backward else ''}")
             bar.step(label)
             reason = None
             free = _free_bytes()
             if line in ("naive", "torch_math"):
-                need = _naive_need(cfg)
+                need = _naive_need(cfg, args.direction)
                 if need > 0.8 * free:
-                    reason = (f"naive S and P would need {need / 1e9:.1f} GB; "
+                    held = "P, dP and dS" if backward else "S and P"
+                    reason = (f"naive {held} would need {need / 1e9:.1f} GB; "
                               f"{free / 1e9:.1f} GB free")
             if reason is None:
                 try:
                     timing = _bench_one(cfg, line, args, inputs)
-                    data["results"].append(_timing_row(cfg, line, timing))
+                    data["results"].append(_timing_row(cfg, line, timing, args.direction))
                 except ValueError as exc:
                     reason = f"{type(exc).__name__}: {exc}"
             if reason is not None:
@@ -196,6 +202,7 @@ def cmd_bench(args) -> int:
 
 
 def _print_table(data: dict):
+    print(f"{data['direction']} pass")
     print(f"{'kernel':<12}{'N':>7}{'d':>5} {'dtype':<8}{'causal':<7}{'median ms':>11}"
           f"{'TFLOP/s':>9}{'peak MB':>9}")
     for r in data["results"]:
@@ -281,6 +288,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--warmup", type=int, default=2)
     b.add_argument("--budget", type=float, default=None,
                    help="seconds per line; cuts repetitions (never below 20)")
+    b.add_argument("--direction", default="forward", choices=DIRECTIONS,
+                   help="forward (default) or backward: the backward pass alone, its forward "
+                        "outputs made before timing; torch adds PyTorch's SDPA backward lines")
     b.add_argument("--out", required=True)
     b.set_defaults(func=cmd_bench)
 

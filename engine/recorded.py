@@ -3,8 +3,9 @@
 A benchmark file (benchmarks/results/bench_*.json) holds:
   {"device": {"name", "sms", "driver", "cuda_runtime", "cupy_version", "torch_version", ...},
    "date": "YYYY-MM-DD", "method": "<timing method>",
+   "direction": "forward" | "backward"   (absent in older files: forward),
    "results": [{"kernel": "naive" | "teaching" | "tensorcore" | "torch_flash" | "torch_cudnn"
-                          | "torch_math", "batch", "heads", "seq_q", "seq_k", "head_dim",
+                          | "torch_math", "direction", "batch", "heads", "seq_q", "seq_k", "head_dim",
                 "dtype", "causal", "block_q", "block_k", "trace", "median_ms", "p10_ms",
                 "p90_ms", "reps", "tflops", "peak_bytes", "stages": {name: ms}}, ...]}
 A schedule file (benchmarks/results/schedule_*.json) holds:
@@ -31,12 +32,19 @@ def _load(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
-def load_benchmarks(directory: Path = BENCH_DIR) -> list[dict]:
-    """Every readable benchmark file, newest date first, each with its 'file' name added."""
+def file_direction(data: dict) -> str:
+    """The pass a benchmark file timed: its "direction" key, forward when it has none."""
+    return data.get("direction", "forward")
+
+
+def load_benchmarks(directory: Path = BENCH_DIR, direction: str = "forward") -> list[dict]:
+    """Every readable benchmark file of one direction ("forward" or "backward"), newest date
+    first, each with its 'file' name added."""
     out = []
     for path in sorted(Path(directory).glob("bench_*.json")):
         data = _load(path)
-        if data and isinstance(data.get("results"), list):
+        if (data and isinstance(data.get("results"), list)
+                and file_direction(data) == direction):
             out.append({**data, "file": path.name})
     out.sort(key=lambda d: str(d.get("date", "")), reverse=True)
     return out
