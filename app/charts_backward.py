@@ -67,9 +67,10 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
     # Each column is contiguous in the loop order, so its state follows from its steps.
     per_col = tiles[tiles.order >= 0].groupby("col").order.agg(["min", "max"]).reset_index()
 
-    def col_strip(y0: float, name: str):
-        fill = (f"datum.max < {STEP} ? '{DONE}' : datum.min <= {STEP} ? "
-                f"'{GRADIENT_COLORS.get(name) or TILE_COLORS[name]}' : '{PENDING}'")
+    def col_strip(y0: float, name: str, current: str):
+        """A strip of key tiles: done (grey), the one on chip now (`current`), to come."""
+        fill = (f"datum.max < {STEP} ? '{DONE}' : datum.min <= {STEP} ? '{current}' : "
+                f"'{PENDING}'")
         return _layer(per_col, rect, box, _calc(x0="datum.col", x1="datum.col + 1",
                                                 y0=f"{y0}", y1=f"{y0 + t}", fill=fill),
                       color={"field": "fill", "type": "nominal", "scale": None})
@@ -124,8 +125,10 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
                   color={"field": "c", "type": "nominal", "scale": None})
     board = alt.LayerChart(
         layer=[grid, band, *row_strip(q_x, "Q_i"), *row_strip(do_x, "dO_i"),
-               col_strip(k_y, "K_j"), col_strip(v_y, "V_j"), dq_base, dq,
-               col_strip(dk_y, "dK_j"), col_strip(dv_y, "dV_j"), dk, dv, text],
+               col_strip(k_y, "K_j", TILE_COLORS["K_j"]),
+               col_strip(v_y, "V_j", TILE_COLORS["V_j"]), dq_base, dq,
+               col_strip(dk_y, "dK_j", PENDING), col_strip(dv_y, "dV_j", PENDING), dk, dv,
+               text],
         width=unit * (x_dom[1] - x_dom[0]), height=unit * (y_dom[1] - y_dom[0]))
 
     def line(expr: str, dy: int):
@@ -195,7 +198,7 @@ def growth_chart(dq: pd.DataFrame, dkv: pd.DataFrame, width: int = 380) -> alt.H
     return finish(alt.hconcat(left, right, spacing=40).resolve_scale(color="independent"))
 
 
-def hbm_parts_chart(parts: pd.DataFrame, width: int = 640) -> alt.Chart:
+def hbm_parts_chart(parts: pd.DataFrame, width: int = 440) -> alt.Chart:
     """HBM bytes of naive and flash backward, every part of the IO model stacked; reads
     and writes told apart."""
     names = list(dict.fromkeys(parts.part))
@@ -213,27 +216,30 @@ def hbm_parts_chart(parts: pd.DataFrame, width: int = 640) -> alt.Chart:
                                    title="HBM bytes of one backward pass (model)"), width=width)
 
 
-def price_chart(table: pd.DataFrame, width: int = 640) -> alt.Chart:
+def price_chart(table: pd.DataFrame, width: int = 440) -> alt.Chart:
     """The least time the matrix products and the HBM traffic of each backward take at the
     GPU's datasheet rates: flash pays a fifth product to move far fewer bytes."""
-    chart = alt.Chart(table).mark_bar(height=22).encode(
-        x=alt.X("ms:Q", title="least time at the GPU's datasheet rate (ms)"),
+    chart = alt.Chart(table.assign(us=table.ms * 1e3)).mark_bar(height=22).encode(
+        x=alt.X("us:Q", title="least time at the GPU's datasheet rate (µs)",
+                axis=alt.Axis(format=",~g")),
         y=alt.Y("algorithm:N", title=None, sort=list(ALGORITHM_COLORS.domain)),
         yOffset=alt.YOffset("resource:N"),
         color=alt.Color("resource:N", title=None, legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=["matrix products", "HBM traffic"],
                                         range=[TILE_COLORS["S_ij"], TILE_COLORS["O_i"]])),
-        tooltip=["algorithm:N", "resource:N", "amount:N", alt.Tooltip("ms:Q", format=".4f")])
+        tooltip=["algorithm:N", "resource:N", "amount:N", alt.Tooltip("us:Q", format=",.4g",
+                                                                       title="µs")])
     return finish(chart.properties(height=alt.Step(28),
                                    title="The price: compute against memory traffic"),
                   width=width)
 
 
-def peak_chart(peak: pd.DataFrame, width: int = 640) -> alt.Chart:
+def peak_chart(peak: pd.DataFrame, width: int = 440) -> alt.Chart:
     """Device bytes held at the backward's peak, naive against flash."""
     data = peak.assign(MB=peak["bytes"] / 1e6)
     chart = alt.Chart(data).mark_bar(height=34).encode(
-        x=alt.X("MB:Q", title="peak device memory (MB)"),
+        x=alt.X("MB:Q", title="peak device memory (MB)",
+                scale=alt.Scale(domain=[0, float(data.MB.max()) * 1.2])),
         y=alt.Y("algorithm:N", title=None, sort=list(ALGORITHM_COLORS.domain)),
         color=alt.Color("algorithm:N", legend=None, scale=ALGORITHM_COLORS),
         tooltip=["algorithm:N", alt.Tooltip("MB:Q", format=",.3f")])
