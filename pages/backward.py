@@ -8,7 +8,7 @@ from app.backward_data import (dkv_growth, dq_growth, hbm_parts, loop_view, peak
 from app.charts_backward import growth_chart, hbm_parts_chart, loop_chart, peak_chart, \
     price_chart, rowsum_chart
 from app.charts_tiling import step_value
-from app.charts_timing import config_chart, hbm_chart, memory_chart, sweep_chart
+from app.charts_timing import config_chart, memory_chart, sweep_chart
 from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
                              recorded_table, sweep_lengths, timing_table)
 from app.ui import chart, guarded, linked_number, source_line, usable_settings
@@ -118,8 +118,9 @@ with left:
     guarded(check_limits, cfg, "naive", False, "backward", show=st.warning)
 with right:
     ns = sweep_lengths(256, max(16384, 2 * wall if wall else 0))
-    chart(memory_chart, memory_table(cfg, [n for n in ns if n <= 2**20], "backward"),
-          gpu.memory_bytes, gpu.name, wall)
+    # Only the peak is drawn: tile sizes change the HBM column, not this chart (nor its cache).
+    peaks = memory_table(cfg, [n for n in ns if n <= 2**20], "backward").drop(columns="hbm_GB")
+    chart(memory_chart, peaks, gpu.memory_bytes, gpu.name, wall)
 st.caption("Naive backward holds P, dP and dS (N² each); flash backward holds Q, K, V, O, dO, "
            "their gradients, lse, D and a float32 dQ accumulator (N·d). Model figures.")
 
