@@ -71,6 +71,8 @@ PAGE_CONTROLS = {
     "sm_row": ("online-softmax", Control("sm_row", "int", None, 0, MAX_SEQ_UI - 1)),
     "sweep_largest": ("timings", Control("sweep_largest", "choice", None,
                                          choices=tuple(2 ** k for k in range(8, 17)))),
+    "bw_row": ("backward", Control("bw_row", "int", None, 0, MAX_SEQ_UI - 1)),
+    "bw_key": ("backward", Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1)),
 }
 
 

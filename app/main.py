@@ -16,6 +16,7 @@ page = st.navigation([
     st.Page(PAGES / "timings.py", title="Timings", url_path="timings"),
     st.Page(PAGES / "kernel.py", title="Kernel", url_path="kernel"),
     st.Page(PAGES / "downloads.py", title="Downloads", url_path="downloads"),
+    st.Page(PAGES / "backward.py", title="Backward pass", url_path="backward"),
 ])
 st.session_state[sidebar.PAGE_KEY] = page.url_path
 st.session_state[SETTINGS_KEY] = sidebar.render()

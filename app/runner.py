@@ -41,3 +41,26 @@ def kernels_for(backend: str) -> list[tuple[str, str, str]]:
 def naive_fits_gpu(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> bool:
     """Predicted from the memory model: would naive's S and P fit in the GPU's memory?"""
     return iomodel.peak_memory(cfg, "naive") <= gpu.memory_bytes
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def dout(cfg: engine.AttentionConfig):
+    return engine.make_dout(cfg)
+
+
+@st.cache_data(**CACHE)
+def backward(cfg: engine.AttentionConfig, backend: str) -> engine.Gradients:
+    """The traced flash backward the Backward page shows (limits checked before the inputs
+    are made). On a GPU the trace comes from the teaching backward kernel, the one that
+    writes it."""
+    engine.check_limits(cfg, algorithm="flash", trace=True, direction="backward")
+    q, k, v = inputs(cfg)
+    return engine.run_backward(cfg, q, k, v, dout(cfg), backend=backend, algorithm="flash",
+                               kernel="teaching", trace=True)
+
+
+@st.cache_data(**CACHE)
+def backward_timing(cfg: engine.AttentionConfig, algorithm: str, backend: str, kernel: str,
+                    reps: int) -> engine.Timing:
+    return engine.benchmark(cfg, algorithm=algorithm, backend=backend, kernel=kernel,
+                            trace=False, reps=reps, direction="backward")

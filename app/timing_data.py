@@ -45,11 +45,14 @@ def sweep_lengths(smallest: int, largest: int) -> list[int]:
     return out
 
 
-def memory_wall(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> int | None:
-    """Smallest seq_q = seq_k at which naive attention's peak memory exceeds the GPU's memory
-    (predicted by iomodel.peak_memory; never attempted), or None below the structural bound."""
+def memory_wall(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
+                direction: str = "forward") -> int | None:
+    """Smallest seq_q = seq_k at which naive attention's peak memory (of the forward or the
+    backward) exceeds the GPU's memory (predicted by iomodel.peak_memory; never attempted), or
+    None below the structural bound."""
     def too_big(n: int) -> bool:
-        return iomodel.peak_memory(cfg.with_(seq_q=n, seq_k=n), "naive") > gpu.memory_bytes
+        return iomodel.peak_memory(cfg.with_(seq_q=n, seq_k=n), "naive",
+                                   direction=direction) > gpu.memory_bytes
     if not too_big(MAX_SEQ):
         return None
     lo, hi = 1, MAX_SEQ
@@ -59,15 +62,21 @@ def memory_wall(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> int | No
     return lo
 
 
-def memory_table(cfg: engine.AttentionConfig, ns: list[int]) -> pd.DataFrame:
+HBM_MODELS = {("forward", "naive"): iomodel.naive_hbm, ("forward", "flash"): iomodel.flash_hbm,
+              ("backward", "naive"): iomodel.naive_backward_hbm,
+              ("backward", "flash"): iomodel.flash_backward_hbm}
+
+
+def memory_table(cfg: engine.AttentionConfig, ns: list[int],
+                 direction: str = "forward") -> pd.DataFrame:
+    """Peak memory and HBM bytes of naive and flash (forward or backward) at N_q = N_k = n."""
     rows = []
     for n in ns:
         c = cfg.with_(seq_q=n, seq_k=n)
         for algo, label in (("naive", "naive"), ("flash", "FlashAttention")):
             rows.append({"seq": n, "algorithm": label,
-                         "peak_GB": iomodel.peak_memory(c, algo) / 1e9,
-                         "hbm_GB": (iomodel.naive_hbm(c) if algo == "naive"
-                                    else iomodel.flash_hbm(c)).total / 1e9})
+                         "peak_GB": iomodel.peak_memory(c, algo, direction=direction) / 1e9,
+                         "hbm_GB": HBM_MODELS[direction, algo](c).total / 1e9})
     return pd.DataFrame(rows)
 
 

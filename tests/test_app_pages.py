@@ -20,11 +20,11 @@ MAIN = ROOT / "app" / "main.py"
 FIXTURES = Path(__file__).resolve().parent / "data"
 PAGES = {"overview": "FlashAttention Lab", "sram_tiling": "SRAM tiling",
          "online_softmax": "Online softmax", "timings": "Timings", "kernel": "Kernel",
-         "downloads": "Downloads"}
+         "downloads": "Downloads", "backward": "Backward pass"}
 # charts drawn with the default config and the test fixtures (the kernel page draws the
 # recorded schedule on CPU and the live one on a GPU)
 CHARTS = {"overview": 0, "sram_tiling": 3, "online_softmax": 3, "timings": 3, "kernel": 1,
-          "downloads": 0}
+          "downloads": 0, "backward": 7}
 
 
 @pytest.fixture(autouse=True)
@@ -355,3 +355,102 @@ def test_downloads_follow_the_session():
     assert_clean(at)
     labels = [b.label for b in at.get("download_button")]
     assert "Timings (JSON)" in labels and "Timings (CSV)" in labels
+
+
+def loop_steps(at: AppTest) -> int:
+    spec = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "step")
+    return spec["params"][0]["bind"]["max"]
+
+
+def test_backward_page_draws_the_loop_from_the_trace():
+    at = open_page("backward")
+    assert_clean(at)
+    assert loop_steps(at) == 16                             # 4×4 tiles, key tile major
+    titles = json.dumps([s.get("title", "") for s in specs(at)])
+    for title in ("P rebuilt from lse", "HBM bytes of one backward pass", "The price",
+                  "Peak memory of the backward"):
+        assert title in titles
+    body = texts(at)
+    assert "largest |Σ_j rowsum(P_ij) − 1|" in body
+    gap = next(m for m in at.metric if m.label.startswith("largest |Σ_j"))
+    assert float(gap.value) < 1e-5
+    assert ("measured on the GPU" if ON_GPU else "CPU emulation") in at.info[0].value
+
+
+def test_backward_page_causal_skips_tiles():
+    at = open_page("backward", causal="true")
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert loop_steps(at) == 10                             # 10 of 16 tiles run
+
+
+def test_backward_page_play_advances_the_step():
+    at = open_page("backward")
+    at.toggle(key="bw_play").set_value(True).run()
+    assert_clean(at)
+    spec = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "step")
+    assert spec["params"][0]["value"] == 2
+
+
+def test_backward_page_over_a_limit_shows_the_error():
+    at = open_page("backward", batch=64, heads=64, seq_q=65536)
+    assert_clean(at)
+    msg = " ".join(e.value for e in at.error)
+    assert "Limit qkv_elements exceeded" in msg and "FA_LAB_MAX_QKV_ELEMENTS" in msg
+    assert len(at.get("vega_lite_chart")) >= 3             # the IO model still draws
+
+
+def test_backward_page_names_the_naive_limit(monkeypatch):
+    monkeypatch.setenv("FA_LAB_MAX_NAIVE_BYTES", "100000")
+    at = open_page("backward")
+    assert_clean(at)
+    msg = " ".join(w.value for w in at.warning)
+    cfg = engine.AttentionConfig()
+    assert "naive backward's P, dP and dS" in msg
+    assert iomodel.format_bytes(iomodel.naive_backward_bytes(cfg)) in msg
+
+
+def test_backward_page_row_controls_come_from_the_url():
+    at = open_page("backward", bw_row=100, bw_key=7)
+    assert_clean(at)
+    assert at.number_input(key="bw_row").value == 100
+    assert "Row 100" in json.dumps(specs(at))
+    assert url(at)["bw_row"] == "100" and url(at)["bw_key"] == "7"
+    far = open_page("backward", bw_row=5000)
+    assert_clean(far)
+    assert any("query row 5000 is out of range" in w.value for w in far.warning)
+
+
+def test_backward_page_says_when_no_backward_results_are_recorded():
+    at = open_page("backward")                  # tests/data holds only a forward file
+    assert_clean(at)
+    assert "No recorded backward results are present" in texts(at)
+
+
+def test_backward_page_shows_recorded_backward_results(monkeypatch, tmp_path):
+    fixture = json.loads((FIXTURES / "bench_fixture.json").read_text())
+    rows = [{**r, "kernel": k} for r in fixture["results"][:1]
+            for k in ("naive", "tensorcore")]
+    rows[1]["median_ms"] = rows[0]["median_ms"] / 4
+    (tmp_path / "bench_backward_fixture.json").write_text(json.dumps(
+        {**fixture, "direction": "backward", "date": "2000-02-02", "results": rows}))
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    at = open_page("backward")
+    assert_clean(at)
+    body = texts(at)
+    assert "Test fixture GPU" in body and "2000-02-02" in body
+    assert "No recorded backward results" not in body
+    assert any("speedup" in json.dumps(s.get("title", "")) for s in specs(at))
+
+
+def test_backward_page_times_naive_against_flash():
+    at = open_page("backward")
+    if not ON_GPU:
+        assert not any("time (ms)" in json.dumps(s) for s in specs(at))
+        next(b for b in at.button if b.label == "Time the CPU emulation").click().run()
+    assert_clean(at)
+    assert any("p10_ms" in json.dumps(s) for s in specs(at)), "no timing chart"
+    body = texts(at)
+    assert "Backward alone, measured on" in body
+    assert ("CUDA events" if ON_GPU else "not a GPU figure") in body
+    assert "timed" not in " ".join(w.value for w in at.warning)

@@ -23,7 +23,8 @@ SHOTS = (ROOT / "docs" / "screenshots" if os.environ.get("FA_LAB_SCREENSHOTS") =
 # holds — the Kernel page draws its recorded schedule)
 PAGES = {"overview": ("", False), "sram-tiling": ("sram-tiling", True),
          "online-softmax": ("online-softmax", True), "timings": ("timings", True),
-         "kernel": ("kernel", True), "downloads": ("downloads", False)}
+         "kernel": ("kernel", True), "downloads": ("downloads", False),
+         "backward": ("backward", True)}
 CHART = ".vega-embed canvas, .vega-embed svg"
 
 
@@ -87,7 +88,7 @@ def test_page_renders_without_exception(browser, server, name):
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
         assert "Page not found" not in page.inner_text("body")
-        if name == "sram-tiling":       # show the loop mid-way in the README's picture
+        if name in ("sram-tiling", "backward"):    # show the loop mid-way in the README's picture
             slider = page.locator(".vega-bind input[type=range]").first
             slider.fill(str(int(slider.get_attribute("max")) // 2 + 1))
         # Streamlit scrolls inside its main block: grow the window to the content, then shoot.
@@ -100,7 +101,7 @@ def test_page_renders_without_exception(browser, server, name):
         page.close()
 
 
-@pytest.mark.parametrize("path", ["sram-tiling", "online-softmax"])
+@pytest.mark.parametrize("path", ["sram-tiling", "online-softmax", "backward"])
 def test_step_slider_changes_chart(browser, server, path):
     page = _open(browser, f"{server}/{path}")
     try:

@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 import engine
-from app import charts_kernel, charts_softmax, charts_tiling, charts_timing
-from app import kernel_data, softmax_data, tiling_data, timing_data
+from app import charts_backward, charts_kernel, charts_softmax, charts_tiling, charts_timing
+from app import backward_data, kernel_data, softmax_data, tiling_data, timing_data
 from app.style import ALARM, KERNEL_COLORS, TILE_COLORS, kernel_scale
 from engine import iomodel, recorded
 from engine.cpu.forward import processed_tiles
@@ -342,3 +342,110 @@ def test_kernel_source_follows_the_kernel_that_ran(tmp_path):
     assert path.name == "flash_wgmma.cu" and text == "// wgmma"
     path, text = kernel_source("tensorcore", {"kernel_source": "../../etc/passwd"}, tmp_path)
     assert path.name == "flash_tensorcore.cu"
+
+
+# ---- backward ---------------------------------------------------------------------------
+def backward_trace(cfg: engine.AttentionConfig) -> engine.BackwardTrace:
+    return engine.run_backward(cfg, backend="numpy", trace=True).trace
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_backward_loop_is_key_tile_major_and_follows_the_trace(cfg):
+    cfg = cfg.with_(seed=fresh_seed())
+    tr = backward_trace(cfg)
+    view = backward_data.loop_view(cfg, tr)
+    proc = processed_tiles(cfg)
+    assert view.group == 1 and len(view.tiles) == cfg.Tr * cfg.Tc
+    assert len(view.steps) == proc.sum() and list(view.steps.order) == list(range(proc.sum()))
+    assert list(zip(view.steps.col, view.steps.row)) == sorted(zip(view.steps.col,
+                                                                   view.steps.row))
+    assert len(view.tiles.query("order < 0")) == (~proc).sum()
+    cell = view.tiles.set_index(["row", "col"])
+    for i, j in [(0, 0), (cfg.Tr - 1, cfg.Tc - 1), (cfg.Tr // 2, cfg.Tc // 3)]:
+        rows = slice(i * cfg.block_q, (i + 1) * cfg.block_q)
+        keys = slice(j * cfg.block_k, (j + 1) * cfg.block_k)
+        mass = tr.p_rowsum[:, :, rows, j].astype(np.float64).mean()
+        dq = np.sqrt((tr.dq_norm[:, :, rows].astype(np.float64) ** 2).sum(axis=(0, 1, 2)))
+        dk = np.sqrt((tr.dk_norm[:, :, keys].astype(np.float64) ** 2).sum(axis=(0, 1, 2)))
+        msg = f"cell ({i}, {j}) of {cfg}"
+        assert cell.p_mass[i, j] == pytest.approx(mass, rel=1e-9, abs=1e-12), msg
+        assert cell.dq_frac[i, j] == pytest.approx(dq[j] / dq[-1], rel=1e-9), msg
+        assert cell.dk_frac[i, j] == pytest.approx(dk[i] / dk[-1], rel=1e-9), msg
+    assert np.allclose(view.tiles[view.tiles.col == cfg.Tc - 1].dq_frac, 1.0)
+    assert np.allclose(view.tiles[view.tiles.row == cfg.Tr - 1].dv_frac, 1.0)
+
+
+def test_backward_loop_groups_large_grids():
+    cfg = engine.AttentionConfig(batch=1, heads=1, seq_q=1024, seq_k=1024, block_q=8,
+                                 block_k=16, causal=True, seed=fresh_seed())
+    view = backward_data.loop_view(cfg, backward_trace(cfg))
+    assert view.group > 1 and len(view.tiles) <= tiling_data.MAX_CELLS
+    chart = charts_backward.loop_chart(view.tiles, view.steps, view.rows, view.cols)
+    assert largest_dataset(chart) <= MAX_MARKS
+    assert params(chart)["step"]["bind"]["max"] == len(view.steps)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_p_rebuilt_from_lse_sums_to_one_per_row(causal):
+    cfg = CONFIGS[1].with_(causal=causal, seed=fresh_seed())
+    tr = backward_trace(cfg)
+    mass = backward_data.row_mass(tr, cfg, 0, 0, 123)
+    assert 123 in set(mass.row) and mass.row.nunique() <= backward_data.MAX_ROWS
+    last = mass[mass.tile == cfg.Tc - 1]
+    assert np.allclose(last.p_cumulative, 1.0, atol=1e-5), f"seed {cfg.seed}"
+    assert (np.diff(mass.p_cumulative.values.reshape(-1, cfg.Tc), axis=1) >= 0).all()
+    assert backward_data.rowsum_gap(tr) < 1e-5
+    chart = charts_backward.rowsum_chart(mass)
+    spec = json.dumps(chart.to_dict())
+    assert "p_cumulative" in spec and "Row 123" in spec
+
+
+def test_gradient_growth_tables_carry_over_skipped_tiles():
+    cfg = CONFIGS[1].with_(seed=fresh_seed())         # causal: row 10 sees key tile 0 only
+    tr = backward_trace(cfg)
+    dq = backward_data.dq_growth(tr, cfg, 0, 0, 10)
+    assert list(dq.processed) == list(tr.processed[0])
+    assert (dq.norm[~dq.processed] == dq.norm.iloc[0]).all()
+    dkv = backward_data.dkv_growth(tr, cfg, 0, 0, 200)   # key 200: query tiles 3, 4 see it
+    assert len(dkv) == 2 * cfg.Tr and set(dkv.what) == {"‖dK_c‖", "‖dV_c‖"}
+    assert (dkv[dkv.tile < 3].norm == 0).all() and (dkv[dkv.tile >= 3].norm > 0).all()
+    spec = json.dumps(charts_backward.growth_chart(dq, dkv).to_dict())
+    assert "query tile i" in spec and "key tile j" in spec
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_backward_bytes_price_and_peak_follow_the_io_model(cfg):
+    parts = backward_data.hbm_parts(cfg)
+    for algo, model in (("naive backward", iomodel.naive_backward_hbm(cfg)),
+                        ("flash backward", iomodel.flash_backward_hbm(cfg))):
+        mine = parts[parts.algorithm == algo]
+        assert mine.bytes.sum() == model.total
+        assert mine[mine.way == "read"].bytes.sum() == model.read
+    cost = backward_data.price(cfg, H200)
+    extra = 2.0 * cfg.bh * cfg.seq_q * cfg.seq_k * cfg.head_dim / (2 if cfg.causal else 1)
+    assert cost.recompute_flops == extra
+    assert cost.bytes_saved == (iomodel.naive_backward_hbm(cfg).total
+                                - iomodel.flash_backward_hbm(cfg).total)
+    ms = cost.table.set_index(["algorithm", "resource"]).ms
+    assert ms["flash backward", "matrix products"] == pytest.approx(
+        cfg.flops_of("backward") / (H200.fp16_tflops * 1e12) * 1e3)
+    assert ms["flash backward", "matrix products"] > ms["naive backward", "matrix products"]
+    peak = backward_data.peak_table(cfg).set_index("algorithm")["bytes"]
+    assert peak["naive backward"] == iomodel.backward_peak_memory(cfg, "naive")
+    assert peak["naive backward"] > peak["flash backward"]
+    for builder, data in ((charts_backward.hbm_parts_chart, parts),
+                          (charts_backward.price_chart, cost.table),
+                          (charts_backward.peak_chart, backward_data.peak_table(cfg))):
+        assert "flash backward" in json.dumps(builder(data).to_dict())
+
+
+def test_backward_memory_wall_comes_before_the_forward_one():
+    cfg = engine.AttentionConfig(batch=4, heads=32, dtype="float16")
+    wall = timing_data.memory_wall(cfg, H200, direction="backward")
+    peak = lambda n: iomodel.backward_peak_memory(cfg.with_(seq_q=n, seq_k=n), "naive")  # noqa
+    assert peak(wall - 1) <= H200.memory_bytes < peak(wall)
+    assert wall < timing_data.memory_wall(cfg, H200)       # P, dP and dS against S and P
+    table = timing_data.memory_table(cfg, [1024, 4096], direction="backward")
+    flash = table[table.algorithm == "FlashAttention"].set_index("seq").hbm_GB
+    assert flash[4096] * 1e9 == pytest.approx(
+        iomodel.flash_backward_hbm(cfg.with_(seq_q=4096, seq_k=4096)).total)
