@@ -85,9 +85,15 @@ def largest_fitting_tiles(cfg: AttentionConfig, gpu: GpuProfile,
     return [t for t in fit if t[0] * t[1] == best]
 
 
-def _processed(cfg: AttentionConfig) -> np.ndarray:
-    from .cpu.forward import processed_tiles
-    return processed_tiles(cfg)
+def key_rows_per_query_tile(cfg: AttentionConfig) -> np.ndarray:
+    """(Tr,) key rows that query tile i loads: those of the key tiles it processes. Causal:
+    tiles j with j·Bc <= the tile's last row (engine.cpu.forward.processed_tiles), computed
+    per row of tiles so that long sequences with small tiles stay cheap."""
+    if not cfg.causal:
+        return np.full(cfg.Tr, cfg.seq_k, dtype=np.int64)
+    last_row = np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
+    tiles = np.minimum(last_row // cfg.block_k + 1, cfg.Tc)
+    return np.minimum(tiles * cfg.block_k, cfg.seq_k).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -120,10 +126,7 @@ def flash_hbm(cfg: AttentionConfig, trace: bool = False) -> HbmTraffic:
     """FA2 order: each query tile reads Q_i once and writes O_i and its lse once, and reads
     K_j, V_j for every key tile it processes (so K and V are read Tr times when not causal)."""
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
-    proc = _processed(cfg)
-    key_rows = np.minimum(np.arange(1, cfg.Tc + 1) * cfg.block_k, cfg.seq_k) - \
-        np.arange(cfg.Tc) * cfg.block_k
-    kv_rows = int((proc * key_rows[None, :]).sum())      # key rows loaded, over all (i, j)
+    kv_rows = int(key_rows_per_query_tile(cfg).sum())     # key rows loaded, over all (i, j)
     qo = bh * cfg.seq_q * d * e
     kv = bh * kv_rows * d * e
     lse = bh * cfg.seq_q * 4
