@@ -104,3 +104,18 @@ def chart(builder: Callable, *args, slider_values: dict | None = None, **kwargs)
         if param["name"] in (slider_values or {}):
             param["value"] = slider_values[param["name"]]
     st.vega_lite_chart(spec=spec, theme=None, width="content")
+
+
+def picking_chart(builder: Callable, *args, key: str, param: str,
+                  pick: Callable[[dict], None], **kwargs) -> None:
+    """Draw builder(*args, **kwargs) like `chart`, and on a click in its point selection
+    `param` call pick(first selected point) before the rerun."""
+    spec = vega_spec(builder, f"{builder.__module__}.{builder.__qualname__}", *args, **kwargs)
+
+    def picked():
+        points = st.session_state[key]["selection"].get(param) or []
+        if points:
+            pick(points[0])
+
+    st.vega_lite_chart(spec=spec, theme=None, width="content", key=key, on_select=picked,
+                       selection_mode=param)
