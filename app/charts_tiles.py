@@ -50,12 +50,14 @@ def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "bl
         fill=None, stroke="black", strokeWidth=4))
     pick = alt.selection_point(name=SELECTION, fields=["block_q", "block_k"], on="click",
                                clear=False)
-    layers.append(base.mark_rect(fill="white", fillOpacity=0.01).encode(
+    hit = base.mark_rect(fill="white", fillOpacity=0.01).encode(
         tooltip=[alt.Tooltip("shape:N", title="block_q × block_k"),
-                 alt.Tooltip("text:N", title=legend), alt.Tooltip("status:N", title="status")]
-    ).add_params(pick))
-    chart = alt.layer(*layers).properties(width=size, height=size * 0.8, title=title)
-    return finish(chart).resolve_scale(color="independent")
+                 alt.Tooltip("text:N", title=legend), alt.Tooltip("status:N", title="status")])
+    hit.params = [pick.param]
+    layers.append(hit)
+    chart = alt.LayerChart(layer=layers, width=size, height=int(size * 0.8), title=title,
+                           resolve=alt.Resolve(scale=alt.ScaleResolveMap(color="independent")))
+    return finish(chart)
 
 
 def pyramid_chart(levels: pd.DataFrame) -> alt.LayerChart:

@@ -151,6 +151,16 @@ def recorded_profile(device: str) -> engine.GpuProfile:
     return datasheet_profile(device) or PROFILES["H200"]
 
 
+def recorded_label(choice: tuple) -> str:
+    d = dict(zip(("file", "device", "date", *CONFIG_KEYS), choice))
+    return f"{d['device']}, {d['date']}: " + config_text(_config_of(d))
+
+
+def _config_of(d: dict) -> engine.AttentionConfig:
+    return engine.AttentionConfig(**{k: (bool(d[k]) if k == "causal" else d[k])
+                                    for k in CONFIG_KEYS})
+
+
 def recorded_view(rows: pd.DataFrame, choice: tuple) -> tuple[engine.AttentionConfig,
                                                              engine.GpuProfile, pd.DataFrame]:
     """(config, GPU profile, model table with the measured times) of one recorded config."""
@@ -158,8 +168,7 @@ def recorded_view(rows: pd.DataFrame, choice: tuple) -> tuple[engine.AttentionCo
     sel = rows
     for k, v in d.items():
         sel = sel[sel[k] == v]
-    cfg = engine.AttentionConfig(**{k: (bool(d[k]) if k == "causal" else d[k])
-                                    for k in CONFIG_KEYS})
+    cfg = _config_of(d)
     gpu = recorded_profile(d["device"])
     table = with_measured(model_table(cfg, gpu), sel.to_dict("records"))
     return cfg, gpu, table

@@ -104,8 +104,7 @@ if not on_gpu:
                 "on a GPU with `python -m engine tiles --seq 4096 --head-dim 64 --dtype "
                 "float16 --out benchmarks/tiles_<gpu>_<date>.json`.")
     else:
-        labels = [f"{c[1]}, {c[2]}: " + td.config_text(td.recorded_view(rows, c)[0])
-                  for c in configs]
+        labels = [td.recorded_label(c) for c in configs]
         pick = st.selectbox("recorded grid", labels, index=td.closest_config(configs, cfg),
                             key="tiles_recorded")
         choice = configs[labels.index(pick)]
