@@ -125,7 +125,8 @@ def recorded_rows(files: list[dict]) -> pd.DataFrame:
                                                             "block_k", "median_ms")):
                 rows.append({**r, "file": f["file"], "device": name,
                              "date": str(f.get("date", "?")), "method": f.get("method", ""),
-                             "derived_from": f.get("derived_from", "")})
+                             "derived_from": f.get("derived_from", ""),
+                             "note": f.get("note", "")})
     return pd.DataFrame(rows)
 
 
@@ -199,25 +200,8 @@ def pyramid_table(gpu: engine.GpuProfile) -> pd.DataFrame:
 
 def placement_table(cfg: engine.AttentionConfig) -> pd.DataFrame:
     """Where naive attention and FlashAttention keep each array, with its bytes for this
-    config: whole arrays over all batch·heads in HBM, tiles per thread block on chip (the
-    teaching kernel keeps every tile in shared memory; the tensor-core kernel keeps S_ij,
-    O_i, m_i and l_i in registers and double-buffers K_j and V_j)."""
-    e, bh, nq, nk, d = cfg.itemsize, cfg.bh, cfg.seq_q, cfg.seq_k, cfg.head_dim
-    Br, Bc = cfg.block_q, cfg.block_k
-    parts = iomodel.smem_parts(cfg)
-    naive, teach, tc = "naive", "flash, teaching kernel", "flash, tensor-core kernel"
-    rows = [(naive, "S = QKᵀ (all of it)", "HBM", bh * nq * nk * e),
-            (naive, "P = softmax(S) (all of it)", "HBM", bh * nq * nk * e),
-            (naive, "Q, K, V, O", "HBM", bh * (2 * nq + 2 * nk) * d * e),
-            (teach, "Q, K, V, O, lse", "HBM", bh * (2 * nq + 2 * nk) * d * e + 4 * bh * nq)]
-    rows += [(teach, f"{name} (one thread block)", "shared memory", parts[name])
-             for name in ("Q_i", "K_j", "V_j", "S_ij", "O_i", "m_i", "l_i")]
-    rows += [(tc, "Q_i (one thread block)", "shared memory", Br * d * 2),
-             (tc, "K_j, V_j (2 buffers each)", "shared memory", 4 * Bc * d * 2),
-             (tc, "S_ij (one thread block)", "registers", Br * Bc * 4),
-             (tc, "O_i (one thread block)", "registers", Br * d * 4),
-             (tc, "m_i, l_i (one thread block)", "registers", 2 * Br * 4)]
-    df = pd.DataFrame(rows, columns=["algorithm", "what", "where", "bytes"])
+    config (engine.iomodel.placement)."""
+    df = pd.DataFrame(iomodel.placement(cfg), columns=["algorithm", "what", "where", "bytes"])
     df["size"] = df.bytes.map(format_bytes)
     return df
 
@@ -246,14 +230,14 @@ def fastest_answer(df: pd.DataFrame, paper: tilemodel.PaperChoice, where: str) -
             paper_row = df[(df.kernel == kernel) & (df.block_q == paper.block_q)
                            & (df.block_k == paper.block_k)]
             paper_ms = (paper_row.measured_ms.iloc[0] if not paper_row.empty else float("nan"))
-            verdict = ("— the paper's choice." if (meas.block_q, meas.block_k) ==
+            verdict = (" — the paper's choice." if (meas.block_q, meas.block_k) ==
                        (paper.block_q, paper.block_k) else
                        f"; the paper's choice {paper.block_q} × {paper.block_k} took "
                        + (_ms_text(paper_ms) + f" ({paper_ms / meas.measured_ms:.2f}× as long)."
                           if paper_ms == paper_ms else "no measurement (this kernel does not "
                           "take it)."))
             lines.append(f"**{name}** ({where}): fastest {int(meas.block_q)} × "
-                         f"{int(meas.block_k)} at {_ms_text(meas.measured_ms)} {verdict}")
+                         f"{int(meas.block_k)} at {_ms_text(meas.measured_ms)}{verdict}")
         elif model is not None:
             lines.append(f"**{name}**: nothing measured here; the model's fastest is "
                          f"{int(model.block_q)} × {int(model.block_k)} "

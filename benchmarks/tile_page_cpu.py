@@ -1,7 +1,7 @@
 """Draw time of the Tile sizes page on this machine's CPU, default config, no GPU: the app
 is opened through Streamlit's AppTest (the page's whole script run, charts serialised), the
 first draw with every cache empty and then redraws with the chart specs cached. Writes
-benchmarks/tile_page_cpu.json. Target (issue 11): the first draw under 2 s.
+benchmarks/records/tile_page_cpu.json. Target (issue 11): the first draw under 2 s.
 
   PYTHONPATH=. python benchmarks/tile_page_cpu.py
 """
@@ -17,7 +17,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "benchmarks" / "tile_page_cpu.json"
+OUT = ROOT / "benchmarks" / "records" / "tile_page_cpu.json"
 REDRAWS = 5
 
 

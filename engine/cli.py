@@ -6,7 +6,7 @@
       --dtype float16 --causal --out trace.npz [--schedule-out schedule.json]
   python -m engine fairness --out fairness.json
   python -m engine tiles --seq 4096 --head-dim 64 --dtype float16 \\
-      --kernels teaching,tensorcore --out benchmarks/tiles_h200_n4096_d64.json
+      --kernels teaching,tensorcore --out benchmarks/results/tiles_h200_<date>.json
 
 bench writes its JSON after every configuration (the format engine/recorded.py reads), so
 an interrupted sweep keeps what it measured. Sizes whose naive S and P would not fit in free
@@ -252,8 +252,8 @@ def cmd_fairness(args) -> int:
 
 
 def cmd_tiles(args) -> int:
-    """Time every (block_q, block_k) each kernel takes at one N, d, dtype (engine.tilesweep)."""
-    from .tilesweep import sweep_tiles
+    """Time every (block_q, block_k) each kernel takes at one N, d, dtype (engine.gpu.tilesweep)."""
+    from .gpu.tilesweep import sweep_tiles
     cfg = AttentionConfig(batch=args.batch, heads=args.heads, seq_q=args.seq, seq_k=args.seq,
                           head_dim=args.head_dim, dtype=args.dtype, causal=args.causal)
     bar = Progress(1)
@@ -328,7 +328,7 @@ def parser() -> argparse.ArgumentParser:
     t.set_defaults(func=cmd_trace)
 
     g = sub.add_parser("tiles", help="time every tile shape of each kernel at one N and d; "
-                                     "write JSON (benchmarks/tiles_*.json)")
+                                     "write JSON (benchmarks/results/tiles_*.json)")
     g.add_argument("--seq", type=int, required=True, help="N = seq_q = seq_k")
     g.add_argument("--head-dim", type=int, default=64, choices=HEAD_DIMS)
     g.add_argument("--dtype", default="float16", choices=DTYPES)

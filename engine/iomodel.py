@@ -139,6 +139,31 @@ def flash_hbm(cfg: AttentionConfig, trace: bool = False) -> HbmTraffic:
     return HbmTraffic(read=qo + 2 * kv, written=written, parts=parts)
 
 
+def placement(cfg: AttentionConfig) -> list[tuple[str, str, str, int]]:
+    """(algorithm, array, where it lives, bytes) for this config: naive attention keeps the
+    whole S and P (input dtype, all batch·heads) in HBM; FlashAttention keeps only Q, K, V, O
+    and lse there and one tile of each of the rest on chip, per thread block — the teaching
+    kernel every tile in shared memory (smem_parts), the tensor-core kernel Q_i and the
+    double-buffered K_j, V_j in shared memory (the mma.sync layout) and S_ij, O_i, m_i, l_i in
+    float32 registers."""
+    e, bh, nq, nk, d = cfg.itemsize, cfg.bh, cfg.seq_q, cfg.seq_k, cfg.head_dim
+    Br, Bc = cfg.block_q, cfg.block_k
+    qkvo = bh * (2 * nq + 2 * nk) * d * e
+    naive, teach, tc = "naive", "flash, teaching kernel", "flash, tensor-core kernel"
+    rows = [(naive, "S = QKᵀ (all of it)", "HBM", bh * nq * nk * e),
+            (naive, "P = softmax(S) (all of it)", "HBM", bh * nq * nk * e),
+            (naive, "Q, K, V, O", "HBM", qkvo),
+            (teach, "Q, K, V, O, lse", "HBM", qkvo + 4 * bh * nq)]
+    rows += [(teach, f"{name} (one thread block)", "shared memory", n)
+             for name, n in smem_parts(cfg, "teaching").items()]
+    rows += [(tc, f"{name} (one thread block)", "shared memory", n)
+             for name, n in smem_parts(cfg, "mma.sync").items()]
+    rows += [(tc, "S_ij (one thread block)", "registers", Br * Bc * 4),
+             (tc, "O_i (one thread block)", "registers", Br * d * 4),
+             (tc, "m_i, l_i (one thread block)", "registers", 2 * Br * 4)]
+    return rows
+
+
 def paper_theta_bytes(cfg: AttentionConfig, gpu: GpuProfile) -> dict:
     """The paper's asymptotic HBM accesses, in bytes: Θ(N·d + N²) naive and Θ(N²·d²/M) flash
     (M = shared memory per SM in elements). Orders of magnitude, constants dropped."""

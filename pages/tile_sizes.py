@@ -8,7 +8,7 @@ from app.sidebar import choose_tiles
 from app.timing_data import bench_dir
 from app.ui import chart, guarded, picking_chart, usable_settings
 from engine import recorded, tilemodel
-from engine.tilesweep import sweep_tiles
+from engine.gpu.tilesweep import sweep_tiles
 
 st.title("Tile sizes")
 s = usable_settings()
@@ -38,15 +38,18 @@ where = "CUDA's occupancy calculator on this GPU" if measured else "the model"
 
 st.subheader("Shared memory, residency, waves and HBM traffic")
 st.caption(f"Teaching kernel (its shared-memory layout: Q_i, K_j, V_j in {cfg.dtype}; S_ij, "
-           f"O_i, m_i, l_i in float32). Resident blocks per SM from {where}"
-           + ("" if measured else ": the smallest of what shared memory (plus 1 KiB per block "
-                                  "for the runtime), 128 threads a block and the block limit "
-                                  "allow; registers are not counted (not known without the "
-                                  "compiled kernel)") + ".")
+           f"O_i, m_i, l_i in float32). Resident blocks per SM and waves from {where}"
+           + ("" if measured else
+              (" (no GPU here: CUDA's occupancy calculator needs the compiled kernel)"
+               if not on_gpu else " (time the shapes below for CUDA's own figures)")
+              + ": the smallest of what shared memory (plus 1 KiB per block for the runtime), "
+                "128 threads a block and the block limit allow; registers are not counted")
+           + ". Cells whose tiles do not fit the limit are marked with their bytes.")
 left, right = st.columns(2)
 with left:
-    heatmap(td.smem_cells(table), f"Shared memory per block (limit {gpu.smem_per_block_optin / 1024:.0f} KiB)",
-            "KiB", "tiles_smem")
+    heatmap(td.smem_cells(table),
+            f"Shared memory per block (limit {gpu.smem_per_block_optin / 1024:.0f} KiB)", "KiB",
+            "tiles_smem")
 with right:
     heatmap(td.blocks_cells(table), "Resident blocks per SM"
             + ("" if measured else " (model)"), "blocks", "tiles_blocks", scheme="greens")
@@ -99,10 +102,9 @@ if not on_gpu:
     rows = td.recorded_rows(recorded.load_tile_grids(bench_dir()))
     configs = td.recorded_configs(rows)
     if not configs:
-        st.info("No recorded tile grid is in benchmarks/ (files tiles_*.json), so there is no "
-                "measurement to show here: the figures above are the model only. Record one "
-                "on a GPU with `python -m engine tiles --seq 4096 --head-dim 64 --dtype "
-                "float16 --out benchmarks/tiles_<gpu>_<date>.json`.")
+        st.info("No recorded tile grid is in benchmarks/results/ (files tiles_*.json), so there "
+                "is no measurement to show here: the figures above are the model only. A GPU "
+                "records one with `OUT=<folder> bash benchmarks/gpu_run.sh tiles`.")
     else:
         labels = [td.recorded_label(c) for c in configs]
         pick = st.selectbox("recorded grid", labels, index=td.closest_config(configs, cfg),
@@ -110,18 +112,21 @@ if not on_gpu:
         choice = configs[labels.index(pick)]
         rec_cfg, rec_gpu, rec = td.recorded_view(rows, choice)
         file_rows = rows[rows.file == choice[0]]
-        origin = file_rows.derived_from.iloc[0]
+        origin, note = file_rows.derived_from.iloc[0], file_rows.note.iloc[0]
         st.caption(f"Recorded on **{choice[1]}** on **{choice[2]}** ({choice[0]}"
                    + (f", taken from {origin}" if origin else "") + f"). Method: "
-                   f"{file_rows.method.iloc[0]} The model beside it is for the same shape on "
+                   f"{file_rows.method.iloc[0].rstrip('.')}. The model beside it is for the same shape on "
                    f"the {rec_gpu.name} profile.")
+        if note:
+            st.caption(f"What this grid is: {note}")
         answer = (rec, rec_cfg, rec_gpu, f"recorded on {choice[1]}, {td.config_text(rec_cfg)}")
         for kernel in ("teaching", "tensorcore"):
             name = td.KERNEL_NAMES[kernel]
             fast = td.fastest(rec, kernel, "measured_ms")
             if fast is None:
-                st.info(f"No recorded grid of the {name} for this shape: nothing measured to "
-                        f"show.")
+                st.info(f"No {name} times are recorded in this grid: nothing measured to show. "
+                        f"A GPU records the full grid with `OUT=<folder> bash "
+                        f"benchmarks/gpu_run.sh tiles`.")
                 continue
             left, right = st.columns(2)
             with left:

@@ -4,16 +4,22 @@ sweep of the Tile sizes page and of `python -m engine tiles`.
 Each shape is timed with engine.benchmark (the project's timing method; it holds the GPU
 lock for each run, so other sessions' jobs interleave between shapes, never inside one) and
 its occupancy read from CUDA's occupancy calculator. A sweep larger than the server's
-LIMITS["tile_sweep_points"] raises LimitError before anything runs.
+LIMITS["tile_sweep_points"], or a config over the server's limits, raises LimitError before
+anything runs.
 """
 from __future__ import annotations
 
 from typing import Callable
 
-from .api import benchmark
-from .config import BLOCK_SIZES, AttentionConfig, LimitError
-from .limits import LIMITS
-from .results import timing_record
+from ..api import benchmark
+from ..config import BLOCK_SIZES, AttentionConfig
+from ..guards import check_tile_sweep
+from ..iomodel import smem_budget
+from ..limits import check_limits
+from ..results import timing_record
+from . import catalog
+from .occupancy import kernel_occupancy
+from .runtime import device_is_hopper, live_gpu
 
 KERNELS = ("teaching", "tensorcore")
 SWEEP_REPS = 20          # the GPU harness's minimum: enough for a median, quick over 30 shapes
@@ -23,9 +29,6 @@ def shapes_taken(cfg: AttentionConfig, kernel: str) -> list[tuple[int, int]]:
     """(block_q, block_k) that `kernel` takes for cfg on this machine's GPU: the teaching
     kernel every shape whose tiles fit its shared memory, the tensor-core kernel the shapes
     of its builds (engine.gpu.catalog)."""
-    from .gpu import catalog
-    from .gpu.runtime import device_is_hopper, live_gpu
-    from .iomodel import smem_budget
     gpu, hopper = live_gpu(), device_is_hopper()
     out = []
     for bq in BLOCK_SIZES:
@@ -37,14 +40,6 @@ def shapes_taken(cfg: AttentionConfig, kernel: str) -> list[tuple[int, int]]:
     return out
 
 
-def check_tile_sweep(n_runs: int) -> None:
-    lim = LIMITS["tile_sweep_points"]
-    if n_runs > lim.value:
-        raise LimitError(f"Limit {lim.name} exceeded: a sweep over tile sizes of {n_runs} runs "
-                         f"was asked for; this server allows {lim.value}. Sweep one kernel at a "
-                         f"time, or raise it with the environment variable {lim.env}=<runs>.")
-
-
 def sweep_tiles(cfg: AttentionConfig, kernels: tuple[str, ...] = KERNELS,
                 reps: int = SWEEP_REPS,
                 on_point: Callable[[int, int, str], None] | None = None) -> tuple[list, list]:
@@ -52,7 +47,7 @@ def sweep_tiles(cfg: AttentionConfig, kernels: tuple[str, ...] = KERNELS,
     CUDA occupancy (blocks_per_sm, registers_per_thread, threads_per_block, smem_bytes) added;
     and {kernel, block_q, block_k, reason} for each shape that failed. on_point(done, total,
     label) reports progress after every run."""
-    from .gpu.occupancy import kernel_occupancy
+    check_limits(cfg, "flash")
     plan = [(kernel, bq, bk) for kernel in kernels for bq, bk in shapes_taken(cfg, kernel)]
     check_tile_sweep(len(plan))
     results, skipped = [], []
