@@ -8,7 +8,7 @@ from app.sidebar import choose_tiles
 from app.timing_data import bench_dir
 from app.ui import chart, guarded, picking_chart, usable_settings
 from engine import recorded, tilemodel
-from engine.gpu.tilesweep import sweep_tiles
+from engine.gpu.tilesweep import SWEEP_REPS, sweep_tiles
 
 st.title("Tile sizes")
 s = usable_settings()
@@ -34,14 +34,15 @@ sweep_key = (cfg.with_(block_q=64, block_k=64), s.device.name)
 stored = st.session_state.get("tile_sweep")
 measured = stored[1] if on_gpu and stored and stored[0] == sweep_key else []
 table = td.with_measured(td.model_table(cfg, gpu), measured)
-where = "CUDA's occupancy calculator on this GPU" if measured else "the model"
+cuda_occupancy = any(r["kernel"] == "teaching" for r in measured)
+where = "CUDA's occupancy calculator on this GPU" if cuda_occupancy else "the model"
 
 st.subheader("Shared memory, residency, waves and HBM traffic")
 st.caption(f"Teaching kernel (its shared-memory layout: Q_i, K_j, V_j in {cfg.dtype}; S_ij, "
            f"O_i, m_i, l_i in float32). Resident blocks per SM and waves from {where}"
-           + ("" if measured else
+           + ("" if cuda_occupancy else
               (" (no GPU here: CUDA's occupancy calculator needs the compiled kernel)"
-               if not on_gpu else " (time the shapes below for CUDA's own figures)")
+               if not on_gpu else " (time the teaching kernel below for CUDA's own figures)")
               + ": the smallest of what shared memory (plus 1 KiB per block for the runtime), "
                 "128 threads a block and the block limit allow; registers are not counted")
            + ". Cells whose tiles do not fit the limit are marked with their bytes.")
@@ -52,11 +53,11 @@ with left:
             "tiles_smem")
 with right:
     heatmap(td.blocks_cells(table), "Resident blocks per SM"
-            + ("" if measured else " (model)"), "blocks", "tiles_blocks", scheme="greens")
+            + ("" if cuda_occupancy else " (model)"), "blocks", "tiles_blocks", scheme="greens")
 left, right = st.columns(2)
 with left:
     heatmap(td.waves_cells(table, cfg, gpu), f"Waves over {gpu.sms} SMs"
-            + ("" if measured else " (model)"), "waves", "tiles_waves", scheme="oranges")
+            + ("" if cuda_occupancy else " (model)"), "waves", "tiles_waves", scheme="oranges")
 with right:
     heatmap(td.hbm_cells(table), "HBM bytes moved (K and V once per query tile)", "MB",
             "tiles_hbm", scheme="purples", log=True)
@@ -67,9 +68,12 @@ st.caption("Model: max(HBM bytes ÷ bandwidth, FLOPs ÷ peak) ÷ the average fra
            "kernel, its dense FP16 tensor-core rate for the tensor-core kernel. An upper bound "
            "on speed, not a prediction of it.")
 if on_gpu:
-    if st.button("Time every tile shape on this GPU", type="primary"):
+    kernels = st.multiselect("kernels to time", list(td.KERNEL_NAMES),
+                             default=list(td.KERNEL_NAMES), format_func=td.KERNEL_NAMES.get,
+                             key="tiles_kernels")
+    if st.button("Time every tile shape on this GPU", type="primary", disabled=not kernels):
         bar = st.progress(0.0, text="compiling and timing…")
-        got = guarded(sweep_tiles, cfg, ("teaching", "tensorcore"), 20,
+        got = guarded(sweep_tiles, cfg, tuple(kernels), SWEEP_REPS,
                       lambda done, total, what: bar.progress(done / total, text=what))
         bar.empty()
         if got is not None:
@@ -81,8 +85,10 @@ if on_gpu:
             st.caption(f"Not timed: {skip['kernel']} {skip['block_q']} × {skip['block_k']}: "
                        f"{skip['reason']}")
     else:
-        st.info("Press the button to time every shape each kernel takes (one GPU job at a "
-                "time; a progress bar shows each shape). Until then only the model is shown.")
+        st.info("Press the button to time every shape each chosen kernel takes, each with the "
+                "project's timing method (one GPU job at a time; a progress bar shows each "
+                "shape; the server's tile_sweep_points limit bounds the runs). Until then only "
+                "the model is shown.")
 for kernel in ("teaching", "tensorcore"):
     name = td.KERNEL_NAMES[kernel]
     fast = td.fastest(table, kernel, "measured_ms")
