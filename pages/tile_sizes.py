@@ -71,7 +71,8 @@ if on_gpu:
     kernels = st.multiselect("kernels to time", list(td.KERNEL_NAMES),
                              default=list(td.KERNEL_NAMES), format_func=td.KERNEL_NAMES.get,
                              key="tiles_kernels")
-    if st.button("Time every tile shape on this GPU", type="primary", disabled=not kernels):
+    if st.button("Time every tile shape on this GPU", type="primary", disabled=not kernels,
+                 key="tiles_sweep"):
         bar = st.progress(0.0, text="compiling and timing…")
         got = guarded(sweep_tiles, cfg, tuple(kernels), SWEEP_REPS,
                       lambda done, total, what: bar.progress(done / total, text=what))

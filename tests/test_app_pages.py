@@ -442,7 +442,7 @@ def test_tile_page_live_sweep_on_gpu():
     assert_clean(at)
     assert "Resident blocks per SM (model)" in chart_titles(at)
     at.multiselect(key="tiles_kernels").set_value(["tensorcore"]).run()
-    at.button[0].click().run(timeout=240)
+    at.button(key="tiles_sweep").click().run(timeout=240)
     assert_clean(at)
     assert not at.error, [e.value for e in at.error]
     text = texts(at)
@@ -457,7 +457,7 @@ def test_tile_page_live_sweep_on_gpu():
 def test_tile_page_sweep_over_the_limit_is_a_message(monkeypatch):
     monkeypatch.setenv("FA_LAB_MAX_TILE_SWEEP_POINTS", "2")
     at = open_page("tile_sizes", dtype="float16", head_dim=64)
-    at.button[0].click().run()
+    at.button(key="tiles_sweep").click().run()
     assert_clean(at)
     errors = " ".join(e.value for e in at.error)
     assert "tile_sweep_points" in errors and "FA_LAB_MAX_TILE_SWEEP_POINTS" in errors
