@@ -14,6 +14,7 @@ page = st.navigation([
     st.Page(PAGES / "sram_tiling.py", title="SRAM tiling", url_path="sram-tiling"),
     st.Page(PAGES / "online_softmax.py", title="Online softmax", url_path="online-softmax"),
     st.Page(PAGES / "timings.py", title="Timings", url_path="timings"),
+    st.Page(PAGES / "tile_sizes.py", title="Tile sizes", url_path="tile-sizes"),
     st.Page(PAGES / "kernel.py", title="Kernel", url_path="kernel"),
     st.Page(PAGES / "downloads.py", title="Downloads", url_path="downloads"),
     st.Page(PAGES / "backward.py", title="Backward pass", url_path="backward"),

@@ -87,6 +87,18 @@ def keep_page_control(name: str, value, default) -> None:
     write_url()
 
 
+def choose_tiles(point: dict) -> None:
+    """Callback: make a clicked (block_q, block_k) the current config (the widgets, hence
+    the URL, follow on the rerun); values that are not allowed sizes are ignored."""
+    try:
+        bq, bk = int(point["block_q"]), int(point["block_k"])
+    except (KeyError, TypeError, ValueError):
+        return
+    if bq in CONTROLS["block_q"].choices and bk in CONTROLS["block_k"].choices:
+        st.session_state.update(block_q=bq, block_k=bk)
+        _clear_url_errors()
+
+
 def _clear_url_errors() -> None:
     st.session_state["_url_errors"] = []
 

@@ -90,8 +90,9 @@ def vega_spec(_builder: Callable, name: str, *args, **kwargs) -> dict:
     """The Vega-Lite spec of _builder(*args, **kwargs), built once per distinct input and
     shared by every session; `name` (the builder's qualified name) keys the cache. The
     largest specs (the loop chart at its 4096-cell cap) pickle to about 1 MB, so 64 entries
-    bound the cache near 70 MB."""
-    return _builder(*args, **kwargs).to_dict()
+    bound the cache near 70 MB. Not validated against the Vega-Lite schema here (that takes
+    about 0.2 s a chart); the chart tests build every builder's chart with validation on."""
+    return _builder(*args, **kwargs).to_dict(validate=False)
 
 
 def chart(builder: Callable, *args, slider_values: dict | None = None, **kwargs) -> None:
@@ -104,3 +105,18 @@ def chart(builder: Callable, *args, slider_values: dict | None = None, **kwargs)
         if param["name"] in (slider_values or {}):
             param["value"] = slider_values[param["name"]]
     st.vega_lite_chart(spec=spec, theme=None, width="content")
+
+
+def picking_chart(builder: Callable, *args, key: str, param: str,
+                  pick: Callable[[dict], None], **kwargs) -> None:
+    """Draw builder(*args, **kwargs) like `chart`, and on a click in its point selection
+    `param` call pick(first selected point) before the rerun."""
+    spec = vega_spec(builder, f"{builder.__module__}.{builder.__qualname__}", *args, **kwargs)
+
+    def picked():
+        points = st.session_state[key]["selection"].get(param) or []
+        if points:
+            pick(points[0])
+
+    st.vega_lite_chart(spec=spec, theme=None, width="content", key=key, on_select=picked,
+                       selection_mode=param)

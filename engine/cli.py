@@ -7,6 +7,8 @@
   python -m engine trace --seq-q 300 --seq-k 257 --head-dim 64 --block-q 64 --block-k 32 \\
       --dtype float16 --causal --out trace.npz [--schedule-out schedule.json]
   python -m engine fairness --out fairness.json
+  python -m engine tiles --seq 4096 --head-dim 64 --dtype float16 \\
+      --kernels teaching,tensorcore --out benchmarks/results/tiles_h200_<date>.json
 
 bench writes its JSON after every configuration (the format engine/recorded.py reads), so
 an interrupted sweep keeps what it measured. Sizes whose naive S and P (backward: P, dP and
@@ -20,11 +22,13 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 
 from .config import BLOCK_SIZES, DIRECTIONS, DTYPES, HEAD_DIMS, AttentionConfig
 from .inputs import make_dout, make_inputs
+from .results import timing_record
 
 KERNEL_CHOICES = ("naive", "teaching", "tensorcore", "torch")
 TORCH_LINES = ("torch_flash", "torch_cudnn", "torch_math")
@@ -105,15 +109,6 @@ def _write_json(path: Path, data: dict):
     os.replace(tmp, path)
 
 
-def _timing_row(cfg: AttentionConfig, kernel: str, t, direction: str) -> dict:
-    return {"kernel": kernel, "direction": direction, "batch": cfg.batch, "heads": cfg.heads, "seq_q": cfg.seq_q,
-            "seq_k": cfg.seq_k, "head_dim": cfg.head_dim, "dtype": cfg.dtype,
-            "causal": cfg.causal, "block_q": cfg.block_q, "block_k": cfg.block_k,
-            "trace": False, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
-            "reps": t.reps, "tflops": t.tflops, "peak_bytes": t.peak_bytes,
-            "stages": t.stages}
-
-
 def _free_device_bytes() -> int:
     from .gpu.runtime import free_device_bytes     # CuPy only where a sweep runs
     from .gpu.torch_reference import release_memory
@@ -189,7 +184,7 @@ def cmd_bench(args) -> int:
             if reason is None:
                 try:
                     timing = _bench_one(cfg, line, args, inputs)
-                    data["results"].append(_timing_row(cfg, line, timing, args.direction))
+                    data["results"].append(timing_record(cfg, line, timing, args.direction))
                 except ValueError as exc:
                     reason = f"{type(exc).__name__}: {exc}"
             if reason is not None:
@@ -264,6 +259,46 @@ def cmd_fairness(args) -> int:
     return 0 if got["ratio"] <= got["limit"] else 1
 
 
+def cmd_tiles(args) -> int:
+    """Time every (block_q, block_k) each kernel takes at one N, d, dtype
+    (engine.gpu.tilesweep), one kernel after the other; sweep_s holds each kernel's wall time,
+    compiles included (the issue's target: the teaching kernel's sweep at N = 4096, d = 64
+    under 20 s on an H200)."""
+    from .gpu.tilesweep import sweep_tiles
+    cfg = AttentionConfig(batch=args.batch, heads=args.heads, seq_q=args.seq, seq_k=args.seq,
+                          head_dim=args.head_dim, dtype=args.dtype, causal=args.causal)
+    results, skipped, sweep_s = [], [], {}
+    for kernel in args.kernels:
+        bar = Progress(1)
+
+        def progress(done, total, label):
+            bar.total = total
+            bar.step(label)
+
+        start = time.perf_counter()
+        got, missed = sweep_tiles(cfg, (kernel,), args.reps, progress)
+        sweep_s[kernel] = time.perf_counter() - start
+        bar.close()
+        results += got
+        skipped += missed
+    config = {k: v for k, v in cfg.to_dict().items() if k not in ("block_q", "block_k")}
+    _write_json(Path(args.out), {
+        "device": device_record(), "date": _today(),
+        "method": results[0]["method"] if results else "", "command": " ".join(sys.argv[1:]),
+        "config": config, "sweep_s": sweep_s,
+        "results": [{k: v for k, v in r.items() if k != "method"} for r in results],
+        "skipped": skipped})
+    for r in results:
+        print(f"{r['kernel']:<11} {r['block_q']:>4} × {r['block_k']:<4} {r['median_ms']:9.4f} ms "
+              f"{r['tflops']:7.2f} TFLOP/s  {r['blocks_per_sm']} blocks/SM")
+    for s in skipped:
+        print(f"skipped {s['kernel']} {s['block_q']} × {s['block_k']}: {s['reason'][:160]}")
+    for kernel, seconds in sweep_s.items():
+        print(f"{kernel} sweep: {seconds:.1f} s")
+    print(f"wrote {args.out}: {len(results)} shapes timed, {len(skipped)} skipped")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -314,6 +349,20 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--schedule-out", default=None,
                    help="also write the block-to-SM schedule (benchmarks/schedule_*.json format)")
     t.set_defaults(func=cmd_trace)
+
+    g = sub.add_parser("tiles", help="time every tile shape of each kernel at one N and d; "
+                                     "write JSON (benchmarks/results/tiles_*.json)")
+    g.add_argument("--seq", type=int, required=True, help="N = seq_q = seq_k")
+    g.add_argument("--head-dim", type=int, default=64, choices=HEAD_DIMS)
+    g.add_argument("--dtype", default="float16", choices=DTYPES)
+    g.add_argument("--causal", action="store_true")
+    g.add_argument("--batch", type=int, default=1)
+    g.add_argument("--heads", type=int, default=16)
+    g.add_argument("--kernels", type=_names(("teaching", "tensorcore")),
+                   default=["teaching", "tensorcore"])
+    g.add_argument("--reps", type=int, default=30)
+    g.add_argument("--out", required=True)
+    g.set_defaults(func=cmd_tiles)
 
     f = sub.add_parser("fairness", help="naive baseline vs PyTorch matmul-softmax-matmul")
     f.add_argument("--reps", type=int, default=30)

@@ -37,3 +37,11 @@ def check_sweep(n_points: int) -> None:
         raise LimitError(f"Limit {lim.name} exceeded: a sweep of {n_points} runs was asked for; "
                          f"this server allows {lim.value}. Use fewer sequence lengths or kernels, "
                          f"or raise it with the environment variable {lim.env}=<runs>.")
+
+
+def check_tile_sweep(n_runs: int) -> None:
+    lim = LIMITS["tile_sweep_points"]
+    if n_runs > lim.value:
+        raise LimitError(f"Limit {lim.name} exceeded: a sweep over tile sizes of {n_runs} runs "
+                         f"was asked for; this server allows {lim.value}. Sweep one kernel at a "
+                         f"time, or raise it with the environment variable {lim.env}=<runs>.")

@@ -85,9 +85,15 @@ def largest_fitting_tiles(cfg: AttentionConfig, gpu: GpuProfile,
     return [t for t in fit if t[0] * t[1] == best]
 
 
-def _processed(cfg: AttentionConfig) -> np.ndarray:
-    from .cpu.forward import processed_tiles
-    return processed_tiles(cfg)
+def key_rows_per_query_tile(cfg: AttentionConfig) -> np.ndarray:
+    """(Tr,) key rows that query tile i loads: those of the key tiles it processes. Causal:
+    tiles j with j·Bc <= the tile's last row (engine.cpu.forward.processed_tiles), computed
+    per row of tiles so that long sequences with small tiles stay cheap."""
+    if not cfg.causal:
+        return np.full(cfg.Tr, cfg.seq_k, dtype=np.int64)
+    last_row = np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
+    tiles = np.minimum(last_row // cfg.block_k + 1, cfg.Tc)
+    return np.minimum(tiles * cfg.block_k, cfg.seq_k).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -120,10 +126,7 @@ def flash_hbm(cfg: AttentionConfig, trace: bool = False) -> HbmTraffic:
     """FA2 order: each query tile reads Q_i once and writes O_i and its lse once, and reads
     K_j, V_j for every key tile it processes (so K and V are read Tr times when not causal)."""
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
-    proc = _processed(cfg)
-    key_rows = np.minimum(np.arange(1, cfg.Tc + 1) * cfg.block_k, cfg.seq_k) - \
-        np.arange(cfg.Tc) * cfg.block_k
-    kv_rows = int((proc * key_rows[None, :]).sum())      # key rows loaded, over all (i, j)
+    kv_rows = int(key_rows_per_query_tile(cfg).sum())     # key rows loaded, over all (i, j)
     qo = bh * cfg.seq_q * d * e
     kv = bh * kv_rows * d * e
     lse = bh * cfg.seq_q * 4
@@ -134,6 +137,31 @@ def flash_hbm(cfg: AttentionConfig, trace: bool = False) -> HbmTraffic:
         parts["write trace"] = tb
         written += tb
     return HbmTraffic(read=qo + 2 * kv, written=written, parts=parts)
+
+
+def placement(cfg: AttentionConfig) -> list[tuple[str, str, str, int]]:
+    """(algorithm, array, where it lives, bytes) for this config: naive attention keeps the
+    whole S and P (input dtype, all batch·heads) in HBM; FlashAttention keeps only Q, K, V, O
+    and lse there and one tile of each of the rest on chip, per thread block — the teaching
+    kernel every tile in shared memory (smem_parts), the tensor-core kernel Q_i and the
+    double-buffered K_j, V_j in shared memory (the mma.sync layout) and S_ij, O_i, m_i, l_i in
+    float32 registers."""
+    e, bh, nq, nk, d = cfg.itemsize, cfg.bh, cfg.seq_q, cfg.seq_k, cfg.head_dim
+    Br, Bc = cfg.block_q, cfg.block_k
+    qkvo = bh * (2 * nq + 2 * nk) * d * e
+    naive, teach, tc = "naive", "flash, teaching kernel", "flash, tensor-core kernel"
+    rows = [(naive, "S = QKᵀ (all of it)", "HBM", bh * nq * nk * e),
+            (naive, "P = softmax(S) (all of it)", "HBM", bh * nq * nk * e),
+            (naive, "Q, K, V, O", "HBM", qkvo),
+            (teach, "Q, K, V, O, lse", "HBM", qkvo + 4 * bh * nq)]
+    rows += [(teach, f"{name} (one thread block)", "shared memory", n)
+             for name, n in smem_parts(cfg, "teaching").items()]
+    rows += [(tc, f"{name} (one thread block)", "shared memory", n)
+             for name, n in smem_parts(cfg, "mma.sync").items()]
+    rows += [(tc, "S_ij (one thread block)", "registers", Br * Bc * 4),
+             (tc, "O_i (one thread block)", "registers", Br * d * 4),
+             (tc, "m_i, l_i (one thread block)", "registers", 2 * Br * 4)]
+    return rows
 
 
 def paper_theta_bytes(cfg: AttentionConfig, gpu: GpuProfile) -> dict:
@@ -278,10 +306,13 @@ def flash_backward_hbm(cfg: AttentionConfig) -> HbmTraffic:
     part of dQ_i into a float32 accumulator in HBM (read and written once per tile, as
     atomics do). D = rowsum(dO ∘ O) is a first pass over dO and O."""
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
-    proc = _processed(cfg)
     q_rows = np.minimum(np.arange(1, cfg.Tr + 1) * cfg.block_q, cfg.seq_q) - \
         np.arange(cfg.Tr) * cfg.block_q
-    rows = int((proc * q_rows[:, None]).sum())         # query rows loaded, over all (i, j)
+    tiles_of_row = np.full(cfg.Tr, cfg.Tc, dtype=np.int64)   # key tiles query tile i meets
+    if cfg.causal:
+        last_row = np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
+        tiles_of_row = np.minimum(last_row // cfg.block_k + 1, cfg.Tc)
+    rows = int((q_rows * tiles_of_row).sum())          # query rows loaded, over all (i, j)
     kv = bh * cfg.seq_k * d * e
     qo = bh * cfg.seq_q * d * e
     stream = bh * rows * d * e                         # Q_i or dO_i, once per processed tile

@@ -47,6 +47,8 @@ LIMITS = {
                          "naive attention's S and P matrices would take"),
     "sweep_points": Limit("sweep_points", "FA_LAB_MAX_SWEEP_POINTS", 48, "runs",
                           "a sweep would make"),
+    "tile_sweep_points": Limit("tile_sweep_points", "FA_LAB_MAX_TILE_SWEEP_POINTS", 40, "runs",
+                               "a sweep over tile sizes would make"),
 }
 
 

@@ -8,6 +8,11 @@ A benchmark file (benchmarks/results/bench_*.json) holds:
                           | "torch_math", "direction", "batch", "heads", "seq_q", "seq_k", "head_dim",
                 "dtype", "causal", "block_q", "block_k", "trace", "median_ms", "p10_ms",
                 "p90_ms", "reps", "tflops", "peak_bytes", "stages": {name: ms}}, ...]}
+A tile grid (benchmarks/results/tiles_*.json, from `python -m engine tiles`) holds:
+  {"device": {...}, "date": ..., "method": ..., "results": [benchmark records as above, one
+   per kernel and (block_q, block_k) of each config, optionally with "blocks_per_sm", "registers_per_thread", "threads_per_block",
+   "smem_bytes" from CUDA's occupancy calculator], "skipped": [...], "derived_from": the
+   file it was taken from, when it was}
 A schedule file (benchmarks/results/schedule_*.json) holds:
   {"device": {...}, "date": ..., "kernel": ..., "config": {AttentionConfig fields},
    "block_bh": [...], "block_q_tile": [...], "sm_id": [...], "start_ns": [...],
@@ -45,6 +50,18 @@ def load_benchmarks(directory: Path = BENCH_DIR, direction: str = "forward") -> 
         data = _load(path)
         if (data and isinstance(data.get("results"), list)
                 and file_direction(data) == direction):
+            out.append({**data, "file": path.name})
+    out.sort(key=lambda d: str(d.get("date", "")), reverse=True)
+    return out
+
+
+def load_tile_grids(directory: Path = BENCH_DIR) -> list[dict]:
+    """Every readable tile grid (benchmarks/tiles_*.json), newest date first, each with its
+    'file' name added."""
+    out = []
+    for path in sorted(Path(directory).glob("tiles_*.json")):
+        data = _load(path)
+        if data and isinstance(data.get("results"), list):
             out.append({**data, "file": path.name})
     out.sort(key=lambda d: str(d.get("date", "")), reverse=True)
     return out

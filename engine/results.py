@@ -97,3 +97,13 @@ class Timing:
     kernel: str | None = None
     stages: dict = field(default_factory=dict)   # stage name -> median ms (naive baseline)
     samples_ms: list = field(default_factory=list)
+
+
+def timing_record(cfg, kernel: str, t: Timing, direction: str = "forward") -> dict:
+    """One timing as benchmarks/*.json record it (the format engine.recorded reads)."""
+    return {"kernel": kernel, "direction": direction, "batch": cfg.batch, "heads": cfg.heads, "seq_q": cfg.seq_q,
+            "seq_k": cfg.seq_k, "head_dim": cfg.head_dim, "dtype": cfg.dtype,
+            "causal": cfg.causal, "block_q": cfg.block_q, "block_k": cfg.block_k,
+            "trace": False, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
+            "reps": t.reps, "tflops": t.tflops, "peak_bytes": t.peak_bytes,
+            "stages": t.stages}

@@ -24,7 +24,7 @@ SHOTS = (ROOT / "docs" / "screenshots" if os.environ.get("FA_LAB_SCREENSHOTS") =
 PAGES = {"overview": ("", False), "sram-tiling": ("sram-tiling", True),
          "online-softmax": ("online-softmax", True), "timings": ("timings", True),
          "kernel": ("kernel", True), "downloads": ("downloads", False),
-         "backward": ("backward", True)}
+         "backward": ("backward", True), "tile-sizes": ("tile-sizes", True)}
 CHART = ".vega-embed canvas, .vega-embed svg"
 
 
@@ -148,6 +148,33 @@ def test_page_control_link_round_trip(browser, server):
         _settle(page)
         assert "Row 7 sits in query tile Q_0" in page.inner_text("body")
         assert "sm_head=3" in page.url and "heads=4" in page.url
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+def test_tile_sizes_click_on_a_cell_sets_the_tiles(browser, server):
+    """A click on a heatmap cell makes its (block_q, block_k) the config: the URL and the
+    sidebar follow. The shared-memory heatmap is the page's first chart: block_k across,
+    block_q down, five sizes each; the click goes to the cell of the last column, first row."""
+    page = _open(browser, f"{server}/tile-sizes?block_q=64&block_k=64")
+    try:
+        embed = page.locator(".vega-embed").first
+        embed.scroll_into_view_if_needed()
+        box = embed.locator("canvas, svg").first.bounding_box()
+        # the plot area: 380 × 304 px (app/charts_tiles.py), after the y axis (about 55 px)
+        # and under the title (about 25 px); Vega pads the view by 5 px
+        x = box["x"] + 5 + 55 + 380 * 0.9
+        y = box["y"] + 5 + 25 + 304 * 0.1
+        page.mouse.click(x, y)
+        page.wait_for_url(re.compile(r"[?&]block_q=8(&|$)"), timeout=60000)
+        assert re.search(r"[?&]block_k=128(&|$)", page.url), page.url
+        _settle(page)
+        boxes = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]')
+        shown = {label: boxes.filter(has_text=label).first.evaluate(
+            "e => [...e.querySelectorAll('input')].map(n => n.value).filter(v => v)")
+            for label in ("block_q (Br)", "block_k (Bc)")}
+        assert shown == {"block_q (Br)": ["8"], "block_k (Bc)": ["128"]}, shown
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         page.close()

@@ -1,0 +1,264 @@
+"""Tables for the Tile sizes page: the model's figures over every (block_q, block_k), the
+measured grid (live sweep or recorded in benchmarks/), cells for the heatmaps, the memory
+pyramid, where each algorithm keeps its data, and the exercises' answers."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+import engine
+from engine import iomodel, tilemodel
+from engine.devices import PROFILES, datasheet_profile, memory_levels
+from engine.iomodel import format_bytes
+
+CONFIG_KEYS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal")
+KERNEL_NAMES = {"teaching": "teaching kernel", "tensorcore": "tensor-core kernel"}
+
+
+def model_table(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> pd.DataFrame:
+    """engine.tilemodel.tile_rows as a table, the current and the paper's cells marked."""
+    df = pd.DataFrame(tilemodel.tile_rows(cfg, gpu))
+    paper = tilemodel.paper_tiles(cfg, gpu)
+    df["current"] = (df.block_q == cfg.block_q) & (df.block_k == cfg.block_k)
+    df["paper"] = (df.block_q == paper.block_q) & (df.block_k == paper.block_k)
+    return df
+
+
+def with_measured(model: pd.DataFrame, measured: list[dict]) -> pd.DataFrame:
+    """The model table with each measured shape's median time (measured_ms) and, where the
+    record has it, CUDA's resident blocks per SM (gpu_blocks_per_sm) and registers."""
+    cols = ["kernel", "block_q", "block_k", "median_ms", "blocks_per_sm",
+            "registers_per_thread"]
+    got = pd.DataFrame([{c: r.get(c, np.nan) for c in cols} for r in measured], columns=cols)
+    got = got.rename(columns={"median_ms": "measured_ms", "blocks_per_sm": "gpu_blocks_per_sm"})
+    return model.merge(got, on=["kernel", "block_q", "block_k"], how="left")
+
+
+def fastest(df: pd.DataFrame, kernel: str, column: str) -> pd.Series | None:
+    """The row of `kernel` with the smallest `column`, or None when none has a value."""
+    rows = df[(df.kernel == kernel) & df[column].notna()] if column in df else df.iloc[:0]
+    return None if rows.empty else rows.loc[rows[column].idxmin()]
+
+
+def _cells(df: pd.DataFrame, kernel: str, value: pd.Series, text: pd.Series,
+           fast: pd.Series | None) -> pd.DataFrame:
+    """Heatmap cells for `kernel`: every allowed shape, with its value, label and status."""
+    grid = pd.MultiIndex.from_product([engine.BLOCK_SIZES, engine.BLOCK_SIZES],
+                                      names=["block_q", "block_k"]).to_frame(index=False)
+    rows = df[df.kernel == kernel].assign(value=value, text=text)
+    out = grid.merge(rows, on=["block_q", "block_k"], how="left")
+    status = np.where(out.kernel.isna(), "not taken by this kernel",
+                      np.where(out.fits.astype(bool), "fits", "does not fit"))
+    out["status"] = status
+    out.loc[out.status != "fits", "value"] = np.nan
+    out["text"] = np.where(out.status == "fits", out.text,
+                           np.where(out.status == "does not fit",
+                                    "no fit " + out.smem_bytes.map(_kib_or_blank), "—"))
+    paper = set(zip(df.block_q[df.paper], df.block_k[df.paper]))
+    current = set(zip(df.block_q[df.current], df.block_k[df.current]))
+    best = {(fast.block_q, fast.block_k)} if fast is not None else set()
+    shapes = list(zip(out.block_q, out.block_k))
+    out["marks"] = [" ".join(m for m, on in (("★", s in best), ("▲", s in paper)) if on)
+                    for s in shapes]
+    out["current"] = [s in current for s in shapes]
+    out["shape"] = out.block_q.astype(str) + " × " + out.block_k.astype(str)
+    return out[["block_q", "block_k", "shape", "value", "text", "status", "marks", "current"]]
+
+
+def _kib_or_blank(n) -> str:
+    return "" if n != n else f"{n / 1024:.0f} KiB"
+
+
+def smem_cells(df, fast=None):
+    t = df[df.kernel == "teaching"]
+    return _cells(df, "teaching", t.smem_bytes / 1024, (t.smem_bytes / 1024).map("{:.1f}".format),
+                  fast)
+
+
+def blocks_cells(df, kernel="teaching", fast=None):
+    """Resident blocks per SM: CUDA's figure where measured, else the model's."""
+    t = df[df.kernel == kernel]
+    col = ("gpu_blocks_per_sm" if "gpu_blocks_per_sm" in t and t.gpu_blocks_per_sm.notna().any()
+           else "blocks_per_sm")
+    return _cells(df, kernel, t[col], t[col].map(lambda b: "" if b != b else f"{int(b)}"), fast)
+
+
+def waves_cells(df, cfg: engine.AttentionConfig, gpu, kernel="teaching", fast=None):
+    t = df[df.kernel == kernel]
+    col = ("gpu_blocks_per_sm" if "gpu_blocks_per_sm" in t and t.gpu_blocks_per_sm.notna().any()
+           else "blocks_per_sm")
+    w = [tilemodel.waves(cfg.with_(block_q=int(r.block_q), block_k=int(r.block_k)), gpu,
+                         0 if b != b else int(b)) for r, b in zip(t.itertuples(), t[col])]
+    w = pd.Series(w, index=t.index, dtype=float)
+    return _cells(df, kernel, w, w.map(lambda x: f"{int(x):,}"), fast)
+
+
+def hbm_cells(df, fast=None):
+    t = df[df.kernel == "teaching"]
+    return _cells(df, "teaching", t.hbm_bytes / 1e6, t.hbm_bytes.map(format_bytes), fast)
+
+
+def time_cells(df, kernel: str, column: str, fast=None):
+    t = df[df.kernel == kernel]
+    if column not in t:
+        t = t.assign(**{column: np.nan})
+    return _cells(df, kernel, t[column], t[column].map(_ms_text), fast)
+
+
+def _ms_text(ms) -> str:
+    if ms != ms:
+        return "not timed"
+    return f"{ms:.3g} ms" if ms >= 0.01 else f"{ms * 1e3:.3g} µs"
+
+
+# ---- recorded grids -------------------------------------------------------------------
+def recorded_rows(files: list[dict]) -> pd.DataFrame:
+    """Every recorded tile-grid row, with its file, device and date."""
+    rows = []
+    for f in files:
+        dev = f.get("device", {})
+        name = dev.get("name", "?") if isinstance(dev, dict) else str(dev)
+        for r in f["results"]:
+            if isinstance(r, dict) and all(k in r for k in (*CONFIG_KEYS, "kernel", "block_q",
+                                                            "block_k", "median_ms")):
+                rows.append({**r, "file": f["file"], "device": name,
+                             "date": str(f.get("date", "?")), "method": f.get("method", ""),
+                             "derived_from": f.get("derived_from", ""),
+                             "note": f.get("note", "")})
+    return pd.DataFrame(rows)
+
+
+def recorded_configs(rows: pd.DataFrame) -> list[tuple]:
+    """The distinct (file, device, date, *CONFIG_KEYS) the recorded rows hold."""
+    if rows.empty:
+        return []
+    keys = ["file", "device", "date", *CONFIG_KEYS]
+    return [tuple(k) for k in rows[keys].drop_duplicates().itertuples(index=False)]
+
+
+def closest_config(configs: list[tuple], cfg: engine.AttentionConfig) -> int:
+    """Index of the recorded config nearest cfg: same d, dtype and causal first, then N."""
+    def distance(c):
+        d = dict(zip(("file", "device", "date", *CONFIG_KEYS), c))
+        return (d["head_dim"] != cfg.head_dim, d["dtype"] != cfg.dtype,
+                d["causal"] != cfg.causal, abs(math.log2(d["seq_q"] / cfg.seq_q)))
+    return min(range(len(configs)), key=lambda i: distance(configs[i]))
+
+
+def recorded_profile(device: str) -> engine.GpuProfile:
+    """The profile of the GPU a grid was recorded on (H200 when it is not among them)."""
+    return datasheet_profile(device) or PROFILES["H200"]
+
+
+def recorded_label(choice: tuple) -> str:
+    d = dict(zip(("file", "device", "date", *CONFIG_KEYS), choice))
+    return f"{d['device']}, {d['date']}: " + config_text(_config_of(d))
+
+
+def _config_of(d: dict) -> engine.AttentionConfig:
+    return engine.AttentionConfig(**{k: (bool(d[k]) if k == "causal" else d[k])
+                                    for k in CONFIG_KEYS})
+
+
+def recorded_view(rows: pd.DataFrame, choice: tuple) -> tuple[engine.AttentionConfig,
+                                                             engine.GpuProfile, pd.DataFrame]:
+    """(config, GPU profile, model table with the measured times) of one recorded config."""
+    d = dict(zip(("file", "device", "date", *CONFIG_KEYS), choice))
+    sel = rows
+    for k, v in d.items():
+        sel = sel[sel[k] == v]
+    cfg = _config_of(d)
+    gpu = recorded_profile(d["device"])
+    table = with_measured(model_table(cfg, gpu), sel.to_dict("records"))
+    return cfg, gpu, table
+
+
+def config_text(cfg: engine.AttentionConfig) -> str:
+    return (f"B={cfg.batch}, H={cfg.heads}, N={cfg.seq_q}"
+            + (f"/{cfg.seq_k}" if cfg.seq_k != cfg.seq_q else "")
+            + f", d={cfg.head_dim}, {cfg.dtype}{', causal' if cfg.causal else ''}")
+
+
+# ---- the memory pyramid and where the data lives -------------------------------------
+def pyramid_table(gpu: engine.GpuProfile) -> pd.DataFrame:
+    levels = memory_levels(gpu)
+    return pd.DataFrame({
+        "level": [lv.name for lv in levels], "rank": range(len(levels)),
+        "scope": [lv.scope for lv in levels],
+        "capacity": [format_bytes(lv.capacity_bytes) if lv.capacity_bytes else "—"
+                     for lv in levels],
+        "capacity_bytes": [lv.capacity_bytes for lv in levels],
+        "capacity source": [lv.capacity_source for lv in levels],
+        "bandwidth": [f"{lv.bandwidth_bytes_s / 1e12:.3g} TB/s" if lv.bandwidth_bytes_s
+                      and lv.bandwidth_bytes_s >= 1e12 else
+                      f"{lv.bandwidth_bytes_s / 1e9:.3g} GB/s" if lv.bandwidth_bytes_s else "—"
+                      for lv in levels],
+        "bandwidth source": [lv.bandwidth_source for lv in levels]})
+
+
+def placement_table(cfg: engine.AttentionConfig) -> pd.DataFrame:
+    """Where naive attention and FlashAttention keep each array, with its bytes for this
+    config (engine.iomodel.placement)."""
+    df = pd.DataFrame(iomodel.placement(cfg), columns=["algorithm", "what", "where", "bytes"])
+    df["size"] = df.bytes.map(format_bytes)
+    return df
+
+
+# ---- exercises -------------------------------------------------------------------------
+def kv_reads_answer(cfg: engine.AttentionConfig, df: pd.DataFrame) -> str:
+    """Why block_q = 16 reads K and V so often, in this config's numbers."""
+    t = df[(df.kernel == "teaching") & (df.block_k == cfg.block_k)].set_index("block_q")
+    small, big = t.loc[16], t.loc[128]
+    return (f"Each query tile reads all of K and V (FA2 order), so K and V are read Tr = "
+            f"⌈N_q / block_q⌉ times. With block_q = 16 that is {int(small.kv_passes)} passes, "
+            f"{format_bytes(small.kv_bytes)} of K and V; with block_q = 128 only "
+            f"{int(big.kv_passes)} passes, {format_bytes(big.kv_bytes)} — "
+            f"{small.kv_bytes / big.kv_bytes:.1f}× less. (block_k does not change it: it only "
+            f"cuts the same keys into more or fewer tiles.)")
+
+
+def fastest_answer(df: pd.DataFrame, paper: tilemodel.PaperChoice, where: str) -> str:
+    """Fastest measured shape of each kernel against the paper's choice, or the model's."""
+    lines = []
+    for kernel in ("teaching", "tensorcore"):
+        name = KERNEL_NAMES[kernel]
+        meas = fastest(df, kernel, "measured_ms")
+        model = fastest(df, kernel, "model_ms")
+        if meas is not None:
+            paper_row = df[(df.kernel == kernel) & (df.block_q == paper.block_q)
+                           & (df.block_k == paper.block_k)]
+            paper_ms = (paper_row.measured_ms.iloc[0] if not paper_row.empty else float("nan"))
+            verdict = (" — the paper's choice." if (meas.block_q, meas.block_k) ==
+                       (paper.block_q, paper.block_k) else
+                       f"; the paper's choice {paper.block_q} × {paper.block_k} took "
+                       + (_ms_text(paper_ms) + f" ({paper_ms / meas.measured_ms:.2f}× as long)."
+                          if paper_ms == paper_ms else "no measurement (this kernel does not "
+                          "take it)."))
+            lines.append(f"**{name}** ({where}): fastest {int(meas.block_q)} × "
+                         f"{int(meas.block_k)} at {_ms_text(meas.measured_ms)}{verdict}")
+        elif model is not None:
+            lines.append(f"**{name}**: nothing measured here; the model's fastest is "
+                         f"{int(model.block_q)} × {int(model.block_k)} "
+                         f"({_ms_text(model.model_ms)}, a model).")
+    return "\n\n".join(lines) or "Nothing fits: no shape can run for this config."
+
+
+def residency_answer(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
+                     df: pd.DataFrame) -> str:
+    """What limits residency for the largest teaching tile that fits, and what it costs."""
+    t = df[(df.kernel == "teaching") & df.fits]
+    if t.empty:
+        return "No tile shape fits this GPU's shared memory for this config."
+    big = t.loc[(t.block_q * t.block_k).idxmax()]
+    small = t.loc[(t.block_q * t.block_k).idxmin()]
+    return (f"The largest fitting tiles, {int(big.block_q)} × {int(big.block_k)}, need "
+            f"{big.smem_bytes / 1024:.1f} KiB of shared memory, so {int(big.blocks_per_sm)} "
+            f"block(s) share an SM (limited by {big.limited_by}); {int(big.blocks):,} blocks "
+            f"take {int(big.waves)} wave(s) over {gpu.sms} SMs. The smallest, "
+            f"{int(small.block_q)} × {int(small.block_k)}, need "
+            f"{small.smem_bytes / 1024:.1f} KiB: {int(small.blocks_per_sm)} per SM (limited by "
+            f"{small.limited_by}), {int(small.blocks):,} blocks in {int(small.waves)} wave(s) — "
+            f"but they read K and V {int(small.kv_passes)} times instead of "
+            f"{int(big.kv_passes)}. (Model figures: registers are not counted.)")
