@@ -6,6 +6,7 @@ from typing import Callable, TypeVar
 
 import streamlit as st
 
+from app.charts_tiling import step_value
 from app.controls import kernel_label
 from app.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
@@ -120,3 +121,28 @@ def picking_chart(builder: Callable, *args, key: str, param: str,
 
     st.vega_lite_chart(spec=spec, theme=None, width="content", key=key, on_select=picked,
                        selection_mode=param)
+
+
+def loop_player(key: str, n_steps: int, builder: Callable, *args) -> None:
+    """A loop chart with a Play toggle: while playing, a fragment re-runs every 0.8 s and moves
+    the chart's `step` slider on by one (the step is kept in session state under key_step)."""
+    playing = st.toggle("Play", key=f"{key}_play")
+
+    @st.fragment(run_every=0.8 if playing else None)
+    def board():
+        step = st.session_state.get(f"{key}_step", 0)
+        if playing:
+            step = (step + 1) % n_steps
+            st.session_state[f"{key}_step"] = step
+        chart(builder, *args, slider_values={"step": step_value(n_steps, step % n_steps)})
+
+    board()
+
+
+def method_note(method: str, gpu_note: str | None = None) -> None:
+    """The "How this was timed" block beside a timing chart: the method text of the timing
+    itself, and on a GPU a short note on what the events enclose."""
+    st.markdown("**How this was timed**")
+    st.write(method)
+    if gpu_note:
+        st.caption(gpu_note)

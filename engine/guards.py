@@ -31,17 +31,18 @@ def check_device_memory(cfg: AttentionConfig, algorithm: str, trace: bool,
                      f"batch·heads.")
 
 
+def _check_runs(key: str, n_runs: int, what: str, advice: str) -> None:
+    lim = LIMITS[key]
+    if n_runs > lim.value:
+        raise LimitError(f"Limit {lim.name} exceeded: {what} of {n_runs} runs was asked for; "
+                         f"this server allows {lim.value}. {advice}, or raise it with the "
+                         f"environment variable {lim.env}=<runs>.")
+
+
 def check_sweep(n_points: int) -> None:
-    lim = LIMITS["sweep_points"]
-    if n_points > lim.value:
-        raise LimitError(f"Limit {lim.name} exceeded: a sweep of {n_points} runs was asked for; "
-                         f"this server allows {lim.value}. Use fewer sequence lengths or kernels, "
-                         f"or raise it with the environment variable {lim.env}=<runs>.")
+    _check_runs("sweep_points", n_points, "a sweep", "Use fewer sequence lengths or kernels")
 
 
 def check_tile_sweep(n_runs: int) -> None:
-    lim = LIMITS["tile_sweep_points"]
-    if n_runs > lim.value:
-        raise LimitError(f"Limit {lim.name} exceeded: a sweep over tile sizes of {n_runs} runs "
-                         f"was asked for; this server allows {lim.value}. Sweep one kernel at a "
-                         f"time, or raise it with the environment variable {lim.env}=<runs>.")
+    _check_runs("tile_sweep_points", n_runs, "a sweep over tile sizes",
+                "Sweep one kernel at a time")

@@ -7,11 +7,11 @@ from app.backward_data import (dkv_growth, dq_growth, hbm_parts, loop_view, peak
                                row_mass, rowsum_gap)
 from app.charts_backward import growth_chart, hbm_parts_chart, loop_chart, peak_chart, \
     price_chart, rowsum_chart
-from app.charts_tiling import step_value
 from app.charts_timing import config_chart, memory_chart, sweep_chart
 from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
                              recorded_table, sweep_lengths, timing_table)
-from app.ui import chart, guarded, linked_number, source_line, usable_settings
+from app.ui import (chart, guarded, linked_number, loop_player, method_note, source_line,
+                    usable_settings)
 from engine import check_limits, iomodel, recorded
 
 GPU_METHOD = ("CUDA events around the backward alone (the forward's O and lse are made "
@@ -51,18 +51,7 @@ if g is not None:
                "when the column ends; dQ_i collects every block's part in HBM. White tiles "
                "are skipped by the causal mask. On a GPU the key-tile blocks run at the same "
                "time; the animation shows them one after another.")
-    playing = st.toggle("Play", key="bw_play")
-
-    @st.fragment(run_every=0.8 if playing else None)
-    def board():
-        step = st.session_state.get("bw_step", 0)
-        if playing:
-            step = (step + 1) % n_steps
-            st.session_state["bw_step"] = step
-        chart(loop_chart, view.tiles, view.steps, view.rows, view.cols,
-              slider_values={"step": step_value(n_steps, step % n_steps)})
-
-    board()
+    loop_player("bw", n_steps, loop_chart, view.tiles, view.steps, view.rows, view.cols)
 
     st.subheader("P rebuilt from lse alone")
     c1, c2 = st.columns(2)
@@ -147,10 +136,7 @@ if on_gpu or st.button("Time the CPU emulation"):
             st.caption(f"Backward alone, measured on {where}.")
             chart(config_chart, table)
         with right:
-            st.markdown("**How this was timed**")
-            st.write(entries[0][1].method)
-            if on_gpu:
-                st.caption(GPU_METHOD)
+            method_note(entries[0][1].method, GPU_METHOD if on_gpu else None)
 else:
     st.caption(f"No GPU is in use here ({s.device.reason}). Press the button to time the NumPy "
                f"emulation on this CPU; the GPU figures below were recorded on a real GPU.")

@@ -2,10 +2,10 @@
 thread blocks in waves over the SMs."""
 import streamlit as st
 
-from app.charts_tiling import loop_chart, smem_chart, step_value, waves_chart
+from app.charts_tiling import loop_chart, smem_chart, waves_chart
 from app.figures import kib
 from app.tiling_data import loop_view, smem_table, waves
-from app.ui import chart, usable_settings
+from app.ui import chart, loop_player, usable_settings
 from engine import iomodel
 
 st.title("SRAM tiling")
@@ -44,20 +44,7 @@ if view.group > 1:
 st.caption("Drag the **loop step** slider under the chart (it runs in your browser), or play. "
            "Grey: done; purple: the tile S_ij on chip now; white: skipped by the "
            "causal mask. HBM bytes are counted from the tile sizes of this config.")
-playing = st.toggle("Play", key="sram_play")
-
-
-@st.fragment(run_every=0.8 if playing else None)
-def board():
-    step = st.session_state.get("sram_step", 0)
-    if playing:
-        step = (step + 1) % n_steps
-        st.session_state["sram_step"] = step
-    chart(loop_chart, view.tiles, view.steps, view.rows, view.cols,
-          slider_values={"step": step_value(n_steps, step % n_steps)})
-
-
-board()
+loop_player("sram", n_steps, loop_chart, view.tiles, view.steps, view.rows, view.cols)
 
 st.subheader("Thread blocks in waves over the SMs")
 w = waves(cfg, gpu)

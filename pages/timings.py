@@ -9,7 +9,7 @@ from app.figures import gib
 from app.sweep import run_sweep
 from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
                              recorded_table, stage_table, sweep_lengths, timing_table)
-from app.ui import chart, guarded, linked_choice, usable_settings
+from app.ui import chart, guarded, linked_choice, method_note, usable_settings
 from engine import recorded
 
 GPU_METHOD = ("CUDA events around the kernel(s), warm-up runs first (compile, module load and "
@@ -45,10 +45,7 @@ if auto or left.button("Time this config"):
                 st.caption("Naive attention's stages")
                 chart(stages_chart, stage_table(naive))
         with right:
-            st.markdown("**How this was timed**")
-            st.write(entries[0][1].method)
-            if on_gpu:
-                st.caption(GPU_METHOD)
+            method_note(entries[0][1].method, GPU_METHOD if on_gpu else None)
 else:
     left.info(f"This config is {cfg.flops / 1e9:.1f} GFLOP: on the CPU it takes a while, so "
               f"it is timed only when you press the button.")

@@ -10,7 +10,7 @@ import pytest
 import engine
 from engine.gpu import catalog
 from engine.gpu import naive as gpu_naive
-from engine.gpu.launchers import backward_teaching, teaching
+from engine.gpu.launchers import backward_teaching, core, teaching
 from engine.iomodel import smem_budget
 from kernels.loader import KERNEL_DIR, source_names
 
@@ -133,7 +133,7 @@ def test_naive_softmax_threads_fit_the_row():
 
 def test_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
     c = cfg(head_dim=256, block_q=64, block_k=64, dtype="float32")
-    with pytest.raises(teaching.SharedMemoryError) as err:
+    with pytest.raises(core.SharedMemoryError) as err:
         teaching.check_fits(c, H200)
     msg = str(err.value)
     assert "279,040 bytes" in msg and f"{H200.smem_per_block_optin:,} bytes" in msg
@@ -145,7 +145,7 @@ def test_backward_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
     # K_j, V_j: 2·64·(128·4 + 4); Q_i, dO_i: 2·128·516; dK_j, dV_j: 2·64·128·4;
     # P_ij, dS_ij: 2·128·64·4; L_i, D_i: 2·128·4.
     c = cfg(head_dim=128, block_q=128, block_k=64, dtype="float32")
-    with pytest.raises(teaching.SharedMemoryError) as err:
+    with pytest.raises(core.SharedMemoryError) as err:
         backward_teaching.check_fits(c, H200)
     msg = str(err.value)
     assert "teaching backward" in msg and "330,240 bytes" in msg

@@ -17,11 +17,10 @@ import numpy as np
 
 from ...config import AttentionConfig
 from ...devices import GpuProfile
-from ...iomodel import format_bytes, largest_fitting_tiles, smem_budget
 from ...results import BLOCK_FIELDS
 from ..runtime import live_gpu
 from . import core
-from .teaching import SharedMemoryError, compile_options
+from .teaching import compile_options
 
 SOURCE = "flash_backward_teaching.cu"
 FUNCTION = "flash_backward_teaching"
@@ -38,17 +37,7 @@ KEY_TRACE = ("dk_norm", "dv_norm")
 
 def check_fits(cfg: AttentionConfig, gpu: GpuProfile) -> int:
     """Bytes of shared memory per block; SharedMemoryError when over the GPU's limit."""
-    budget = smem_budget(cfg, gpu, SMEM_LAYOUT)
-    if not budget.fits:
-        best = largest_fitting_tiles(cfg, gpu, SMEM_LAYOUT)
-        fit = (", ".join(f"block_q={bq}, block_k={bk}" for bq, bk in best)
-               if best else "none of the allowed tile sizes")
-        raise SharedMemoryError(
-            f"The teaching backward kernel with tiles block_q={cfg.block_q} × "
-            f"block_k={cfg.block_k} at head_dim {cfg.head_dim}, {cfg.dtype}, needs "
-            f"{budget.total:,} bytes ({format_bytes(budget.total)}) of shared memory per thread "
-            f"block; {gpu.name} allows {budget.limit:,} bytes. Largest tiles that fit: {fit}.")
-    return budget.total
+    return core.check_smem(cfg, gpu, SMEM_LAYOUT, "teaching backward")
 
 
 def build(cfg: AttentionConfig, trace: bool, gpu: GpuProfile) -> core.Build:

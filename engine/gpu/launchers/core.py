@@ -13,6 +13,8 @@ from typing import Callable
 import numpy as np
 
 from ...config import AttentionConfig, ConfigError
+from ...devices import GpuProfile
+from ...iomodel import format_bytes, largest_fitting_tiles, smem_budget
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
 
 MAX_GRID_Y = 65535             # gridDim.y holds batch·head; more runs in several launches
@@ -46,6 +48,26 @@ class Build:
                 "local_bytes_per_thread": int(fn.local_size_bytes),
                 "threads_per_block": self.threads, "dynamic_smem_bytes": self.smem,
                 "grid": " × ".join(str(g) for g in grid)}
+
+
+class SharedMemoryError(ConfigError):
+    """The tiles do not fit in one thread block's shared memory on this GPU."""
+
+
+def check_smem(cfg: AttentionConfig, gpu: GpuProfile, layout: str, name: str) -> int:
+    """Bytes of shared memory per block of the kernel whose layout is `layout`
+    (iomodel.smem_parts); SharedMemoryError naming the largest tiles that fit when over."""
+    budget = smem_budget(cfg, gpu, layout)
+    if not budget.fits:
+        best = largest_fitting_tiles(cfg, gpu, layout)
+        fit = (", ".join(f"block_q={bq}, block_k={bk}" for bq, bk in best)
+               if best else "none of the allowed tile sizes")
+        raise SharedMemoryError(
+            f"The {name} kernel's tiles block_q={cfg.block_q} × block_k={cfg.block_k} at "
+            f"head_dim {cfg.head_dim}, {cfg.dtype}, need {budget.total:,} bytes "
+            f"({format_bytes(budget.total)}) of shared memory per thread block; {gpu.name} "
+            f"allows {budget.limit:,} bytes. Largest tiles that fit: {fit}.")
+    return budget.total
 
 
 def check_operands(dtype: str, **operands) -> None:
@@ -85,6 +107,18 @@ def forward_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> 
         spec.update({name: ((bh, nq, cfg.Tc), np.float32) for name in TRACE_FIELDS})
         spec.update(block_spec(bh * cfg.Tr))
     return allocate(spec, poison)
+
+
+def forward_args(Q, K, V, out: dict, scalars: tuple, trace: bool, Tr: int) -> Callable:
+    """args_for(bh0, bh1) of the forward kernels for launch_loop: Q, K, V, O, lse and the
+    scalars, then the trace arrays and the block records of the chunk (or NULLs untraced)."""
+    def args_for(bh0, bh1):
+        traced = ([out[k][bh0:bh1] for k in TRACE_FIELDS]
+                  + [out[k][bh0 * Tr:bh1 * Tr] for k in BLOCK_FIELDS]
+                  if trace else [NULL] * (len(TRACE_FIELDS) + len(BLOCK_FIELDS)))
+        return (Q[bh0:bh1], K[bh0:bh1], V[bh0:bh1], out["O"][bh0:bh1], out["lse"][bh0:bh1],
+                *scalars, *traced)
+    return args_for
 
 
 def block_spec(n_blocks: int) -> dict:

@@ -9,7 +9,6 @@ import numpy as np
 
 from ...config import AttentionConfig
 from ...iomodel import smem_bytes
-from ...results import BLOCK_FIELDS, TRACE_FIELDS
 from .. import catalog
 from ..runtime import device_is_hopper
 from . import core, wgmma
@@ -57,14 +56,7 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
                np.int32(cfg.causal))
 
-    def args_for(bh0, bh1):
-        traced = ([out[k][bh0:bh1] for k in TRACE_FIELDS]
-                  + [out[k][bh0 * Tr:bh1 * Tr] for k in BLOCK_FIELDS]
-                  if trace else [core.NULL] * 7)
-        return (Q[bh0:bh1], K[bh0:bh1], V[bh0:bh1], out["O"][bh0:bh1], out["lse"][bh0:bh1],
-                *scalars, *traced)
-
-    run = core.launch_loop(fn, b, Tr, bh, args_for)
+    run = core.launch_loop(fn, b, Tr, bh, core.forward_args(Q, K, V, out, scalars, trace, Tr))
     out["info"] = b.facts(fn, (Tr, bh))
     return run, out
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import AttentionConfig, ConfigError
+from ...config import AttentionConfig
 from ...devices import GpuProfile
-from ...iomodel import format_bytes, largest_fitting_tiles, smem_budget
-from ...results import BLOCK_FIELDS, TRACE_FIELDS
 from ..runtime import ELEM_TYPES, live_gpu
 from . import core
 
@@ -20,23 +18,9 @@ FUNCTION = "flash_teaching"
 NUM_THREADS = 128            # NUM_THREADS in the source
 
 
-class SharedMemoryError(ConfigError):
-    """The tiles do not fit in one thread block's shared memory on this GPU."""
-
-
 def check_fits(cfg: AttentionConfig, gpu: GpuProfile) -> int:
     """Bytes of shared memory per block; SharedMemoryError when over the GPU's limit."""
-    budget = smem_budget(cfg, gpu)
-    if not budget.fits:
-        best = largest_fitting_tiles(cfg, gpu)
-        fit = (", ".join(f"block_q={bq}, block_k={bk}" for bq, bk in best)
-               if best else "none of the allowed tile sizes")
-        raise SharedMemoryError(
-            f"Tiles block_q={cfg.block_q} × block_k={cfg.block_k} at head_dim {cfg.head_dim}, "
-            f"{cfg.dtype}, need {budget.total:,} bytes ({format_bytes(budget.total)}) of shared "
-            f"memory per thread block; {gpu.name} allows {budget.limit:,} bytes. Largest tiles "
-            f"that fit: {fit}.")
-    return budget.total
+    return core.check_smem(cfg, gpu, "teaching", "teaching")
 
 
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
@@ -62,14 +46,7 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     out = outputs if outputs is not None else core.forward_outputs(cfg, trace, poison)
     scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale))
 
-    def args_for(bh0, bh1):
-        traced = ([out[k][bh0:bh1] for k in TRACE_FIELDS]
-                  + [out[k][bh0 * Tr:bh1 * Tr] for k in BLOCK_FIELDS]
-                  if trace else [core.NULL] * 7)
-        return (Q[bh0:bh1], K[bh0:bh1], V[bh0:bh1], out["O"][bh0:bh1], out["lse"][bh0:bh1],
-                *scalars, *traced)
-
-    run = core.launch_loop(fn, b, Tr, bh, args_for)
+    run = core.launch_loop(fn, b, Tr, bh, core.forward_args(Q, K, V, out, scalars, trace, Tr))
     out["info"] = {**b.facts(fn, (Tr, bh)), "device": gpu.name}
     return run, out
 
