@@ -145,6 +145,12 @@ __device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
     if constexpr (IsBf16) return pack_bf162(lo, hi);
     else return pack_half2(lo, hi);
 }
+// ... and back: the two floats of one register of the mma input type.
+template <bool IsBf16>
+__device__ __forceinline__ float2 unpack_pair(unsigned r) {
+    if constexpr (IsBf16) return make_float2(__uint_as_float(r << 16), __uint_as_float(r & 0xffff0000u));
+    else return make_float2(to_f32((half_bits)(r & 0xffff)), to_f32((half_bits)(r >> 16)));
+}
 
 // ---- the block schedule: which SM runs this block, and the global nanosecond clock ----
 __device__ __forceinline__ int sm_index() {
