@@ -11,6 +11,7 @@ import engine
 from engine.config import ConfigError
 from engine.gpu import catalog
 from engine.gpu.launchers import backward_mma
+from engine.inputs import make_dout
 from reference import attention64, rel_err, scores64
 import seeds
 
@@ -81,9 +82,8 @@ def test_gradients_match_float64(d, bq, bk, nq, nk, causal, dtype):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
                  dtype=dtype)
     q, k, v = engine.make_inputs(cfg)
-    dout = engine.make_dout(cfg)
+    dout = make_dout(cfg)
     got, O, info = run_backward(cfg, q, k, v, dout)
-    assert info["local_bytes_per_thread"] == 0, info
     assert info["threads_per_block"] == bk // 16 * 32
     want, _ = gradients64(q, k, v, dout, cfg.softmax_scale, causal)
     for name in ("dQ", "dK", "dV"):
@@ -97,11 +97,19 @@ def test_gradients_match_float64(d, bq, bk, nq, nk, causal, dtype):
     assert rel_err(got["delta"], D) <= 1e-5, cfg
 
 
+@pytest.mark.parametrize("dtype", catalog.BACKWARD_MMA.dtypes)
+@pytest.mark.parametrize("d,bq,bk", catalog.BACKWARD_MMA.shapes)
+def test_builds_keep_everything_in_registers(d, bq, bk, dtype):
+    # as compiled here (NVRTC), not only by nvcc (tests/test_kernel_sources.py)
+    facts = backward_mma.kernel_facts(config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype))
+    assert facts["local_bytes_per_thread"] == 0, facts
+
+
 def test_flat_layout_gives_the_same_gradients():
     cfg = config(head_dim=128, block_q=64, block_k=128, seq_q=150, seq_k=220, causal=True,
                  dtype="bfloat16")
     q, k, v = engine.make_inputs(cfg)
-    dout = engine.make_dout(cfg)
+    dout = make_dout(cfg)
     four, _, _ = run_backward(cfg, q, k, v, dout)
     flat, _, _ = run_backward(cfg, q, k, v, dout, flat=True)
     for name in four:
@@ -121,7 +129,7 @@ def test_gradients_match_torch_autograd(d, bk, causal):
     cfg = config(head_dim=d, block_q=64, block_k=bk, seq_q=333, seq_k=290, causal=causal,
                  scale=0.2)
     q, k, v = engine.make_inputs(cfg)
-    dout = engine.make_dout(cfg)
+    dout = make_dout(cfg)
     got, _, _ = run_backward(cfg, q, k, v, dout)
     tq, tk, tv = (torch.tensor(x.astype(np.float32), device="cuda", requires_grad=True)
                   for x in (q, k, v))
@@ -138,7 +146,7 @@ def test_no_nan_at_logit_scale_1e4():
     cfg = config(head_dim=64, block_q=64, block_k=64, seq_q=300, seq_k=260, causal=True,
                  logit_scale=1e4)
     q, k, v = engine.make_inputs(cfg)
-    dout = engine.make_dout(cfg)
+    dout = make_dout(cfg)
     got, _, _ = run_backward(cfg, q, k, v, dout)
     for name in ("dQ", "dK", "dV", "delta"):
         assert np.isfinite(got[name].astype(np.float32)).all(), (name, cfg)
