@@ -98,6 +98,92 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
     return a;
 }
 
+// ---- tensor-core building blocks (mma.sync kernels, sm_80 and later) ----
+// Shared-memory tiles are rows of CHUNKS 16-byte chunks, chunk index XOR (row mod 8), so the
+// 8 rows an ldmatrix reads sit in 8 different bank groups (CHUNKS >= 8).
+template <int CHUNKS>
+__device__ __forceinline__ int swizzle(int row, int chunk) {
+    return row * CHUNKS + (chunk ^ (row & 7));
+}
+
+// Copy 16 (or 4) bytes global -> shared; zero-fill when `valid` is false.
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async4(unsigned dst, const void* src, bool valid) {
+    int n = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
+                 :: "r"(dst), "l"(src), "r"(n) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+}
+
+// ROWS x COLS tile (16-bit elements) of a (seq, COLS) matrix into swizzled shared memory,
+// spread over THREADS threads; rows past seq become zeros.
+template <int ROWS, int COLS, int THREADS>
+__device__ __forceinline__ void load_tile(unsigned dst, const unsigned short* src, int row0,
+                                          int seq, int tid) {
+    constexpr int CHUNKS = COLS / 8;
+    static_assert((ROWS * CHUNKS) % THREADS == 0, "tile must split evenly over the threads");
+    #pragma unroll
+    for (int it = 0; it < ROWS * CHUNKS / THREADS; ++it) {
+        int idx = tid + it * THREADS;
+        int row = idx / CHUNKS, chunk = idx % CHUNKS;
+        bool valid = row0 + row < seq;
+        const unsigned short* g = src + (u64)(valid ? row0 + row : 0) * COLS + chunk * 8;
+        cp_async16(dst + swizzle<CHUNKS>(row, chunk) * 16, g, valid);
+    }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+// c += a (16x16, row) · b (16x8, col), float32 accumulators; inputs float16, or bfloat16
+// when IsBf16.
+template <bool IsBf16>
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1) {
+    if constexpr (IsBf16) {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+            "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+// Two floats -> one register of the mma input type (float16, or bfloat16 when IsBf16).
+template <bool IsBf16>
+__device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
+    if constexpr (IsBf16) return pack_bf162(lo, hi);
+    else return pack_half2(lo, hi);
+}
+// ... and back: the two floats of one register of the mma input type.
+template <bool IsBf16>
+__device__ __forceinline__ float2 unpack_pair(unsigned r) {
+    if constexpr (IsBf16) return make_float2(__uint_as_float(r << 16), __uint_as_float(r & 0xffff0000u));
+    else return make_float2(to_f32((half_bits)(r & 0xffff)), to_f32((half_bits)(r >> 16)));
+}
+
 // ---- the block schedule: which SM runs this block, and the global nanosecond clock ----
 __device__ __forceinline__ int sm_index() {
     int s;

@@ -54,65 +54,6 @@ static_assert((Br * CHUNKS) % THREADS == 0, "Q tile must split evenly over the t
 #include "common.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
-#if BF16
-#define MMA_TYPES "bf16.bf16"
-#define pack_pair pack_bf162
-#else
-#define MMA_TYPES "f16.f16"
-#define pack_pair pack_half2
-#endif
-
-// ---- shared-memory layout: rows of CHUNKS 16-byte chunks, chunk index XOR (row mod 8) ----
-__device__ __forceinline__ int swizzle(int row, int chunk) {
-    return row * CHUNKS + (chunk ^ (row & 7));
-}
-
-// Copy 16 bytes global -> shared; zero-fill when the row is out of range.
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
-    int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
-                 :: "r"(dst), "l"(src), "r"(n) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
-}
-
-// rows x d tile of a (seq, d) matrix into swizzled shared memory (rows past seq -> zeros).
-template <int ROWS>
-__device__ __forceinline__ void load_tile(unsigned dst, const half_t* src, int row0, int seq,
-                                          int tid) {
-    #pragma unroll
-    for (int it = 0; it < ROWS * CHUNKS / THREADS; ++it) {
-        int idx = tid + it * THREADS;
-        int row = idx / CHUNKS, chunk = idx % CHUNKS;
-        bool valid = row0 + row < seq;
-        const half_t* g = src + (u64)(valid ? row0 + row : 0) * d + chunk * 8;
-        cp_async16(dst + swizzle(row, chunk) * 16, g, valid);
-    }
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
-}
-
-// c += a (16x16, row) · b (16x8, col), 16-bit inputs, float32 accumulators.
-__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                         unsigned b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32." MMA_TYPES ".f32 "
-        "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
@@ -144,10 +85,10 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
     const int n_tiles = causal ? min(Tc, last_row / Bc + 1) : Tc;
 
     // Prologue: Q_i and K_0 in one group, V_0 in the next.
-    load_tile<Br>(sQ, Qb, q0, seq_q, tid);
-    load_tile<Bc>(sK, Kb, 0, seq_k, tid);
+    load_tile<Br, d, THREADS>(sQ, Qb, q0, seq_q, tid);
+    load_tile<Bc, d, THREADS>(sK, Kb, 0, seq_k, tid);
     cp_async_commit();
-    load_tile<Bc>(sV, Vb, 0, seq_k, tid);
+    load_tile<Bc, d, THREADS>(sV, Vb, 0, seq_k, tid);
     cp_async_commit();
 
     // Thread row h (0 .. RT-1) is query row row_of(h): row tile h / 2, fragment row g or g + 8.
@@ -190,7 +131,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                     ldmatrix_x4(sQ + mt * 16 * ROW_BYTES + (q_lane_off ^ (kk * 32)), Qf[mt][kk]);
         }
         if (j + 1 < n_tiles)           // prefetch K_{j+1}; its buffer held K_{j-1}
-            load_tile<Bc>(sK + ((j + 1) & 1) * Bc * d * 2, Kb, (j + 1) * Bc, seq_k, tid);
+            load_tile<Bc, d, THREADS>(sK + ((j + 1) & 1) * Bc * d * 2, Kb, (j + 1) * Bc, seq_k, tid);
         cp_async_commit();
 
         // S_ij = Q_i K_jᵀ (raw scores).
@@ -218,8 +159,8 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 ldmatrix_x4(bufK + n2 * 16 * ROW_BYTES + (k_lane_off ^ (kk * 32)), b);
                 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma16816(S[mt][2 * n2], a[mt], b[0], b[1]);
-                    mma16816(S[mt][2 * n2 + 1], a[mt], b[2], b[3]);
+                    mma16816<BF16>(S[mt][2 * n2], a[mt], b[0], b[1]);
+                    mma16816<BF16>(S[mt][2 * n2 + 1], a[mt], b[2], b[3]);
                 }
             }
         }
@@ -306,7 +247,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         cp_async_wait<1>();            // V_j has landed (K_{j+1} may still be in flight)
         __syncthreads();
         if (j + 1 < n_tiles)           // prefetch V_{j+1}; its buffer held V_{j-1}
-            load_tile<Bc>(sV + ((j + 1) & 1) * Bc * d * 2, Vb, (j + 1) * Bc, seq_k, tid);
+            load_tile<Bc, d, THREADS>(sV + ((j + 1) & 1) * Bc * d * 2, Vb, (j + 1) * Bc, seq_k, tid);
         cp_async_commit();
 
         // O_i += P_ij V_j, P_ij as 16-bit A fragments straight from the S accumulators.
@@ -315,10 +256,10 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
             unsigned P[MT][4];
             #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-                P[mt][0] = pack_pair(S[mt][2 * kk][0], S[mt][2 * kk][1]);
-                P[mt][1] = pack_pair(S[mt][2 * kk][2], S[mt][2 * kk][3]);
-                P[mt][2] = pack_pair(S[mt][2 * kk + 1][0], S[mt][2 * kk + 1][1]);
-                P[mt][3] = pack_pair(S[mt][2 * kk + 1][2], S[mt][2 * kk + 1][3]);
+                P[mt][0] = pack_pair<BF16>(S[mt][2 * kk][0], S[mt][2 * kk][1]);
+                P[mt][1] = pack_pair<BF16>(S[mt][2 * kk][2], S[mt][2 * kk][3]);
+                P[mt][2] = pack_pair<BF16>(S[mt][2 * kk + 1][0], S[mt][2 * kk + 1][1]);
+                P[mt][3] = pack_pair<BF16>(S[mt][2 * kk + 1][2], S[mt][2 * kk + 1][3]);
             }
             #pragma unroll
             for (int n2 = 0; n2 < O_TILES / 2; ++n2) {
@@ -326,8 +267,8 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 ldmatrix_x4_trans(bufV + kk * 16 * ROW_BYTES + (v_lane_off ^ (n2 * 32)), b);
                 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma16816(O_acc[mt][2 * n2], P[mt], b[0], b[1]);
-                    mma16816(O_acc[mt][2 * n2 + 1], P[mt], b[2], b[3]);
+                    mma16816<BF16>(O_acc[mt][2 * n2], P[mt], b[0], b[1]);
+                    mma16816<BF16>(O_acc[mt][2 * n2 + 1], P[mt], b[2], b[3]);
                 }
             }
         }
@@ -367,10 +308,10 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         #pragma unroll
         for (int n = 0; n < O_TILES; ++n) {
             int row = warp_row0 + mt * 16 + g;
-            *(unsigned*)(sO + swizzle(row, n) * 16 + t * 4) =
-                pack_pair(O_acc[mt][n][0] * inv_l[2 * mt], O_acc[mt][n][1] * inv_l[2 * mt]);
-            *(unsigned*)(sO + swizzle(row + 8, n) * 16 + t * 4) =
-                pack_pair(O_acc[mt][n][2] * inv_l[2 * mt + 1],
+            *(unsigned*)(sO + swizzle<CHUNKS>(row, n) * 16 + t * 4) =
+                pack_pair<BF16>(O_acc[mt][n][0] * inv_l[2 * mt], O_acc[mt][n][1] * inv_l[2 * mt]);
+            *(unsigned*)(sO + swizzle<CHUNKS>(row + 8, n) * 16 + t * 4) =
+                pack_pair<BF16>(O_acc[mt][n][2] * inv_l[2 * mt + 1],
                            O_acc[mt][n][3] * inv_l[2 * mt + 1]);
         }
     __syncwarp();
@@ -381,7 +322,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         int row = warp_row0 + idx / CHUNKS, chunk = idx % CHUNKS;
         if (q0 + row < seq_q)
             *(uint4*)(Ob + (u64)(q0 + row) * d + chunk * 8) =
-                *(const uint4*)(sO + swizzle(row, chunk) * 16);
+                *(const uint4*)(sO + swizzle<CHUNKS>(row, chunk) * 16);
     }
 
 #if TRACE

@@ -70,3 +70,38 @@ def test_bfloat16_takes_the_mma_sync_shapes_only():
     with pytest.raises(ConfigError, match="in float16, head_dim 64 with block_q×block_k 128×128"):
         catalog.tensorcore_build(config(dtype="bfloat16", head_dim=64, block_q=128,
                                         block_k=128), hopper=True)
+
+
+# ---- the tensor-core backward (kernels/flash_backward_mma.cu) --------------------------------
+def test_every_backward_shape_fits_one_h200_block_and_takes_both_dtypes():
+    from engine.gpu.launchers import backward_mma
+    for d, bq, bk in catalog.BACKWARD_MMA.shapes:
+        for dtype in ("float16", "bfloat16"):
+            cfg = config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
+            assert catalog.backward_build(cfg) is catalog.BACKWARD_MMA
+            assert backward_mma.supported(cfg)
+            assert iomodel.smem_budget(cfg, H200, "backward mma.sync").fits, cfg
+            assert backward_mma.build(cfg).threads == bk // 16 * 32
+
+
+def test_backward_shared_memory_worked_by_hand():
+    # d = 128, 64×128: K_j, V_j 2 · 128·128·2 = 65,536; Q_i, dO_i twice each 4 · 64·128·2 =
+    # 65,536; dS_ijᵀ 128·64·2 = 16,384; lse_i, D_i twice each 4 · 64·4 = 1,024: 148,480 B.
+    cfg = config(head_dim=128, block_q=64, block_k=128)
+    assert iomodel.smem_bytes(cfg, "backward mma.sync") == 148_480
+
+
+@pytest.mark.parametrize("changes,named", [
+    (dict(dtype="float32"), "dtype=float32"),
+    (dict(head_dim=128, block_k=64), "head_dim=128, block_q=64, block_k=64"),
+    (dict(head_dim=32), "head_dim=32"),
+    (dict(block_q=128, block_k=64), "block_q=128, block_k=64")])
+def test_unsupported_backward_configs_are_refused_with_the_list(changes, named):
+    from engine.gpu.launchers import backward_mma
+    cfg = config(**changes)
+    assert not backward_mma.supported(cfg)
+    with pytest.raises(ConfigError) as err:
+        backward_mma.build(cfg)
+    msg = str(err.value)
+    assert named in msg and catalog.backward_supported_text() in msg
+    assert "head_dim 128 with block_q×block_k 64×128" in msg

@@ -79,6 +79,13 @@ def wgmma_examples():
     return out
 
 
+def backward_mma_examples():
+    """Every catalogued build of the tensor-core backward, in both dtypes."""
+    from engine.gpu.launchers import backward_mma
+    return [backward_mma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt))
+            for d, bq, bk in catalog.BACKWARD_MMA.shapes for dt in catalog.BACKWARD_MMA.dtypes]
+
+
 def nvcc(source, options):
     # wgmma needs the architecture-specific sm_90a target; everything else builds for sm_90.
     arch = "-gencode=arch=compute_90a,code=sm_90a" if source == "flash_wgmma.cu" else \
@@ -87,15 +94,31 @@ def nvcc(source, options):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+def examples_of(source: str) -> list:
+    """The compile options a source is checked with: the catalogued builds for the tensor-core
+    kernels, EXAMPLES for the others."""
+    built = {"flash_tensorcore.cu": tensorcore_examples, "flash_wgmma.cu": wgmma_examples,
+             "flash_backward_mma.cu": backward_mma_examples}
+    return built[source]() if source in built else EXAMPLES[source]
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
 @pytest.mark.parametrize("source", source_names())
 def test_every_kernel_source_compiles_for_sm90(source):
-    examples = {"flash_tensorcore.cu": tensorcore_examples,
-                "flash_wgmma.cu": wgmma_examples}.get(source, lambda: EXAMPLES[source])()
-    for options in examples:
+    for options in examples_of(source):
         done = nvcc(source, options)
         assert done.returncode == 0, f"{source} {' '.join(options)}:\n{done.stderr}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("options", backward_mma_examples(), ids=" ".join)
+def test_backward_mma_builds_keep_everything_in_registers(options):
+    done = nvcc("flash_backward_mma.cu", (*options, "-Xptxas", "-v"))
+    assert done.returncode == 0, done.stderr
+    report = done.stderr.split("Function properties for flash_backward_mma")[1].split("ptxas")[:2]
+    assert "0 bytes spill stores, 0 bytes spill loads" in report[0], (options, report)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
@@ -116,9 +139,9 @@ def required_defines(source):
 
 @pytest.mark.parametrize("source", ["flash_teaching.cu", "flash_tensorcore.cu",
                                     "naive_softmax.cu", "flash_backward_teaching.cu",
-                                    "naive_backward.cu"])
+                                    "naive_backward.cu", "flash_backward_mma.cu"])
 def test_launcher_options_define_every_macro_the_source_requires(source):
-    options = {"flash_tensorcore.cu": tensorcore_examples}.get(source, lambda: EXAMPLES[source])()
+    options = examples_of(source)
     need = required_defines(source)
     assert need, f"{source} declares no required macro"
     for opts in options:

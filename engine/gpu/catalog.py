@@ -48,6 +48,13 @@ WGMMA = TensorCoreBuild(
     ((64, 128, 128), (128, 128, 64), (128, 128, 128)), hopper_only=True)
 TENSORCORE_BUILDS = (WGMMA, MMA_SYNC)       # dispatch order: the first that takes cfg runs
 
+# The backward pass of kernel="tensorcore" (kernels/flash_backward_mma.cu): one block per key
+# tile of block_k rows, block_k / 16 warps of 16 keys each, query tiles of block_q rows; the
+# shapes whose dK_j, dV_j, S_ijᵀ and dP_ijᵀ fit in registers without spills.
+BACKWARD_MMA = TensorCoreBuild(
+    "backward mma.sync", "flash_backward_mma.cu", ("float16", "bfloat16"),
+    ((64, 64, 64), (64, 64, 128), (64, 128, 128), (128, 64, 128)), hopper_only=False)
+
 
 def supported_text() -> str:
     """What kernel="tensorcore" takes, in words (every error message and the sidebar)."""
@@ -68,6 +75,25 @@ def tensorcore_build(cfg: AttentionConfig, hopper: bool) -> TensorCoreBuild:
         problems.append(f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}")
     raise ConfigError(f"The tensor-core kernel does not take {'; '.join(problems)}. "
                       f"It supports {supported_text()}.")
+
+
+def backward_supported_text() -> str:
+    """What the tensor-core backward takes, in words (its error messages)."""
+    return BACKWARD_MMA.text()
+
+
+def backward_build(cfg: AttentionConfig) -> TensorCoreBuild:
+    """The build of the tensor-core backward pass for cfg; ConfigError with the supported
+    list when it does not take cfg."""
+    if BACKWARD_MMA.takes(cfg):
+        return BACKWARD_MMA
+    problems = []
+    if cfg.dtype not in BACKWARD_MMA.dtypes:
+        problems.append(f"dtype={cfg.dtype}")
+    if (cfg.head_dim, cfg.block_q, cfg.block_k) not in BACKWARD_MMA.shapes:
+        problems.append(f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}")
+    raise ConfigError(f"The tensor-core backward kernel does not take {'; '.join(problems)}. "
+                      f"It supports {backward_supported_text()}.")
 
 
 def tensorcore_takes(cfg: AttentionConfig, hopper: bool) -> bool:

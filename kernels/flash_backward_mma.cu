@@ -1,0 +1,388 @@
+// Tensor-core FlashAttention-2 backward pass (float16 or bfloat16 in, float32 accumulate),
+// sm_80 and later. Three kernels, launched in this order:
+//
+//   backward_delta      D_r = rowsum(dO ∘ O) in float32, and zeros into the dQ accumulator.
+//   flash_backward_mma  one thread block per (key tile j, batch·head): blockIdx.x = j,
+//                       blockIdx.y = bh. K_j, V_j sit in shared memory; each of the Bc / 16
+//                       warps owns 16 keys and keeps their dK_j, dV_j rows in registers. The
+//                       block loops over query tiles i (causal: from the first that sees
+//                       tile j), Q_i, dO_i, lse_i, D_i double-buffered with cp.async:
+//                         S_ijᵀ = K_j Q_iᵀ,  P_ijᵀ = exp2(S·scale·log2e − lse·log2e)
+//                         dP_ijᵀ = V_j dO_iᵀ, dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i)
+//                         dV_j += P_ijᵀ dO_i,  dK_j += dS_ijᵀ Q_i
+//                         dQ_i += dS_ij K_j    (dS_ijᵀ through shared memory; red.add into a
+//                                               float32 buffer that all key tiles share)
+//                       Working with transposed S and dP puts each warp's keys in the
+//                       accumulator rows, so P_ijᵀ and dS_ijᵀ feed the dV / dK products
+//                       straight from registers.
+//   backward_dq_cast    dQ = scale · accumulator, in the input dtype.
+//
+// Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 64 or 128), BLOCK_K (Bc: 64
+// or 128, Bc / 16 warps), BF16 (0: float16, 1: bfloat16).
+
+#ifndef HEAD_DIM
+#error "define HEAD_DIM"
+#endif
+#ifndef BLOCK_Q
+#error "define BLOCK_Q"
+#endif
+#ifndef BLOCK_K
+#error "define BLOCK_K"
+#endif
+#ifndef BF16
+#define BF16 0
+#endif
+
+constexpr int d = HEAD_DIM;
+constexpr int Br = BLOCK_Q;
+constexpr int Bc = BLOCK_K;
+constexpr int WARPS = Bc / 16;           // each warp owns 16 keys of K_j
+constexpr int THREADS = WARPS * 32;
+constexpr int CHUNKS = d / 8;            // 16-byte chunks per row of Q, K, V, dO
+constexpr int ROW_BYTES = d * 2;
+constexpr int S_CHUNKS = Br / 8;         // 16-byte chunks per row of dS_ijᵀ (one row a key)
+constexpr int S_ROW_BYTES = Br * 2;
+constexpr int Q_TILES = Br / 8;          // n-tiles of 8 queries in a warp's strip of S_ijᵀ
+constexpr int D_TILES = d / 8;           // n-tiles of 8 columns of dK_j, dV_j
+// dQ_i (Br x d) is cut into units of 16 rows x DQ_N columns, shared evenly by the warps.
+constexpr int ROW_TILES_Q = Br / 16;
+constexpr int COL_SPLITS = (WARPS / ROW_TILES_Q > d / 64) ? WARPS / ROW_TILES_Q : d / 64;
+constexpr int DQ_N = d / COL_SPLITS;
+constexpr int DQ_UNITS = ROW_TILES_Q * COL_SPLITS;
+constexpr float LOG2E = 1.4426950408889634f;
+
+static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
+static_assert(Br == 64 || Br == 128, "BLOCK_Q must be 64 or 128");
+static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
+static_assert(DQ_UNITS % WARPS == 0 && DQ_N % 16 == 0, "dQ units must split over the warps");
+static_assert(2 * Br <= THREADS, "one thread per lse_i and D_i element");
+
+#include "common.cuh"
+
+typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
+
+// Shared-memory layout (bytes): K_j, V_j, two buffers each of Q_i and dO_i, dS_ijᵀ, then two
+// buffers each of lse_i and D_i (float32).
+constexpr int SMEM_K = 0;
+constexpr int SMEM_V = SMEM_K + Bc * ROW_BYTES;
+constexpr int SMEM_Q = SMEM_V + Bc * ROW_BYTES;
+constexpr int SMEM_DO = SMEM_Q + 2 * Br * ROW_BYTES;
+constexpr int SMEM_DS = SMEM_DO + 2 * Br * ROW_BYTES;
+constexpr int SMEM_L = SMEM_DS + Bc * S_ROW_BYTES;
+constexpr int SMEM_D = SMEM_L + 2 * Br * 4;
+
+__device__ __forceinline__ float elem_f32(unsigned short bits) {
+#if BF16
+    return to_f32(bf16_bits{bits});
+#else
+    return to_f32((half_bits)bits);
+#endif
+}
+
+// x, hidden from the compiler: offsets derived from it are recomputed where used instead of
+// being hoisted out of the query-tile loop, where they would occupy registers throughout.
+__device__ __forceinline__ unsigned opaque(unsigned x) {
+    asm volatile("mov.b32 %0, %0;" : "+r"(x));
+    return x;
+}
+
+// dst[0], dst[1] += x, y in global memory: one vector reduction where the GPU has it.
+__device__ __forceinline__ void red_add2(float* dst, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(x), "f"(y) : "memory");
+#else
+    atomicAdd(dst, x);
+    atomicAdd(dst + 1, y);
+#endif
+}
+
+// D_r = sum_c dO[r, c] · O[r, c] for `rows` rows of d elements; d / 8 threads per row, 8
+// elements (16 bytes) each. The same threads zero the row's dQ accumulator.
+extern "C" __global__ void __launch_bounds__(256)
+backward_delta(const half_t* __restrict__ O, const half_t* __restrict__ dO,
+               float* __restrict__ D, float* __restrict__ dQacc, long long rows) {
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long r = idx / CHUNKS;
+    const int chunk = (int)(idx % CHUNKS);
+    float sum = 0.f;
+    if (r < rows) {
+        const uint4 o = *(const uint4*)(O + r * d + chunk * 8);
+        const uint4 g = *(const uint4*)(dO + r * d + chunk * 8);
+        const unsigned ow[4] = {o.x, o.y, o.z, o.w}, gw[4] = {g.x, g.y, g.z, g.w};
+        #pragma unroll
+        for (int w = 0; w < 4; ++w)
+            sum += elem_f32(ow[w] & 0xffff) * elem_f32(gw[w] & 0xffff)
+                 + elem_f32(ow[w] >> 16) * elem_f32(gw[w] >> 16);
+        float4* acc = (float4*)(dQacc + r * d + chunk * 8);
+        acc[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+        acc[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    // The row's CHUNKS threads are adjacent lanes of one warp (CHUNKS divides 32).
+    #pragma unroll
+    for (int offset = CHUNKS / 2; offset > 0; offset /= 2)
+        sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    if (r < rows && chunk == 0) D[r] = sum;
+}
+
+// dQ = scale · dQacc in the input dtype, 8 elements per thread.
+extern "C" __global__ void __launch_bounds__(256)
+backward_dq_cast(const float* __restrict__ dQacc, half_t* __restrict__ dQ, float scale,
+                 long long n_chunks) {
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n_chunks) return;
+    const float4 a = ((const float4*)dQacc)[2 * idx], b = ((const float4*)dQacc)[2 * idx + 1];
+    ((uint4*)dQ)[idx] = make_uint4(pack_pair<BF16>(a.x * scale, a.y * scale),
+                                   pack_pair<BF16>(a.z * scale, a.w * scale),
+                                   pack_pair<BF16>(b.x * scale, b.y * scale),
+                                   pack_pair<BF16>(b.z * scale, b.w * scale));
+}
+
+// Q_i, dO_i, lse_i and D_i into buffer `buf` (rows past seq_q: zeros, so they add nothing).
+__device__ __forceinline__ void load_query_tile(unsigned smem, int buf, int i, const half_t* Qb,
+                                                const half_t* dOb, const float* Lb,
+                                                const float* Db, int seq_q, int tid) {
+    const int q0 = i * Br;
+    load_tile<Br, d, THREADS>(smem + SMEM_Q + buf * Br * ROW_BYTES, Qb, q0, seq_q, tid);
+    load_tile<Br, d, THREADS>(smem + SMEM_DO + buf * Br * ROW_BYTES, dOb, q0, seq_q, tid);
+    if (tid < 2 * Br) {
+        const int r = tid % Br;
+        const bool valid = q0 + r < seq_q;
+        const float* src = (tid < Br ? Lb : Db) + (valid ? q0 + r : 0);
+        cp_async4(smem + (tid < Br ? SMEM_L : SMEM_D) + (buf * Br + r) * 4, src, valid);
+    }
+}
+
+// One block per SM is all the launch bound promises: the register allocator may then take
+// up to 255 registers, and every catalogued build stays out of local memory, with nvcc and
+// with the driver's JIT alike (the bare bound left a few spilled words under the latter).
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
+                   const half_t* __restrict__ V, const half_t* __restrict__ dO,
+                   const float* __restrict__ lse, const float* __restrict__ Dvec,
+                   float* __restrict__ dQacc, half_t* __restrict__ dK, half_t* __restrict__ dV,
+                   int seq_q, int seq_k, float scale, int causal) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    const int j = blockIdx.x, bh = blockIdx.y;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
+    const int Tr = (seq_q + Br - 1) / Br;
+    const int k0 = j * Bc;
+    const unsigned sbase = smem_addr(smem);
+    const half_t* Qb = Q + (u64)bh * seq_q * d;
+    const half_t* dOb = dO + (u64)bh * seq_q * d;
+    const float* Lb = lse + (u64)bh * seq_q;
+    const float* Db = Dvec + (u64)bh * seq_q;
+    float* dQb = dQacc + (u64)bh * seq_q * d;
+
+    // Causal: query tile i sees key tile j iff its last row i·Br + Br − 1 >= j·Bc.
+    const int i_first = causal ? k0 / Br : 0;
+
+    // Prologue: K_j, V_j and the first query tile in one group.
+    load_tile<Bc, d, THREADS>(sbase + SMEM_K, K + (u64)bh * seq_k * d, k0, seq_k, tid);
+    load_tile<Bc, d, THREADS>(sbase + SMEM_V, V + (u64)bh * seq_k * d, k0, seq_k, tid);
+    if (i_first < Tr) load_query_tile(sbase, 0, i_first, Qb, dOb, Lb, Db, seq_q, tid);
+    cp_async_commit();
+
+    // ldmatrix row addresses of this lane (chunk 2·kk XOR the swizzle equals the offset XOR
+    // 32·kk bytes, so loops need no tables):
+    //   a_off: A fragments of this warp's 16 rows of K_j / V_j (row-major, k = head dim)
+    //   b_off: B fragments from rows of Q_i / dO_i (n = query, k = head dim)
+    //   t_off: B fragments, transposed, from rows of dO_i / Q_i / K_j (k = row)
+    //   s_off: A fragments, transposed, of dS_ij from dS_ijᵀ (k = key)
+    const unsigned a_lane = (warp * 16 + (lane & 15)) * ROW_BYTES
+                           + (((lane >> 4) ^ (lane & 7)) * 16);
+    const unsigned b_lane = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES
+                           + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
+    const unsigned t_lane = (lane & 15) * ROW_BYTES + (((lane >> 4) ^ (lane & 7)) * 16);
+    const unsigned s_lane = ((lane & 7) + ((lane >> 4) << 3)) * S_ROW_BYTES
+                           + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
+    const float scale_log2 = scale * LOG2E;
+    const int key_row = warp * 16 + g;      // this thread's keys: key_row and key_row + 8
+
+    float dK_acc[D_TILES][4], dV_acc[D_TILES][4];
+    #pragma unroll
+    for (int n = 0; n < D_TILES; ++n)
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) dK_acc[n][e] = dV_acc[n][e] = 0.f;
+
+    for (int i = i_first; i < Tr; ++i) {
+        const int buf = (i - i_first) & 1;
+        const int q0 = i * Br;
+        const unsigned sQ = sbase + SMEM_Q + buf * Br * ROW_BYTES;
+        const unsigned sdO = sbase + SMEM_DO + buf * Br * ROW_BYTES;
+        const float* sL = (const float*)(smem + SMEM_L) + buf * Br;
+        const float* sD = (const float*)(smem + SMEM_D) + buf * Br;
+        const unsigned a_off = opaque(a_lane), b_off = opaque(b_lane), t_off = opaque(t_lane),
+                       s_off = opaque(s_lane);
+        cp_async_wait<0>();
+        // Tile i has landed for every thread; every warp is done with tile i − 1 (its buffer
+        // and dS_{i−1,j}ᵀ may be overwritten).
+        __syncthreads();
+        if (i + 1 < Tr) load_query_tile(sbase, buf ^ 1, i + 1, Qb, dOb, Lb, Db, seq_q, tid);
+        cp_async_commit();
+
+        // S_ijᵀ = K_j Q_iᵀ for this warp's 16 keys.
+        float S[Q_TILES][4];
+        #pragma unroll
+        for (int n = 0; n < Q_TILES; ++n) S[n][0] = S[n][1] = S[n][2] = S[n][3] = 0.f;
+        #pragma unroll
+        for (int kk = 0; kk < d / 16; ++kk) {
+            unsigned a[4];
+            ldmatrix_x4(sbase + SMEM_K + (a_off ^ (kk * 32)), a);
+            #pragma unroll
+            for (int n2 = 0; n2 < Q_TILES / 2; ++n2) {
+                unsigned b[4];
+                ldmatrix_x4(sQ + n2 * 16 * ROW_BYTES + (b_off ^ (kk * 32)), b);
+                mma16816<BF16>(S[2 * n2], a, b[0], b[1]);
+                mma16816<BF16>(S[2 * n2 + 1], a, b[2], b[3]);
+            }
+        }
+
+        // P_ijᵀ rebuilt from lse_i, 0 where masked (masks only on diagonal tiles under causal
+        // and on ragged last tiles), kept as 16-bit A fragments P_a[kk] (k = queries).
+        unsigned char* sdS = smem + SMEM_DS;
+        const bool masked = (causal && k0 + Bc - 1 > q0) || k0 + Bc > seq_k || q0 + Br > seq_q;
+        unsigned P_a[Br / 16][4];
+        #pragma unroll
+        for (int n = 0; n < Q_TILES; ++n) {
+            const float2 L = *(const float2*)(sL + n * 8 + 2 * t);
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                float p = fast_exp2(fmaf(S[n][e], scale_log2, -((e & 1) ? L.y : L.x) * LOG2E));
+                if (masked) {
+                    const int c = k0 + key_row + (e >> 1) * 8;
+                    const int r = q0 + n * 8 + 2 * t + (e & 1);
+                    if (c >= seq_k || r >= seq_q || (causal && c > r)) p = 0.f;
+                }
+                S[n][e] = p;
+            }
+            P_a[n / 2][(n & 1) * 2] = pack_pair<BF16>(S[n][0], S[n][1]);
+            P_a[n / 2][(n & 1) * 2 + 1] = pack_pair<BF16>(S[n][2], S[n][3]);
+            // parked in this thread's own slots of the dS_ijᵀ buffer until dS needs it
+            *(unsigned*)(sdS + swizzle<S_CHUNKS>(key_row, n) * 16 + t * 4) = P_a[n / 2][(n & 1) * 2];
+            *(unsigned*)(sdS + swizzle<S_CHUNKS>(key_row + 8, n) * 16 + t * 4) =
+                P_a[n / 2][(n & 1) * 2 + 1];
+        }
+
+        // dV_j += P_ijᵀ dO_i.
+        #pragma unroll
+        for (int kk = 0; kk < Br / 16; ++kk)
+            #pragma unroll
+            for (int n2 = 0; n2 < D_TILES / 2; ++n2) {
+                unsigned b[4];
+                ldmatrix_x4_trans(sdO + kk * 16 * ROW_BYTES + (t_off ^ (n2 * 32)), b);
+                mma16816<BF16>(dV_acc[2 * n2], P_a[kk], b[0], b[1]);
+                mma16816<BF16>(dV_acc[2 * n2 + 1], P_a[kk], b[2], b[3]);
+            }
+
+        // dP_ijᵀ = V_j dO_iᵀ.
+        float dP[Q_TILES][4];
+        #pragma unroll
+        for (int n = 0; n < Q_TILES; ++n) dP[n][0] = dP[n][1] = dP[n][2] = dP[n][3] = 0.f;
+        #pragma unroll
+        for (int kk = 0; kk < d / 16; ++kk) {
+            unsigned a[4];
+            ldmatrix_x4(sbase + SMEM_V + (a_off ^ (kk * 32)), a);
+            #pragma unroll
+            for (int n2 = 0; n2 < Q_TILES / 2; ++n2) {
+                unsigned b[4];
+                ldmatrix_x4(sdO + n2 * 16 * ROW_BYTES + (b_off ^ (kk * 32)), b);
+                mma16816<BF16>(dP[2 * n2], a, b[0], b[1]);
+                mma16816<BF16>(dP[2 * n2 + 1], a, b[2], b[3]);
+            }
+        }
+
+        // dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), as 16-bit A fragments dS_a[kk] and into shared
+        // memory (dQ_i needs every warp's keys).
+        unsigned dS_a[Br / 16][4];
+        #pragma unroll
+        for (int n = 0; n < Q_TILES; ++n) {
+            const float2 Dv = *(const float2*)(sD + n * 8 + 2 * t);
+            unsigned* at_lo = (unsigned*)(sdS + swizzle<S_CHUNKS>(key_row, n) * 16 + t * 4);
+            unsigned* at_hi = (unsigned*)(sdS + swizzle<S_CHUNKS>(key_row + 8, n) * 16 + t * 4);
+            const float2 p_lo = unpack_pair<BF16>(*at_lo), p_hi = unpack_pair<BF16>(*at_hi);
+            const unsigned lo = pack_pair<BF16>(p_lo.x * (dP[n][0] - Dv.x),
+                                                p_lo.y * (dP[n][1] - Dv.y));
+            const unsigned hi = pack_pair<BF16>(p_hi.x * (dP[n][2] - Dv.x),
+                                                p_hi.y * (dP[n][3] - Dv.y));
+            dS_a[n / 2][(n & 1) * 2] = lo;
+            dS_a[n / 2][(n & 1) * 2 + 1] = hi;
+            *at_lo = lo;
+            *at_hi = hi;
+        }
+
+        // dK_j += dS_ijᵀ Q_i.
+        #pragma unroll
+        for (int kk = 0; kk < Br / 16; ++kk)
+            #pragma unroll
+            for (int n2 = 0; n2 < D_TILES / 2; ++n2) {
+                unsigned b[4];
+                ldmatrix_x4_trans(sQ + kk * 16 * ROW_BYTES + (t_off ^ (n2 * 32)), b);
+                mma16816<BF16>(dK_acc[2 * n2], dS_a[kk], b[0], b[1]);
+                mma16816<BF16>(dK_acc[2 * n2 + 1], dS_a[kk], b[2], b[3]);
+            }
+        __syncthreads();   // every warp's keys of dS_ijᵀ are in shared memory before dQ reads them
+
+        // dQ_i += dS_ij K_j (scale applied by backward_dq_cast), reduced into float32 HBM.
+        #pragma unroll 1   // one unit at a time: its accumulators are all it keeps
+        for (int u = 0; u < DQ_UNITS / WARPS; ++u) {
+            const int unit = warp + u * WARPS;
+            const int rt = unit % ROW_TILES_Q, cs = unit / ROW_TILES_Q;
+            float acc[DQ_N / 8][4];
+            #pragma unroll
+            for (int n = 0; n < DQ_N / 8; ++n)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+            #pragma unroll
+            for (int kk = 0; kk < Bc / 16; ++kk) {
+                unsigned a[4];
+                ldmatrix_x4_trans(sbase + SMEM_DS + kk * 16 * S_ROW_BYTES + (s_off ^ (rt * 32)), a);
+                #pragma unroll
+                for (int n2 = 0; n2 < DQ_N / 16; ++n2) {
+                    unsigned b[4];
+                    ldmatrix_x4_trans(sbase + SMEM_K + kk * 16 * ROW_BYTES
+                                      + (t_off ^ ((cs * DQ_N / 16 + n2) * 32)), b);
+                    mma16816<BF16>(acc[2 * n2], a, b[0], b[1]);
+                    mma16816<BF16>(acc[2 * n2 + 1], a, b[2], b[3]);
+                }
+            }
+            const int r = q0 + rt * 16 + g;
+            float* row_g = dQb + (u64)r * d + cs * DQ_N + 2 * t;
+            float* row_g8 = row_g + 8 * d;
+            #pragma unroll
+            for (int n = 0; n < DQ_N / 8; ++n) {
+                if (r < seq_q) red_add2(row_g + n * 8, acc[n][0], acc[n][1]);
+                if (r + 8 < seq_q) red_add2(row_g8 + n * 8, acc[n][2], acc[n][3]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();   // every warp is done reading K_j and V_j: their rows become staging
+
+    // Stage this warp's 16 rows of scale·dK_j and dV_j in its own rows of the K_j / V_j
+    // buffers, then store 16 B per lane, coalesced. Only this warp touches those rows.
+    #pragma unroll
+    for (int n = 0; n < D_TILES; ++n) {
+        *(unsigned*)(smem + SMEM_K + swizzle<CHUNKS>(key_row, n) * 16 + t * 4) =
+            pack_pair<BF16>(dK_acc[n][0] * scale, dK_acc[n][1] * scale);
+        *(unsigned*)(smem + SMEM_K + swizzle<CHUNKS>(key_row + 8, n) * 16 + t * 4) =
+            pack_pair<BF16>(dK_acc[n][2] * scale, dK_acc[n][3] * scale);
+        *(unsigned*)(smem + SMEM_V + swizzle<CHUNKS>(key_row, n) * 16 + t * 4) =
+            pack_pair<BF16>(dV_acc[n][0], dV_acc[n][1]);
+        *(unsigned*)(smem + SMEM_V + swizzle<CHUNKS>(key_row + 8, n) * 16 + t * 4) =
+            pack_pair<BF16>(dV_acc[n][2], dV_acc[n][3]);
+    }
+    __syncwarp();
+    half_t* dKb = dK + (u64)bh * seq_k * d;
+    half_t* dVb = dV + (u64)bh * seq_k * d;
+    #pragma unroll
+    for (int it = 0; it < 16 * CHUNKS / 32; ++it) {
+        const int idx = lane + it * 32;
+        const int row = warp * 16 + idx / CHUNKS, chunk = idx % CHUNKS;
+        if (k0 + row < seq_k) {
+            const u64 at = (u64)(k0 + row) * d + chunk * 8;
+            *(uint4*)(dKb + at) = *(const uint4*)(smem + SMEM_K + swizzle<CHUNKS>(row, chunk) * 16);
+            *(uint4*)(dVb + at) = *(const uint4*)(smem + SMEM_V + swizzle<CHUNKS>(row, chunk) * 16);
+        }
+    }
+}
