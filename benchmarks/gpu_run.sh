@@ -41,7 +41,7 @@ for mode in "$@"; do
       timeout "${TESTS_S:-300}" "${nolimits[@]}" python3 -m pytest -q -rs -p no:cacheprovider -m gpu tests/ \
         > "$OUT/gpu_tests.log" 2>&1
       summary+=("gpu tests rc=$?: $(tail -1 "$OUT/gpu_tests.log")")
-      timeout 200 "${nolimits[@]}" python3 -m pytest -q -rs -p no:cacheprovider tests/test_app_pages.py \
+      timeout "${APPTEST_S:-300}" "${nolimits[@]}" python3 -m pytest -q -rs -p no:cacheprovider tests/test_app_pages.py \
         tests/test_url_fuzz.py tests/test_charts.py > "$OUT/apptest_gpu.log" 2>&1
       summary+=("AppTest on the GPU rc=$?: $(tail -1 "$OUT/apptest_gpu.log")") ;;
     forward)
@@ -51,12 +51,20 @@ for mode in "$@"; do
         --out "$OUT/bench_${gpu}_forward.json" > "$OUT/forward.log" 2> "$OUT/forward_progress.log"
       summary+=("forward sweep rc=$?") ; tail -60 "$OUT/forward.log" ;;
     backward)
-      timeout "${BACKWARD_S:-300}" python3 -m engine bench --direction backward \
-        --seq "${SEQ:-1024,2048,4096,8192,16384}" --head-dim 64,128 --dtype float16,bfloat16 \
-        --causal both --tokens 32768 --kernels "${BACKWARD_KERNELS:-naive,tensorcore,torch}" \
-        --reps 20 --budget 1 --out "$OUT/bench_${gpu}_backward.json" \
-        > "$OUT/backward.log" 2> "$OUT/backward_progress.log"
-      summary+=("backward sweep rc=$?") ; tail -100 "$OUT/backward.log" ;;
+      # one sweep per head_dim, each at the tensor-core backward's fastest catalogued tiles
+      # (head_dim 64: 128×128, 128: 64×128), merged into one file
+      for shape in "64 128 128" "128 64 128"; do
+        read -r d bq bk <<< "$shape"
+        timeout "${BACKWARD_S:-270}" python3 -m engine bench --direction backward \
+          --seq "${SEQ:-1024,2048,4096,8192,16384}" --head-dim "$d" --block-q "$bq" --block-k "$bk" \
+          --dtype float16,bfloat16 --causal both --tokens 32768 \
+          --kernels "${BACKWARD_KERNELS:-naive,tensorcore,torch}" --reps 20 --budget 1 \
+          --out "$OUT/backward_d$d.json" >> "$OUT/backward.log" 2>> "$OUT/backward_progress.log"
+        summary+=("backward sweep d=$d rc=$?")
+      done
+      python3 -m engine merge "$OUT/backward_d64.json" "$OUT/backward_d128.json" \
+        --out "$OUT/bench_${gpu}_backward.json"
+      tail -100 "$OUT/backward.log" ;;
     tiles)
       timeout "${TILES_S:-200}" python3 -m engine tiles --seq 4096 --head-dim 64 \
         --dtype float16 --out "$OUT/tiles_${gpu}.json" > "$OUT/tiles.log" 2>&1

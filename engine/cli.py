@@ -299,6 +299,37 @@ def cmd_tiles(args) -> int:
     return 0
 
 
+def merge_bench(parts: list[dict]) -> dict:
+    """One bench record from several of the same device, direction and method: their results
+    and skipped lines in order, their commands joined; ValueError when they differ."""
+    first = parts[0]
+    for key in ("device", "direction", "method"):
+        if any(p.get(key) != first.get(key) for p in parts[1:]):
+            raise ValueError(f"the files differ in {key!r}; only files of one run can be merged")
+    return {**first, "date": max(p["date"] for p in parts),
+            "command": " ; ".join(p["command"] for p in parts),
+            "results": [r for p in parts for r in p["results"]],
+            "skipped": [r for p in parts for r in p.get("skipped", [])]}
+
+
+def cmd_merge(args) -> int:
+    parts = []
+    for name in args.files:
+        try:
+            parts.append(json.loads(Path(name).read_text()))
+        except (OSError, json.JSONDecodeError) as exc:
+            print(f"cannot read {name}: {exc}", file=sys.stderr)
+            return 2
+    try:
+        merged = merge_bench(parts)
+    except ValueError as exc:
+        print(f"cannot merge: {exc}", file=sys.stderr)
+        return 2
+    _write_json(Path(args.out), merged)
+    _print_table(merged)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -363,6 +394,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--reps", type=int, default=30)
     g.add_argument("--out", required=True)
     g.set_defaults(func=cmd_tiles)
+
+    m = sub.add_parser("merge", help="join bench files of one device and direction into one "
+                                     "(e.g. sweeps run at different tiles per head_dim)")
+    m.add_argument("files", nargs="+")
+    m.add_argument("--out", required=True)
+    m.set_defaults(func=cmd_merge)
 
     f = sub.add_parser("fairness", help="naive baseline vs PyTorch matmul-softmax-matmul")
     f.add_argument("--reps", type=int, default=30)

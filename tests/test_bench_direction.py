@@ -53,6 +53,29 @@ def test_gpu_run_script_backward_line_parses():
     block = block[:block.index(">")].replace("\\\n", " ")
     block = re.sub(r'"?\$\{\w+:-([^}]*)\}"?', r"\1", block)          # ${VAR:-default}
     block = block.replace("$OUT", "/tmp").replace("${gpu}", "h200")
+    block = block.replace("$d", "128").replace("$bq", "64").replace("$bk", "128")
     args = parser().parse_args(shlex.split(block)[3:])
-    assert args.direction == "backward" and args.out.endswith("_backward.json")
+    assert args.direction == "backward" and args.out.endswith("backward_d128.json")
+    assert (args.head_dim, args.block_q, args.block_k) == ([128], 64, 128)
     assert args.seq and set(args.dtype) == {"float16", "bfloat16"} and args.causal == [False, True]
+
+
+def test_merge_joins_the_sweeps_of_one_run_and_refuses_others(tmp_path):
+    from engine.cli import main
+    base = {"device": {"name": "NVIDIA H200"}, "direction": "backward", "method": "m",
+            "date": "2026-11-23", "skipped": []}
+    a = {**base, "command": "bench --head-dim 64", "results": [{"kernel": "naive", "n": 1}]}
+    b = {**base, "command": "bench --head-dim 128", "results": [{"kernel": "tensorcore", "n": 2}],
+         "skipped": [{"kernel": "naive", "reason": "too big"}]}
+    paths = []
+    for i, part in enumerate((a, b)):
+        paths.append(tmp_path / f"p{i}.json")
+        paths[-1].write_text(json.dumps(part))
+    from engine.cli import merge_bench
+    merged = merge_bench([a, b])
+    assert [r["n"] for r in merged["results"]] == [1, 2]
+    assert merged["skipped"] == b["skipped"] and "--head-dim 128" in merged["command"]
+    with pytest.raises(ValueError, match="direction"):
+        merge_bench([a, {**b, "direction": "forward"}])
+    assert main(["merge", str(paths[0]), str(tmp_path / "missing.json"),
+                 "--out", str(tmp_path / "m.json")]) == 2

@@ -5,7 +5,7 @@ import pytest
 
 import engine
 from engine import iomodel
-from engine.config import ConfigError
+from engine.config import AttentionConfig, ConfigError
 from engine.gpu import catalog
 
 H200 = engine.PROFILES["H200"]
@@ -105,3 +105,15 @@ def test_unsupported_backward_configs_are_refused_with_the_list(changes, named):
     msg = str(err.value)
     assert named in msg and catalog.backward_supported_text() in msg
     assert "head_dim 128 with block_q×block_k 64×128" in msg
+
+
+@pytest.mark.parametrize("hopper", [False, True])
+def test_every_backward_shape_has_a_forward_to_make_o_and_lse(hopper):
+    for d, bq, bk in catalog.BACKWARD_MMA.shapes:
+        for dtype in catalog.BACKWARD_MMA.dtypes:
+            cfg = AttentionConfig(head_dim=d, block_q=bq, block_k=bk, dtype=dtype, seq_q=300)
+            fwd = catalog.forward_for_backward(cfg, hopper)
+            assert catalog.tensorcore_takes(fwd, hopper), (cfg, fwd)
+            assert fwd.with_(block_q=bq, block_k=bk) == cfg      # only the tiles change
+            if catalog.tensorcore_takes(cfg, hopper):
+                assert fwd == cfg

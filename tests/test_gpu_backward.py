@@ -8,7 +8,7 @@ import pytest
 
 import engine
 from engine.config import ConfigError
-from engine.gpu import backend
+from engine.gpu import backend, catalog
 from engine.gpu import naive as gpu_naive
 from engine.gpu.launchers import backward_teaching
 from engine.results import BACKWARD_TRACE_FIELDS
@@ -59,9 +59,12 @@ CASES = [
     ("flash", "teaching", dict(seq_q=65, seq_k=300, head_dim=32, block_q=16, block_k=64,
                                causal=True)),
 ]
-TENSORCORE_CASES = [dict(dtype=dt, head_dim=d, causal=c, seq_q=300, seq_k=200, block_q=64,
-                         block_k=64)
-                    for dt in ("float16", "bfloat16") for d in (64, 128) for c in (False, True)]
+# Every catalogued backward shape, each run after the forward of its own kernel family
+# (catalog.forward_for_backward picks the forward's tiles where they differ).
+TENSORCORE_CASES = [dict(dtype=dt, head_dim=d, causal=c, seq_q=300, seq_k=200, block_q=bq,
+                         block_k=bk)
+                    for dt in ("float16", "bfloat16") for d, bq, bk in catalog.BACKWARD_MMA.shapes
+                    for c in (False, True)]
 
 
 def check_against_float64(cfg, g, q, k, v, dout):

@@ -10,7 +10,8 @@ import numpy as np
 
 from ..config import AttentionConfig, ConfigError
 from .lock import GPU_LOCK
-from .runtime import GpuRunError, gpu_failures, live_gpu
+from . import catalog
+from .runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
 from ..cpu.forward import processed_tiles
 from ..results import (BACKWARD_TRACE_FIELDS, BLOCK_FIELDS, TRACE_FIELDS, BackwardTrace,
                        Gradients, Result, Schedule, Trace)
@@ -102,7 +103,10 @@ def flash_backward(cfg: AttentionConfig, kernel: str, trace: bool, Q, K, V, dO):
     if kernel == "tensorcore" and trace:
         raise ConfigError("The tensorcore backward kernel writes no trace; use "
                           "kernel='teaching' with trace=True.")
-    fwd = launcher(kernel).launch(cfg, Q, K, V, False)
+    fwd_cfg = cfg
+    if kernel == "tensorcore":
+        fwd_cfg = catalog.forward_for_backward(cfg, device_is_hopper())
+    fwd = launcher(kernel).launch(fwd_cfg, Q, K, V, False)
     O, lse = fwd["O"], fwd["lse"]
     if kernel == "teaching":
         run, out = backward.prepare(cfg, Q, K, V, O, lse, dO, trace)

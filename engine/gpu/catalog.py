@@ -96,6 +96,22 @@ def backward_build(cfg: AttentionConfig) -> TensorCoreBuild:
                       f"It supports {backward_supported_text()}.")
 
 
+def forward_for_backward(cfg: AttentionConfig, hopper: bool) -> AttentionConfig:
+    """The config whose tensor-core forward makes O and lse for the tensor-core backward of
+    cfg: cfg itself when the forward takes its tiles, else the same problem with the first
+    forward tiles catalogued for its head_dim and dtype (O and lse do not depend on the
+    tiles, only their rounding does)."""
+    if tensorcore_takes(cfg, hopper):
+        return cfg
+    for build in TENSORCORE_BUILDS:
+        if cfg.dtype in build.dtypes and (hopper or not build.hopper_only):
+            for d, bq, bk in build.shapes:
+                if d == cfg.head_dim:
+                    return cfg.with_(block_q=bq, block_k=bk)
+    raise ConfigError(f"No tensor-core forward takes head_dim={cfg.head_dim}, dtype={cfg.dtype}."
+                      f" It supports {supported_text()}.")
+
+
 def tensorcore_takes(cfg: AttentionConfig, hopper: bool) -> bool:
     try:
         tensorcore_build(cfg, hopper)
