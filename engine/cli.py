@@ -185,8 +185,8 @@ def cmd_bench(args) -> int:
                 try:
                     timing = _bench_one(cfg, line, args, inputs)
                     data["results"].append(timing_record(cfg, line, timing, args.direction))
-                except ValueError as exc:
-                    reason = f"{type(exc).__name__}: {exc}"
+                except (ValueError, RuntimeError, MemoryError) as exc:   # out of memory too:
+                    reason = f"{type(exc).__name__}: {exc}"               # the sweep goes on
             if reason is not None:
                 data["skipped"].append({"kernel": line, "config": cfg.to_dict(),
                                         "reason": reason})

@@ -289,3 +289,15 @@ def test_naive_backward_is_fair_against_pytorch_math():
     print(f"naive backward {naive.median_ms:.4f} ms {naive.stages}; PyTorch math backward "
           f"{ref.median_ms:.4f} ms; ratio {ratio:.3f}")
     assert ratio <= 1.0
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_backward_lines_take_every_16_bit_dtype(dtype):
+    from engine.gpu import torch_reference
+    try:
+        torch_reference.torch_module()
+    except torch_reference.TorchUnavailableError as exc:
+        pytest.skip(str(exc))
+    cfg = config(dtype=dtype, seq_q=512, seq_k=512, block_q=64, block_k=64)
+    t = torch_reference.benchmark_torch(cfg, "torch_flash", 20, 1, direction="backward")
+    assert t.median_ms > 0 and t.tflops > 0, (cfg, t)

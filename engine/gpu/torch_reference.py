@@ -54,7 +54,16 @@ def torch_version() -> str:
 def _inputs(cfg: AttentionConfig, inputs: tuple | None):
     torch = torch_module()
     arrays = inputs if inputs is not None else make_inputs(cfg)
-    return [torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in arrays]
+    return [_to_torch(torch, x) for x in arrays]
+
+
+def _to_torch(torch, x: np.ndarray):
+    """A NumPy array on the GPU as a torch tensor; bfloat16 (ml_dtypes, which torch cannot
+    read) travels as its 16-bit pattern and is viewed back as torch.bfloat16."""
+    x = np.ascontiguousarray(x)
+    if x.dtype == np.dtype("bfloat16"):
+        return torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)
+    return torch.from_numpy(x).cuda()
 
 
 def _matmul_softmax_matmul(cfg, q, k, v, keep):
@@ -135,7 +144,7 @@ def benchmark_torch(cfg: AttentionConfig, name: str, reps: int, warmup: int,
         keep: dict = {}
         if direction == "backward":
             from ..inputs import make_dout
-            dout = torch.from_numpy(np.ascontiguousarray(make_dout(cfg))).cuda()
+            dout = _to_torch(torch, make_dout(cfg))
             stages = _sdpa_backward(cfg, name, q, k, v, dout, keep)
         elif name == "torch_naive":
             stages = _matmul_softmax_matmul(cfg, q, k, v, keep)
