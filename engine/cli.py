@@ -391,7 +391,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--heads", type=int, default=16)
     g.add_argument("--kernels", type=_names(("teaching", "tensorcore")),
                    default=["teaching", "tensorcore"])
-    g.add_argument("--reps", type=int, default=30)
+    g.add_argument("--reps", type=int, default=20,
+                   help="repetitions per shape (default 20, as the page's live sweep)")
     g.add_argument("--out", required=True)
     g.set_defaults(func=cmd_tiles)
 
