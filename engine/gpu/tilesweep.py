@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..api import benchmark
 from ..config import BLOCK_SIZES, AttentionConfig
 from ..guards import check_tile_sweep
+from ..inputs import make_inputs
 from ..iomodel import smem_budget
 from ..limits import check_limits
 from ..results import timing_record
 from . import catalog
 from .occupancy import kernel_occupancy
 from .runtime import device_is_hopper, live_gpu
+from .timing import benchmark_gpu
 
 KERNELS = ("teaching", "tensorcore")
 SWEEP_REPS = 20          # the GPU harness's minimum: enough for a median, quick over 30 shapes
+SWEEP_WARMUP = 2         # runs before timing each shape (the first compiles it)
 
 
 def shapes_taken(cfg: AttentionConfig, kernel: str) -> list[tuple[int, int]]:
@@ -51,11 +53,12 @@ def sweep_tiles(cfg: AttentionConfig, kernels: tuple[str, ...] = KERNELS,
     plan = [(kernel, bq, bk) for kernel in kernels for bq, bk in shapes_taken(cfg, kernel)]
     check_tile_sweep(len(plan))
     results, skipped = [], []
+    inputs = make_inputs(cfg)            # the tiles do not change Q, K, V: drawn once
     for done, (kernel, bq, bk) in enumerate(plan, start=1):
         c = cfg.with_(block_q=bq, block_k=bk)
         try:
             occupancy = kernel_occupancy(c, kernel)
-            t = benchmark(c, algorithm="flash", backend="cupy", kernel=kernel, reps=reps)
+            t = benchmark_gpu(c, "flash", kernel, False, reps, SWEEP_WARMUP, inputs=inputs)
             results.append({**timing_record(c, kernel, t), **occupancy, "method": t.method})
         except ValueError as exc:
             skipped.append({"kernel": kernel, "block_q": bq, "block_k": bk,
