@@ -119,8 +119,10 @@ def test_no_nan_at_logit_scale_1e4_in_float16(algorithm):
     for name in ("dq", "dk", "dv", "delta", "lse"):
         assert not np.isnan(getattr(g, name)).any(), (name, cfg)
     if g.trace is not None:
-        # scores near 1e5 carry float32 rounding of 2^-7 in s and lse, hence in log P
-        tol = 4 * float(np.spacing(np.abs(g.lse).max()))
+        # scores near 1e5 carry float32 rounding of 2^-7 in s and lse, hence in log P; s is a
+        # float32 dot product of 64 such terms, whose accumulated rounding reaches several
+        # ulps (4 ulps was exceeded once in about 20 runs: 0.01575 > 0.015625)
+        tol = 16 * float(np.spacing(np.abs(g.lse).max()))
         assert np.abs(g.trace.p_rowsum.sum(-1) - 1).max() <= tol, cfg
 
 
