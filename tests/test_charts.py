@@ -316,32 +316,35 @@ def test_schedule_table_from_recorded_file_and_from_schedule():
     assert largest_dataset(chart) <= MAX_MARKS
     enc = chart.to_dict()["encoding"]
     assert enc["x"]["field"] == "start_us" and enc["x2"]["field"] == "end_us"
-    assert enc["y"]["field"] == "sm" and enc["color"]["field"] == "q_tile"
+    assert enc["y"]["field"] == "sm_lane" and enc["color"]["field"] == "q_tile"
     with pytest.raises(ValueError, match="equal length"):
         kernel_data.schedule_table({**rec, "sm_id": rec["sm_id"][:-1]})
-    assert kernel_data.recorded_config(rec).seq_q == 512
 
 
 def test_kernel_source_and_facts(tmp_path):
-    path, text = kernel_data.kernel_source("teaching", None, tmp_path)
+    path, text = kernel_data.source_text("teaching", tmp_path)
     assert text is None and path.name == "flash_teaching.cu"
     (tmp_path / "flash_teaching.cu").write_text("__global__ void k() {}")
-    assert kernel_data.kernel_source("teaching", None, tmp_path)[1] == "__global__ void k() {}"
+    assert kernel_data.source_text("teaching", tmp_path)[1] == "__global__ void k() {}"
     facts = kernel_data.facts_table({"registers": 96, "threads": 128, "grid": [4, 2],
                                      "nested": {"a": 1}})
     assert dict(zip(facts.fact, facts.value)) == {"registers": "96", "threads": "128",
                                                   "grid": "4 2"}
 
 
-def test_kernel_source_follows_the_kernel_that_ran(tmp_path):
-    from app.kernel_data import kernel_source
-    (tmp_path / "flash_tensorcore.cu").write_text("// mma.sync")
-    (tmp_path / "flash_wgmma.cu").write_text("// wgmma")
-    assert kernel_source("tensorcore", None, tmp_path)[1] == "// mma.sync"
-    path, text = kernel_source("tensorcore", {"kernel_source": "kernels/flash_wgmma.cu"}, tmp_path)
-    assert path.name == "flash_wgmma.cu" and text == "// wgmma"
-    path, text = kernel_source("tensorcore", {"kernel_source": "../../etc/passwd"}, tmp_path)
-    assert path.name == "flash_tensorcore.cu"
+def test_kernel_shown_follows_the_kernel_that_ran():
+    from app.kernel_data import kernel_that_runs
+    small = engine.AttentionConfig(batch=1, heads=2, seq_q=256, seq_k=256, head_dim=64,
+                                   block_q=64, block_k=64, dtype="float16")
+    big = small.with_(block_q=128, block_k=128)
+    assert kernel_that_runs("teaching", big) == "teaching"
+    assert kernel_that_runs("tensorcore", small) == "mma.sync"
+    assert kernel_that_runs("tensorcore", big) == "wgmma"
+    assert kernel_that_runs("tensorcore", big, hopper=False) == "mma.sync"
+    assert kernel_that_runs("tensorcore", small,
+                            {"kernel_source": "kernels/flash_wgmma.cu"}) == "wgmma"
+    assert kernel_that_runs("tensorcore", small, {"kernel_source": "../../etc/passwd"}) \
+        == "mma.sync"
 
 
 # ---- backward ---------------------------------------------------------------------------
