@@ -7,18 +7,25 @@ import pandas as pd
 from app.style import finish
 
 
-def timeline_chart(schedule: pd.DataFrame, title: str, width: int = 900) -> alt.Chart:
-    """Each thread block as a bar on the SM that ran it, from its start to its end,
-    coloured by its query tile i."""
+def timeline_chart(schedule: pd.DataFrame, title: str, width: int = 900,
+                   height: int = 420) -> alt.Chart:
+    """Each thread block as a bar on the SM that ran it, from its start to its end, coloured
+    by its query tile i; blocks resident on one SM at once share its row in lanes (the
+    "slot" column of kernel_data.schedule_table), so waves read left to right."""
     sms = int(schedule.sm.max()) + 1 if len(schedule) else 1
-    data = schedule.assign(sm_top=schedule.sm + 0.85)
+    lanes = int(schedule.slot.max()) + 1 if "slot" in schedule and len(schedule) else 1
+    slot = schedule.slot if "slot" in schedule else 0
+    data = schedule.assign(sm_lane=schedule.sm + slot / lanes,
+                           sm_top=schedule.sm + (slot + 0.85) / lanes)
     chart = alt.Chart(data).mark_rect().encode(
         x=alt.X("start_us:Q", title="time since the first block started (µs)"),
         x2="end_us:Q",
-        y=alt.Y("sm:Q", title="SM (%smid)", scale=alt.Scale(domain=[0, sms], nice=False)),
+        y=alt.Y("sm_lane:Q", title="SM (%smid)", scale=alt.Scale(domain=[0, sms], nice=False)),
         y2="sm_top:Q",
-        color=alt.Color("q_tile:Q", title="query tile i", scale=alt.Scale(scheme="viridis")),
-        tooltip=["sm:Q", "q_tile:Q", "bh:Q", alt.Tooltip("start_us:Q", format=".2f"),
-                 alt.Tooltip("end_us:Q", format=".2f")])
-    height = min(max(4 * sms, 200), 600)
+        color=alt.Color("q_tile:Q", title="query tile i", scale=alt.Scale(scheme="viridis"),
+                        legend=alt.Legend(orient="bottom", gradientLength=240)),
+        tooltip=[alt.Tooltip("sm:Q", title="SM"), alt.Tooltip("q_tile:Q", title="query tile i"),
+                 alt.Tooltip("bh:Q", title="batch·head"),
+                 alt.Tooltip("start_us:Q", title="start (µs)", format=".2f"),
+                 alt.Tooltip("end_us:Q", title="end (µs)", format=".2f")])
     return finish(chart.properties(height=height, title=title), width=width)

@@ -1,7 +1,9 @@
-"""Tables for the Kernel page: the CUDA source by path, compile facts, and the block-to-SM
-schedule recorded by a kernel (live Result.schedule or a file in benchmarks/)."""
+"""Tables for the Kernel page: every CUDA kernel of the project with its source, its compile
+facts (live, or recorded in benchmarks/), and the block-to-SM schedule recorded by a kernel
+(live Result.schedule or a file in benchmarks/)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -9,18 +11,50 @@ import pandas as pd
 
 import engine
 
+from engine.gpu import catalog
+from engine.recorded import SCHEDULE_FIELDS
+
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 MAX_BLOCKS_DRAWN = 20000
-SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
 
 
-def kernel_source(kernel: str, info: dict | None = None,
-                  directory: Path = KERNEL_DIR) -> tuple[Path, str | None]:
-    """The path of the CUDA source that ran and its text (None when the file is absent): the
-    file a GPU run named in info["kernel_source"] (the tensor-core kernel dispatches to
-    flash_wgmma.cu on Hopper for some shapes), else kernels/flash_<kernel>.cu."""
-    named = Path(str((info or {}).get("kernel_source", ""))).name   # a file name, never a path
-    path = directory / (named if named.endswith(".cu") else f"flash_{kernel}.cu")
+@dataclass(frozen=True)
+class KernelSource:
+    key: str        # as engine.gpu.facts and the recorded facts name it
+    label: str
+    source: str     # kernels/<source>
+
+
+KERNEL_SOURCES = (
+    KernelSource("teaching", "Teaching kernel (forward, CUDA cores)", "flash_teaching.cu"),
+    KernelSource("mma.sync", "Tensor-core kernel, mma.sync (forward)", catalog.MMA_SYNC.source),
+    KernelSource("wgmma", "Tensor-core kernel, Hopper wgmma (forward)", catalog.WGMMA.source),
+    KernelSource("naive_softmax", "Naive attention: row softmax (forward)", "naive_softmax.cu"),
+    KernelSource("backward_teaching", "Teaching kernel (backward)",
+                 "flash_backward_teaching.cu"),
+    KernelSource("backward_mma", "Tensor-core kernel, mma.sync (backward)",
+                 catalog.BACKWARD_MMA.source),
+    KernelSource("naive_backward", "Naive attention: softmax backward", "naive_backward.cu"))
+BY_KEY = {k.key: k for k in KERNEL_SOURCES}
+
+
+def kernel_that_runs(kernel: str, cfg: engine.AttentionConfig, info: dict | None = None,
+                     hopper: bool = True) -> str:
+    """The key of the forward kernel that runs (or ran) cfg with the sidebar's kernel choice:
+    the source a GPU run named in info, else the catalog's dispatch (the wgmma build on
+    Hopper for its shapes, as on the H200 the recordings come from)."""
+    named = Path(str((info or {}).get("kernel_source", ""))).name
+    for k in KERNEL_SOURCES:
+        if named == k.source:
+            return k.key
+    if kernel == "tensorcore":
+        return "wgmma" if catalog.WGMMA.takes(cfg) and hopper else "mma.sync"
+    return "teaching"
+
+
+def source_text(key: str, directory: Path = KERNEL_DIR) -> tuple[Path, str | None]:
+    """The path of a kernel's CUDA source and its text (None when the file is absent)."""
+    path = directory / BY_KEY[key].source
     try:
         return path, path.read_text()
     except OSError:
@@ -62,19 +96,84 @@ def schedule_table(schedule) -> pd.DataFrame:
                        "end_us": (cols["end_ns"] - t0) / 1e3})
     if n > MAX_BLOCKS_DRAWN:
         df = df.iloc[np.linspace(0, n - 1, MAX_BLOCKS_DRAWN).astype(int)]
-    return df.reset_index(drop=True)
+    df = df.reset_index(drop=True)
+    return df.assign(slot=residency_slots(df))
+
+
+def residency_slots(df: pd.DataFrame) -> np.ndarray:
+    """For each block, a lane of its SM that no block overlapping it in time holds (the
+    first free one, blocks taken by start): the blocks resident on an SM at once stack."""
+    slot = np.zeros(len(df), dtype=np.int64)
+    for _, blocks in df.groupby("sm", sort=False):
+        ends: list[float] = []          # end time of the block last placed in each lane
+        for idx in blocks.sort_values("start_us", kind="stable").index:
+            start = df.at[idx, "start_us"]
+            lane = next((k for k, e in enumerate(ends) if e <= start), len(ends))
+            if lane == len(ends):
+                ends.append(0.0)
+            ends[lane] = df.at[idx, "end_us"]
+            slot[idx] = lane
+    return slot
 
 
 def schedule_summary(df: pd.DataFrame) -> dict:
+    """Blocks, SMs used, span, blocks resident per SM at once (most lanes), waves (blocks over
+    SMs × resident blocks) and the idle tail: the mean time SMs sit idle between their last
+    block's end and the kernel's end, as a share of the span."""
     if df.empty:
-        return {"blocks": 0, "sms": 0, "span_us": 0.0}
-    return {"blocks": len(df), "sms": int(df.sm.nunique()),
-            "span_us": float(df.end_us.max() - df.start_us.min())}
+        return {"blocks": 0, "sms": 0, "span_us": 0.0, "resident": 0, "waves": 0.0,
+                "idle_tail": 0.0}
+    span = float(df.end_us.max() - df.start_us.min())
+    resident = int(df.slot.max()) + 1 if "slot" in df else 1
+    sms = int(df.sm.nunique())
+    last_end = df.groupby("sm").end_us.max()
+    tail = float((df.end_us.max() - last_end).mean()) / span if span > 0 else 0.0
+    return {"blocks": len(df), "sms": sms, "span_us": span, "resident": resident,
+            "waves": len(df) / (sms * resident), "idle_tail": tail}
 
 
-def recorded_config(schedule: dict) -> engine.AttentionConfig | None:
-    """The config a recorded schedule ran, if its file names a valid one."""
-    try:
-        return engine.AttentionConfig(**schedule.get("config", {}))
-    except (TypeError, ValueError):
-        return None
+def _shape(c: dict) -> str:
+    return f"d={c.get('head_dim')}, {c.get('block_q')}×{c.get('block_k')}"
+
+
+def recorded_facts_table(facts_file: dict, key: str,
+                         cfg: engine.AttentionConfig | None = None) -> pd.DataFrame:
+    """The recorded compile facts of one kernel, one row per build (config and traced or
+    not), the build of cfg's head_dim and tiles first and marked."""
+    rows = []
+    for f in facts_file.get("facts", []):
+        if not isinstance(f, dict) or f.get("kernel") != key:
+            continue
+        c = f.get("config") if isinstance(f.get("config"), dict) else {}
+        naive = key.startswith("naive")
+        matches = cfg is not None and (
+            c.get("head_dim") == cfg.head_dim if naive else
+            (c.get("head_dim"), c.get("block_q"), c.get("block_k"))
+            == (cfg.head_dim, cfg.block_q, cfg.block_k))
+        rows.append({"this config": "◀" if matches else "",
+                     "build": (f"N={c.get('seq_k')}" if naive else _shape(c))
+                     + (", traced" if f.get("traced") else ""),
+                     "registers / thread": f.get("registers_per_thread"),
+                     "spilled (local bytes / thread)": f.get("local_bytes_per_thread"),
+                     "shared memory / block": f.get("dynamic_smem_bytes", 0)
+                     + f.get("static_smem_bytes", 0),
+                     "threads / block": f.get("threads_per_block"),
+                     "blocks / SM": f.get("blocks_per_sm")})
+    df = pd.DataFrame(rows, columns=["this config", "build", "registers / thread",
+                                     "spilled (local bytes / thread)", "shared memory / block",
+                                     "threads / block", "blocks / SM"])
+    return df.sort_values("this config", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def recorded_label(rec: dict) -> str:
+    """One line naming a recorded schedule: what it shows, the kernel, config, device, date."""
+    c = rec.get("config") if isinstance(rec.get("config"), dict) else {}
+    source = Path(str((rec.get("info") or {}).get("kernel_source", ""))).name
+    build = next((k.label for k in KERNEL_SOURCES if k.source == source),
+                 f"{rec.get('kernel', '?')} kernel")
+    dev = (rec.get("device") or {}).get("name", "unknown GPU")
+    shape = (f"B·H={c.get('batch', 0) * c.get('heads', 0)}, N={c.get('seq_q')}, "
+             f"{_shape(c)}{', causal' if c.get('causal') else ''}, {c.get('dtype')}"
+             if c else "config not stated")
+    what = rec.get("label") or "recorded schedule"
+    return f"{what} — {build}; {shape}; {dev}, {rec.get('date', '?')}"

@@ -74,11 +74,8 @@ for mode in "$@"; do
         > "$OUT/fairness.log" 2>&1
       summary+=("fairness rc=$?: $(tail -1 "$OUT/fairness.log")") ;;
     schedule)
-      timeout 120 python3 -m engine trace --batch 4 --heads 4 --seq-q 4096 --seq-k 4096 \
-        --head-dim 64 --block-q 64 --block-k 64 --dtype float16 --backend cupy \
-        --out /tmp/trace.npz --schedule-out "$OUT/schedule_${gpu}_teaching_waves.json" \
-        > "$OUT/schedule.log" 2>&1
-      summary+=("schedule rc=$?: $(tail -1 "$OUT/schedule.log")") ;;
+      timeout 240 bash scripts/record_kernel_page.sh "$OUT" > "$OUT/schedule.log" 2>&1
+      summary+=("schedule and compile facts rc=$?: $(grep -c FAILED "$OUT/schedules.log") failed") ;;
     *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule)"; exit 2 ;;
   esac
 done

@@ -7,6 +7,7 @@
   python -m engine trace --seq-q 300 --seq-k 257 --head-dim 64 --block-q 64 --block-k 32 \\
       --dtype float16 --causal --out trace.npz [--schedule-out schedule.json]
   python -m engine fairness --out fairness.json
+  python -m engine facts --out benchmarks/results/kernel_facts_h200.json   (compile facts)
   python -m engine tiles --seq 4096 --head-dim 64 --dtype float16 \\
       --kernels teaching,tensorcore --out benchmarks/results/tiles_h200_<date>.json
 
@@ -222,6 +223,8 @@ def cmd_trace(args) -> int:
     from .api import run
     from .trace_io import to_npz_bytes
     cfg = _config_from(args)
+    for _ in range(args.warmup):     # clocks up and the module loaded before the run recorded
+        run(cfg, backend=args.backend, algorithm="flash", kernel=args.kernel, trace=True)
     res = run(cfg, backend=args.backend, algorithm="flash", kernel=args.kernel, trace=True)
     Path(args.out).write_bytes(to_npz_bytes(cfg, res))
     print(f"wrote {args.out}: {res.backend} backend, trace of shape {res.trace.rescale.shape}")
@@ -232,12 +235,36 @@ def cmd_trace(args) -> int:
         s = res.schedule
         _write_json(Path(args.schedule_out), {
             "device": device_record(), "date": _today(), "kernel": res.kernel,
+            "label": args.label, "info": _scalars(res.info or {}),
             "config": cfg.to_dict(), "block_bh": s.block_bh.tolist(),
             "block_q_tile": s.block_q_tile.tolist(), "sm_id": s.sm_id.tolist(),
             "start_ns": s.start_ns.tolist(), "end_ns": s.end_ns.tolist()})
         print(f"wrote {args.schedule_out}: {len(s.sm_id)} thread blocks on "
               f"{len(set(s.sm_id.tolist()))} SMs")
     return 0
+
+
+def _scalars(info: dict) -> dict:
+    return {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))}
+
+
+def cmd_facts(args) -> int:
+    from .gpu.facts import record_all
+    facts, failures = record_all()
+    _write_json(Path(args.out), {"device": device_record(), "date": _today(),
+                                 "method": "CuPy RawKernel attributes (num_regs, "
+                                           "local_size_bytes, shared_size_bytes) and "
+                                           "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+                                 "facts": facts, "failures": failures})
+    for f in facts:
+        c = f["config"]
+        print(f"{f['kernel']:<18} d={c['head_dim']:<4} {c['block_q']}×{c['block_k']:<4} "
+              f"trace={int(f['traced'])} regs={f['registers_per_thread']:<4} "
+              f"local={f['local_bytes_per_thread']:<5} smem={f['dynamic_smem_bytes']:<7} "
+              f"blocks/SM={f['blocks_per_sm']}")
+    for f in failures:
+        print(f"FAILED {f['kernel']} {f['config']['head_dim']}: {f['error']}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def cmd_fairness(args) -> int:
@@ -379,6 +406,10 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True)
     t.add_argument("--schedule-out", default=None,
                    help="also write the block-to-SM schedule (benchmarks/schedule_*.json format)")
+    t.add_argument("--label", default="",
+                   help="what the recorded schedule shows, in words (the Kernel page's selector)")
+    t.add_argument("--warmup", type=int, default=1,
+                   help="traced runs before the one recorded (default 1)")
     t.set_defaults(func=cmd_trace)
 
     g = sub.add_parser("tiles", help="time every tile shape of each kernel at one N and d; "
@@ -401,6 +432,11 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("files", nargs="+")
     m.add_argument("--out", required=True)
     m.set_defaults(func=cmd_merge)
+
+    k = sub.add_parser("facts", help="compile every kernel of the project and record its "
+                                     "registers, spills, shared memory and blocks per SM")
+    k.add_argument("--out", required=True)
+    k.set_defaults(func=cmd_facts)
 
     f = sub.add_parser("fairness", help="naive baseline vs PyTorch matmul-softmax-matmul")
     f.add_argument("--reps", type=int, default=30)

@@ -13,10 +13,20 @@ A tile grid (benchmarks/results/tiles_*.json, from `python -m engine tiles`) hol
    per kernel and (block_q, block_k) of each config, optionally with "blocks_per_sm", "registers_per_thread", "threads_per_block",
    "smem_bytes" from CUDA's occupancy calculator], "skipped": [...], "derived_from": the
    file it was taken from, when it was}
-A schedule file (benchmarks/results/schedule_*.json) holds:
-  {"device": {...}, "date": ..., "kernel": ..., "config": {AttentionConfig fields},
+A schedule file (benchmarks/results/schedule_*.json, from `python -m engine trace
+--schedule-out`) holds:
+  {"device": {...}, "date": ..., "kernel": ..., "label": what it shows, in words,
+   "info": {compile facts of the build that ran, e.g. "kernel_source"},
+   "config": {AttentionConfig fields},
    "block_bh": [...], "block_q_tile": [...], "sm_id": [...], "start_ns": [...],
    "end_ns": [...]}
+A compile-facts file (benchmarks/results/kernel_facts_*.json, from `python -m engine facts`)
+holds:
+  {"device": {...}, "date": ..., "method": ..., "facts": [{"kernel": "teaching" | "mma.sync" |
+   "wgmma" | "backward_teaching" | "backward_mma" | "naive_softmax" | "naive_backward",
+   "traced", "config", "kernel_source", "compile_options", "registers_per_thread",
+   "local_bytes_per_thread", "threads_per_block", "dynamic_smem_bytes", "static_smem_bytes",
+   "grid", "blocks_per_sm"}, ...], "failures": [...]}
 """
 from __future__ import annotations
 
@@ -67,9 +77,32 @@ def load_tile_grids(directory: Path = BENCH_DIR) -> list[dict]:
     return out
 
 
+SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
+
+
+def load_schedules(directory: Path = BENCH_DIR) -> list[dict]:
+    """Every readable recorded block-to-SM schedule (all five per-block lists present), newest
+    date first, then by file name, each with its 'file' name added."""
+    out = []
+    for path in sorted(Path(directory).glob("schedule_*.json")):
+        data = _load(path)
+        if data and all(isinstance(data.get(k), list) for k in SCHEDULE_FIELDS):
+            out.append({**data, "file": path.name})
+    out.sort(key=lambda d: str(d.get("date", "")), reverse=True)   # stable: names kept in order
+    return out
+
+
 def load_schedule(directory: Path = BENCH_DIR) -> dict | None:
     """The newest recorded block-to-SM schedule, or None when none is recorded."""
-    found = [d for d in (_load(p) for p in sorted(Path(directory).glob("schedule_*.json"))) if d]
-    if not found:
-        return None
-    return max(found, key=lambda d: str(d.get("date", "")))
+    found = load_schedules(directory)
+    return found[0] if found else None
+
+
+def load_kernel_facts(directory: Path = BENCH_DIR) -> dict | None:
+    """The newest recorded compile-facts file (with its 'file' name), or None."""
+    found = []
+    for path in sorted(Path(directory).glob("kernel_facts_*.json")):
+        data = _load(path)
+        if data and isinstance(data.get("facts"), list):
+            found.append({**data, "file": path.name})
+    return max(found, key=lambda d: str(d.get("date", "")), default=None)

@@ -1,17 +1,20 @@
-"""Kernel: the CUDA source of the flash kernel, its compile facts, and the block-to-SM
-timeline the kernel recorded."""
+"""Kernel: the CUDA source of every kernel of the project and its compile facts, and the
+block-to-SM timelines kernels recorded (live on a GPU, recorded ones from benchmarks/)."""
 import streamlit as st
 
 from app import runner
 from app.charts_kernel import timeline_chart
 from app.controls import kernel_label
-from app.kernel_data import (facts_table, kernel_source, recorded_config, schedule_summary,
-                             schedule_table)
+from app.kernel_data import (BY_KEY, KERNEL_SOURCES, facts_table, kernel_that_runs,
+                             recorded_facts_table, recorded_label, schedule_summary,
+                             schedule_table, source_text)
 from app.timing_data import bench_dir
 from app.ui import chart, guarded, usable_settings
 from engine import recorded
 
 st.title("Kernel")
+st.caption("Every CUDA kernel of the project: its source, its registers, spills and shared "
+           "memory, and how its thread blocks spread over the GPU's SMs.")
 s = usable_settings()
 cfg = s.cfg
 name = kernel_label(s.kernel)
@@ -23,47 +26,79 @@ if s.on_gpu:
         st.success(f"The {name} ran on {s.device.name} for this config.")
 else:
     st.info(f"No GPU is in use here, so no CUDA kernel ran: {s.device.reason} The pages show "
-            f"the NumPy emulation of the same loop. Below is the source of the {name} that "
-            f"runs on a GPU, and a schedule recorded on a real GPU if one is in benchmarks/.")
+            f"the NumPy emulation of the same loop. Below: the source of any kernel, compile "
+            f"facts and schedules recorded on a real GPU (benchmarks/results/).")
+
+ran = kernel_that_runs(s.kernel, cfg, res.info if res is not None else None)
+keys = [k.key for k in KERNEL_SOURCES]
+key = st.selectbox("Kernel to show", keys, index=keys.index(ran), key=f"kernel_shown_{ran}",
+                   format_func=lambda k: BY_KEY[k].label + (" ← runs this config" if k == ran
+                                                           else ""))
 
 st.subheader("Compile facts")
-if res is not None and res.info:
-    facts = facts_table(res.info)
-    st.dataframe(facts, hide_index=True)
+if res is not None and res.info and key == ran:
+    st.caption(f"The build that just ran on {s.device.name}, read from the compiled module.")
+    st.dataframe(facts_table(res.info), hide_index=True)
 else:
-    st.caption("Registers, shared memory and threads per block come from CuPy's function "
-               "attributes after the kernel compiles on a GPU" +
-               (": this run reported none." if s.on_gpu else "; none here without a GPU."))
+    if s.on_gpu:
+        from engine.gpu.facts import facts_of
+        live = guarded(facts_of, key, cfg, False, show=st.caption)
+        if live is not None:
+            st.caption(f"Compiled now on {s.device.name} for this config (untraced build).")
+            st.dataframe(facts_table(live), hide_index=True)
+    rec_facts = recorded.load_kernel_facts(bench_dir())
+    table = recorded_facts_table(rec_facts, key, cfg) if rec_facts else None
+    if table is None or table.empty:
+        st.caption("No compile facts of this kernel are recorded in benchmarks/results/.")
+    else:
+        dev = (rec_facts.get("device") or {}).get("name", "unknown GPU")
+        st.caption(f"Recorded on {dev}, {rec_facts.get('date', '?')} ({rec_facts['file']}), "
+                   f"float16, from the compiled module: spilled bytes are local memory per "
+                   f"thread; blocks / SM from CUDA's occupancy calculator.")
+        st.dataframe(table, hide_index=True)
 
 st.subheader("Block-to-SM timeline")
+options = {}
 if res is not None and res.schedule is not None:
-    sched = guarded(schedule_table, res.schedule)
-    title = f"{s.device.name}: this config, {name}"
-else:
-    rec = recorded.load_schedule(bench_dir())
-    sched = guarded(schedule_table, rec) if rec else None
-    if rec and sched is not None:
-        rc = recorded_config(rec)
-        shape = (f"B={rc.batch}, H={rc.heads}, N={rc.seq_q}, d={rc.head_dim}, tiles "
-                 f"{rc.block_q}×{rc.block_k}" if rc else "config not stated")
-        dev = (rec.get("device") or {}).get("name", "unknown GPU")
-        title = f"Recorded on {dev}, {rec.get('date', '?')}: {rec.get('kernel', '?')} kernel"
-        st.caption(f"A schedule recorded on a real GPU ({shape}), not this config.")
-if sched is None:
+    options[f"this config, live on {s.device.name} ({name})"] = ("live", res.schedule)
+for rec in recorded.load_schedules(bench_dir()):
+    options[recorded_label(rec)] = ("recorded", rec)
+if not options:
     st.info("No block-to-SM schedule to show: none was recorded by a GPU run here, and none is "
             "recorded in benchmarks/ yet.")
 else:
-    summary = schedule_summary(sched)
-    c1, c2, c3 = st.columns(3)
-    c1.metric("thread blocks drawn", f"{summary['blocks']:,}")
-    c2.metric("SMs used", summary["sms"])
-    c3.metric("span", f"{summary['span_us']:.1f} µs")
-    chart(timeline_chart, sched, title)
-    st.caption("Each bar is one thread block: the SM it ran on (%smid) and its start and end "
-               "(%globaltimer), coloured by its query tile i.")
+    picked = st.selectbox("Schedule", list(options), key="schedule_shown")
+    kind, sched_src = options[picked]
+    sched = guarded(schedule_table, sched_src)
+    if sched is not None:
+        if kind == "recorded":
+            st.caption("Recorded on a real GPU with the traced build (`python -m engine trace "
+                       "--schedule-out`), not this config.")
+        summary = schedule_summary(sched)
+        c1, c2, c3, c4 = st.columns(4)
+        c1.metric("thread blocks drawn", f"{summary['blocks']:,}")
+        c2.metric("SMs used", summary["sms"])
+        c3.metric("waves", f"{summary['waves']:.1f}",
+                  help=f"blocks ÷ (SMs × {summary['resident']} blocks resident per SM at once)")
+        c4.metric("span", f"{summary['span_us']:,.1f} µs",
+                  help=f"SMs sit idle {summary['idle_tail']:.0%} of it on average after their "
+                       f"last block ends")
+        if kind == "live":
+            title = f"{s.device.name}: this config, {name}"
+        else:
+            dev = (sched_src.get("device") or {}).get("name", "unknown GPU")
+            title = (f"Recorded on {dev}, {sched_src.get('date', '?')}: "
+                     f"{sched_src.get('label') or sched_src.get('kernel', '?')}")
+        chart(timeline_chart, sched, title, width=760)
+        st.caption(f"Each bar is one thread block: the SM it ran on (%smid), in one of its "
+                   f"{summary['resident']} lanes when blocks shared the SM, from its start to "
+                   f"its end (%globaltimer), coloured by its query tile i. Under a causal mask "
+                   f"query tile i reads only the key tiles up to its diagonal, so its work "
+                   f"grows with i. On average SMs idle "
+                   f"{summary['idle_tail']:.0%} of the span after their last block.")
 
 st.subheader("CUDA source")
-path, text = kernel_source(s.kernel, res.info if res is not None else None)
+path, text = source_text(key)
 if text is None:
     st.warning(f"The source file {path.name} is not in kernels/ in this checkout.")
 else:

@@ -562,3 +562,48 @@ def test_tile_page_sweep_over_the_limit_is_a_message(monkeypatch):
     errors = " ".join(e.value for e in at.error)
     assert "tile_sweep_points" in errors and "FA_LAB_MAX_TILE_SWEEP_POINTS" in errors
     assert not any("measured median" in t for t in chart_titles(at))
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows the live facts of the kernel that ran")
+def test_kernel_page_chooser_changes_source_and_recorded_facts():
+    at = open_page("kernel", head_dim=64, block_q=64, block_k=64, dtype="float16")
+    assert_clean(at)
+    chooser = at.selectbox(key="kernel_shown_teaching")
+    assert chooser.value == "teaching"
+    teaching_code = at.code[0].value
+    assert "flash_teaching" in teaching_code
+    body = texts(at)
+    assert "Recorded on Test fixture GPU (not a measurement), 2000-01-01" in body
+    facts = at.dataframe[0].value
+    assert list(facts["registers / thread"]) == [40]
+    chooser.set_value("wgmma").run()
+    assert_clean(at)
+    assert at.code[0].value != teaching_code and "wgmma" in at.code[0].value
+    assert list(at.dataframe[0].value["registers / thread"]) == [168]
+    at.selectbox(key="kernel_shown_teaching").set_value("naive_backward").run()
+    assert "No compile facts of this kernel are recorded" in texts(at)
+    assert "softmax_backward" in at.code[0].value
+    # the sidebar's kernel choice moves the default to the build that runs the config
+    at.radio(key="kernel").set_value("tensorcore").run()
+    assert at.selectbox(key="kernel_shown_mma.sync").value == "mma.sync"
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows its live schedule first")
+def test_kernel_page_offers_every_recorded_schedule(monkeypatch):
+    from engine import recorded
+    monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
+    at = open_page("kernel")
+    assert_clean(at)
+    picker = at.selectbox(key="schedule_shown")
+    assert len(picker.options) == len(recorded.load_schedules()) >= 5
+    causal = [o for o in picker.options if "causal" in o]
+    assert any("heaviest query tiles first" in o for o in causal)
+    assert any("launch order" in o for o in causal)
+    assert all("NVIDIA H200" in o and "2026-" in o for o in picker.options)
+    for option in picker.options:
+        at.selectbox(key="schedule_shown").set_value(option).run()
+        assert_clean(at)
+        spec = json.dumps(specs(at)[0])
+        assert "Recorded on NVIDIA H200" in spec
+        waves = float(next(m for m in at.metric if m.label == "waves").value)
+        assert waves >= 1.0

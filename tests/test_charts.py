@@ -316,32 +316,35 @@ def test_schedule_table_from_recorded_file_and_from_schedule():
     assert largest_dataset(chart) <= MAX_MARKS
     enc = chart.to_dict()["encoding"]
     assert enc["x"]["field"] == "start_us" and enc["x2"]["field"] == "end_us"
-    assert enc["y"]["field"] == "sm" and enc["color"]["field"] == "q_tile"
+    assert enc["y"]["field"] == "sm_lane" and enc["color"]["field"] == "q_tile"
     with pytest.raises(ValueError, match="equal length"):
         kernel_data.schedule_table({**rec, "sm_id": rec["sm_id"][:-1]})
-    assert kernel_data.recorded_config(rec).seq_q == 512
 
 
 def test_kernel_source_and_facts(tmp_path):
-    path, text = kernel_data.kernel_source("teaching", None, tmp_path)
+    path, text = kernel_data.source_text("teaching", tmp_path)
     assert text is None and path.name == "flash_teaching.cu"
     (tmp_path / "flash_teaching.cu").write_text("__global__ void k() {}")
-    assert kernel_data.kernel_source("teaching", None, tmp_path)[1] == "__global__ void k() {}"
+    assert kernel_data.source_text("teaching", tmp_path)[1] == "__global__ void k() {}"
     facts = kernel_data.facts_table({"registers": 96, "threads": 128, "grid": [4, 2],
                                      "nested": {"a": 1}})
     assert dict(zip(facts.fact, facts.value)) == {"registers": "96", "threads": "128",
                                                   "grid": "4 2"}
 
 
-def test_kernel_source_follows_the_kernel_that_ran(tmp_path):
-    from app.kernel_data import kernel_source
-    (tmp_path / "flash_tensorcore.cu").write_text("// mma.sync")
-    (tmp_path / "flash_wgmma.cu").write_text("// wgmma")
-    assert kernel_source("tensorcore", None, tmp_path)[1] == "// mma.sync"
-    path, text = kernel_source("tensorcore", {"kernel_source": "kernels/flash_wgmma.cu"}, tmp_path)
-    assert path.name == "flash_wgmma.cu" and text == "// wgmma"
-    path, text = kernel_source("tensorcore", {"kernel_source": "../../etc/passwd"}, tmp_path)
-    assert path.name == "flash_tensorcore.cu"
+def test_kernel_shown_follows_the_kernel_that_ran():
+    from app.kernel_data import kernel_that_runs
+    small = engine.AttentionConfig(batch=1, heads=2, seq_q=256, seq_k=256, head_dim=64,
+                                   block_q=64, block_k=64, dtype="float16")
+    big = small.with_(block_q=128, block_k=128)
+    assert kernel_that_runs("teaching", big) == "teaching"
+    assert kernel_that_runs("tensorcore", small) == "mma.sync"
+    assert kernel_that_runs("tensorcore", big) == "wgmma"
+    assert kernel_that_runs("tensorcore", big, hopper=False) == "mma.sync"
+    assert kernel_that_runs("tensorcore", small,
+                            {"kernel_source": "kernels/flash_wgmma.cu"}) == "wgmma"
+    assert kernel_that_runs("tensorcore", small, {"kernel_source": "../../etc/passwd"}) \
+        == "mma.sync"
 
 
 # ---- backward ---------------------------------------------------------------------------
@@ -449,3 +452,72 @@ def test_backward_memory_wall_comes_before_the_forward_one():
     flash = table[table.algorithm == "FlashAttention"].set_index("seq").hbm_GB
     assert flash[4096] * 1e9 == pytest.approx(
         iomodel.flash_backward_hbm(cfg.with_(seq_q=4096, seq_k=4096)).total)
+
+
+# ---- recorded schedules and compile facts (benchmarks/results) -----------------------------
+def test_every_recorded_schedule_loads_with_its_labels():
+    found = recorded.load_schedules()
+    files = sorted(p.name for p in recorded.BENCH_DIR.glob("schedule_*.json"))
+    assert sorted(r["file"] for r in found) == files and len(files) >= 5
+    for rec in found:
+        cfg = engine.AttentionConfig(**rec["config"])
+        assert rec["label"] and rec["device"]["name"] and rec["date"], rec["file"]
+        assert len(rec["sm_id"]) == cfg.bh * cfg.Tr, rec["file"]
+        source = Path(rec["info"]["kernel_source"]).name
+        assert source in {k.source for k in kernel_data.KERNEL_SOURCES}, rec["file"]
+        label = kernel_data.recorded_label(rec)
+        assert rec["label"] in label and rec["date"] in label and f"N={cfg.seq_q}" in label
+        df = kernel_data.schedule_table(rec)
+        assert (df.end_us > df.start_us).all() and df.sm.max() < rec["device"]["sms"]
+
+
+def test_recorded_causal_schedules_show_the_launch_order():
+    """The wgmma kernel launches causal query tiles heaviest first (i = Tr − 1 − blockIdx.x),
+    the mma.sync kernel in index order, both batch·head after batch·head (blockIdx.y): in the
+    recorded schedules the start times within one batch·head fall, resp. rise, with the query
+    tile, and the heavy tiles are what the mma.sync kernel ends on."""
+    by_label = {r["label"]: kernel_data.schedule_table(r) for r in recorded.load_schedules()}
+    mma = next(df for k, df in by_label.items() if "causal" in k and "launch order" in k)
+    wgmma = next(df for k, df in by_label.items() if "heaviest" in k)
+    def order(df):      # mean over batch·heads of corr(query tile, start time)
+        return np.mean([np.corrcoef(g.q_tile, g.start_us)[0, 1] for _, g in df.groupby("bh")])
+    assert order(mma) > 0.3 and order(wgmma) < -0.3
+    for df in (mma, wgmma):      # causal work grows with i: tile duration rises with it
+        assert np.corrcoef(df.q_tile, df.end_us - df.start_us)[0, 1] > 0.8
+    tiles = mma.q_tile.max() + 1
+    assert mma.nlargest(20, "end_us").q_tile.min() >= tiles // 2
+
+
+def test_recorded_kernel_facts_cover_every_kernel():
+    facts = recorded.load_kernel_facts()
+    assert facts["device"]["name"] and facts["date"] and not facts["failures"]
+    for k in kernel_data.KERNEL_SOURCES:
+        table = kernel_data.recorded_facts_table(facts, k.key)
+        assert not table.empty, k.key
+        assert (table["registers / thread"] > 0).all() and (table["blocks / SM"] >= 1).all()
+    cfg = engine.AttentionConfig(batch=1, heads=2, seq_q=256, seq_k=256, head_dim=128,
+                                 block_q=128, block_k=128, dtype="float16")
+    table = kernel_data.recorded_facts_table(facts, "wgmma", cfg)
+    assert table.loc[0, "this config"] and table.loc[0, "build"].startswith("d=128, 128×128")
+
+
+def test_timeline_chart_stacks_resident_blocks_over_several_waves():
+    # 4 SMs, 2 blocks resident per SM, 24 blocks of 10 µs: 3 waves, blocks back to back
+    n = 24
+    wave, k = np.arange(n) // 8, np.arange(n) % 8
+    start = wave * 10_000 + k                       # ns; a few ns apart within a wave
+    sched = {"block_bh": [0] * n, "block_q_tile": list(range(n)), "sm_id": list(k % 4),
+             "start_ns": list(start), "end_ns": list(start + 10_000 - 8)}
+    df = kernel_data.schedule_table(sched)
+    assert set(df.slot) == {0, 1}
+    for (_, lane), blocks in df.groupby(["sm", "slot"]):
+        ordered = blocks.sort_values("start_us")
+        assert (ordered.start_us.values[1:] >= ordered.end_us.values[:-1]).all()
+    summary = kernel_data.schedule_summary(df)
+    assert summary["resident"] == 2 and summary["waves"] == pytest.approx(3.0)
+    chart = charts_kernel.timeline_chart(df, "waves")
+    spec = chart.to_dict()
+    assert spec["encoding"]["y"]["field"] == "sm_lane"
+    lanes = chart.data.sm_lane - chart.data.sm
+    assert set(np.round(lanes, 3)) == {0.0, 0.5}
+    assert spec["encoding"]["color"]["legend"]["orient"] == "bottom"

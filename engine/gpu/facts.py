@@ -1,0 +1,83 @@
+"""Compile facts of every CUDA kernel of the project, read from the compiled module on a GPU:
+registers per thread, local memory per thread (register spills land there), dynamic shared
+memory, threads per block and resident blocks per SM (CUDA's occupancy calculator). The
+Kernel page shows them live on a GPU, and from a file `python -m engine facts` recorded
+(benchmarks/results/kernel_facts_*.json) without one. CuPy is imported lazily.
+"""
+from __future__ import annotations
+
+from ..config import AttentionConfig
+from . import catalog
+from .runtime import gpu_failures, live_gpu
+
+# (kernel key, head_dim, block_q, block_k, traced): the builds a recording compiles. Every
+# catalogued tensor-core shape; the teaching kernels at 64×64 tiles for both head_dims.
+FLASH_BUILDS = (
+    [("teaching", d, 64, 64, t) for d in (64, 128) for t in (False, True)]
+    + [("mma.sync", d, bq, bk, False) for d, bq, bk in catalog.MMA_SYNC.shapes]
+    + [("mma.sync", 128, 128, 32, True)]
+    + [("wgmma", d, bq, bk, False) for d, bq, bk in catalog.WGMMA.shapes]
+    + [("wgmma", d, bq, bk, True) for d, bq, bk in ((64, 128, 128), (128, 128, 128))]
+    + [("backward_teaching", d, 64, 64, False) for d in (64, 128)]
+    + [("backward_mma", d, bq, bk, False) for d, bq, bk in catalog.BACKWARD_MMA.shapes])
+NAIVE_BUILDS = (("naive_softmax", 64), ("naive_backward", 64))
+NAIVE_SEQ = 4096
+
+
+def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
+    """(launcher Build, grid) of one kernel for cfg; ConfigError when it does not take cfg."""
+    from . import naive
+    from .launchers import backward_mma, backward_teaching, core, mma, teaching, wgmma
+    gpu = live_gpu()
+    if kernel == "teaching":
+        return teaching.build(cfg, trace, gpu), (cfg.Tr, cfg.bh)
+    if kernel == "mma.sync":
+        return mma.build(cfg, trace), (cfg.Tr, cfg.bh)
+    if kernel == "wgmma":
+        wgmma.check_takes(cfg)
+        return wgmma.build(cfg, trace), (cfg.Tr, cfg.bh)
+    if kernel == "backward_teaching":
+        return backward_teaching.build(cfg, trace, gpu), (cfg.Tc, cfg.bh)
+    if kernel == "backward_mma":
+        return backward_mma.build(cfg), (cfg.Tc, cfg.bh)
+    rows = (cfg.bh * cfg.seq_q,)
+    if kernel == "naive_softmax":
+        smem = naive.check_row_fits(cfg, naive.row_smem_bytes(cfg), "softmax", gpu)
+        return core.Build(naive.SOURCE, naive.FUNCTION, naive.compile_options(cfg),
+                          naive.row_threads(cfg), smem), rows
+    if kernel == "naive_backward":
+        smem = naive.check_row_fits(cfg, naive.backward_row_smem_bytes(cfg), "backward", gpu)
+        return core.Build(naive.BACKWARD_SOURCE, naive.BACKWARD_FUNCTION,
+                          naive.backward_compile_options(cfg), naive.row_threads(cfg),
+                          smem), rows
+    raise ValueError(f"unknown kernel {kernel!r}")
+
+
+def facts_of(kernel: str, cfg: AttentionConfig, trace: bool) -> dict:
+    """Compile `kernel` for cfg and read its facts and occupancy from the module."""
+    import cupy
+    build, grid = build_of(kernel, cfg, trace)
+    with gpu_failures(f"compile facts of the {kernel} kernel"):
+        fn = build.compiled()
+        blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            fn.kernel.ptr, build.threads, build.smem)
+    return {"kernel": kernel, "traced": trace, "config": cfg.to_dict(),
+            **build.facts(fn, grid), "static_smem_bytes": int(fn.shared_size_bytes),
+            "blocks_per_sm": int(blocks)}
+
+
+def record_all(batch: int = 1, heads: int = 16, seq: int = 4096) -> tuple[list, list]:
+    """(facts, failures) of every build in FLASH_BUILDS and NAIVE_BUILDS, float16."""
+    wanted = [(k, AttentionConfig(batch=batch, heads=heads, seq_q=seq, seq_k=seq, head_dim=d,
+                                  block_q=bq, block_k=bk, dtype="float16"), t)
+              for k, d, bq, bk, t in FLASH_BUILDS]
+    wanted += [(k, AttentionConfig(batch=batch, heads=heads, seq_q=NAIVE_SEQ, seq_k=NAIVE_SEQ,
+                                   head_dim=d, dtype="float16"), False) for k, d in NAIVE_BUILDS]
+    facts, failures = [], []
+    for kernel, cfg, trace in wanted:
+        try:
+            facts.append(facts_of(kernel, cfg, trace))
+        except Exception as exc:    # noqa: BLE001 — a recording lists what failed, never stops
+            failures.append({"kernel": kernel, "traced": trace, "config": cfg.to_dict(),
+                             "error": f"{type(exc).__name__}: {exc}"[:400]})
+    return facts, failures
