@@ -74,7 +74,7 @@ for mode in "$@"; do
         > "$OUT/fairness.log" 2>&1
       summary+=("fairness rc=$?: $(tail -1 "$OUT/fairness.log")") ;;
     schedule)
-      timeout 240 bash scripts/record_kernel_page.sh "$OUT" > "$OUT/schedule.log" 2>&1
+      timeout 240 bash benchmarks/record_kernel_page.sh "$OUT" > "$OUT/schedule.log" 2>&1
       summary+=("schedule and compile facts rc=$?: $(grep -c FAILED "$OUT/schedules.log") failed") ;;
     *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule)"; exit 2 ;;
   esac

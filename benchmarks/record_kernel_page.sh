@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Records what the Kernel page shows without a GPU: the compile facts of every kernel and the
 # block-to-SM schedules that teach (waves, causal order, the wgmma kernel's blocks).
-# Usage: bash scripts/record_kernel_page.sh OUT_DIR   (on a GPU; then copy OUT_DIR/*.json to
+# Usage: bash benchmarks/record_kernel_page.sh OUT_DIR   (on a GPU; then copy OUT_DIR/*.json to
 # benchmarks/results/ and OUT_DIR/*.log to benchmarks/records/logs/)
 set -u
 out=${1:?output folder}
