@@ -45,9 +45,10 @@ constexpr int S_CHUNKS = Br / 8;         // 16-byte chunks per row of dS_ijᵀ (
 constexpr int S_ROW_BYTES = Br * 2;
 constexpr int Q_TILES = Br / 8;          // n-tiles of 8 queries in a warp's strip of S_ijᵀ
 constexpr int D_TILES = d / 8;           // n-tiles of 8 columns of dK_j, dV_j
-// dQ_i (Br x d) is cut into units of 16 rows x DQ_N columns, shared evenly by the warps.
-constexpr int ROW_TILES_Q = Br / 16;
-constexpr int COL_SPLITS = (WARPS / ROW_TILES_Q > d / 64) ? WARPS / ROW_TILES_Q : d / 64;
+// dQ_i (Br x d) is cut into units of 32 rows (two m16 tiles, so each K_j fragment feeds two
+// products) x DQ_N columns, shared evenly by the warps.
+constexpr int ROW_TILES_Q = Br / 32;
+constexpr int COL_SPLITS = (WARPS / ROW_TILES_Q > d / 32) ? WARPS / ROW_TILES_Q : d / 32;
 constexpr int DQ_N = d / COL_SPLITS;
 constexpr int DQ_UNITS = ROW_TILES_Q * COL_SPLITS;
 constexpr float LOG2E = 1.4426950408889634f;
@@ -164,31 +165,41 @@ __device__ __forceinline__ void dq_tile(unsigned sbase, int buf, int q0, float* 
     for (int u = 0; u < DQ_UNITS / WARPS; ++u) {
         const int unit = warp + u * WARPS;
         const int rt = unit % ROW_TILES_Q, cs = unit / ROW_TILES_Q;
-        float acc[DQ_N / 8][4];
+        float acc[2][DQ_N / 8][4];
         #pragma unroll
-        for (int n = 0; n < DQ_N / 8; ++n)
+        for (int m = 0; m < 2; ++m)
             #pragma unroll
-            for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
+            for (int n = 0; n < DQ_N / 8; ++n)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.f;
         #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
-            unsigned a[4];
-            ldmatrix_x4_trans(sdS + kk * 16 * S_ROW_BYTES + (s_off ^ (rt * 32)), a);
+            unsigned a[2][4];
+            #pragma unroll
+            for (int m = 0; m < 2; ++m)
+                ldmatrix_x4_trans(sdS + kk * 16 * S_ROW_BYTES + (s_off ^ ((2 * rt + m) * 32)), a[m]);
             #pragma unroll
             for (int n2 = 0; n2 < DQ_N / 16; ++n2) {
                 unsigned b[4];
                 ldmatrix_x4_trans(sbase + SMEM_K + kk * 16 * ROW_BYTES
                                   + (t_off ^ ((cs * DQ_N / 16 + n2) * 32)), b);
-                mma16816<BF16>(acc[2 * n2], a, b[0], b[1]);
-                mma16816<BF16>(acc[2 * n2 + 1], a, b[2], b[3]);
+                #pragma unroll
+                for (int m = 0; m < 2; ++m) {
+                    mma16816<BF16>(acc[m][2 * n2], a[m], b[0], b[1]);
+                    mma16816<BF16>(acc[m][2 * n2 + 1], a[m], b[2], b[3]);
+                }
             }
         }
-        const int r = q0 + rt * 16 + g;
-        float* row_g = dQb + (u64)r * d + cs * DQ_N + 2 * t;
-        float* row_g8 = row_g + 8 * d;
         #pragma unroll
-        for (int n = 0; n < DQ_N / 8; ++n) {
-            if (r < seq_q) red_add2(row_g + n * 8, acc[n][0], acc[n][1]);
-            if (r + 8 < seq_q) red_add2(row_g8 + n * 8, acc[n][2], acc[n][3]);
+        for (int m = 0; m < 2; ++m) {
+            const int r = q0 + (2 * rt + m) * 16 + g;
+            float* row_g = dQb + (u64)r * d + cs * DQ_N + 2 * t;
+            float* row_g8 = row_g + 8 * d;
+            #pragma unroll
+            for (int n = 0; n < DQ_N / 8; ++n) {
+                if (r < seq_q) red_add2(row_g + n * 8, acc[m][n][0], acc[m][n][1]);
+                if (r + 8 < seq_q) red_add2(row_g8 + n * 8, acc[m][n][2], acc[m][n][3]);
+            }
         }
     }
 }
