@@ -51,6 +51,9 @@ constexpr int ROW_TILES_Q = Br / 32;
 constexpr int COL_SPLITS = (WARPS / ROW_TILES_Q > d / 32) ? WARPS / ROW_TILES_Q : d / 32;
 constexpr int DQ_N = d / COL_SPLITS;
 constexpr int DQ_UNITS = ROW_TILES_Q * COL_SPLITS;
+// Where a tile computes the previous tile's dQ: after its dK_j product (faster on the H200,
+// measured with head_dim 64), or, for head_dim 128, first (after dK_j that build spills).
+constexpr bool DQ_AFTER_DK = d == 64;
 constexpr float LOG2E = 1.4426950408889634f;
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
@@ -274,9 +277,10 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         if (i + 1 < Tr) load_query_tile(sbase, buf ^ 1, i + 1, Qb, dOb, Lb, Db, seq_q, tid);
         cp_async_commit();
 
-        // dQ_{i−1} from the other dS buffer, deferred to here so that one barrier per tile
-        // serves both the tile loads and dS.
-        if (i > i_first) dq_tile(sbase, buf ^ 1, q0 - Br, dQb, seq_q, warp, lane, s_off, t_off);
+        // dQ_{i−1} from the other dS buffer, deferred to this tile so that one barrier per
+        // tile serves both the tile loads and dS: here, or after dK_j where registers allow.
+        if (!DQ_AFTER_DK && i > i_first)
+            dq_tile(sbase, buf ^ 1, q0 - Br, dQb, seq_q, warp, lane, s_off, t_off);
 
         // S_ijᵀ = K_j Q_iᵀ for this warp's 16 keys.
         float S[Q_TILES][4];
@@ -373,6 +377,9 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 mma16816<BF16>(dK_acc[2 * n2], dS_a[kk], b[0], b[1]);
                 mma16816<BF16>(dK_acc[2 * n2 + 1], dS_a[kk], b[2], b[3]);
             }
+
+        if (DQ_AFTER_DK && i > i_first)
+            dq_tile(sbase, buf ^ 1, q0 - Br, dQb, seq_q, warp, lane, s_off, t_off);
     }
     __syncthreads();   // every warp's keys of the last dS_ijᵀ are in shared memory
     if (i_first < Tr) dq_tile(sbase, (Tr - 1 - i_first) & 1, (Tr - 1) * Br, dQb, seq_q, warp, lane,
