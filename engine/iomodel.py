@@ -38,9 +38,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     "backward teaching" (kernels/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
     dtype, each row padded by one 32-bit word (bank conflicts); then dK_j, dV_j, P_ij, dS_ij,
     L_i and D_i in float32.
-    "backward mma.sync" (kernels/flash_backward_mma.cu): K_j, V_j, two buffers each of Q_i and
-    dO_i (16-bit), dS_ijᵀ (16-bit), two buffers each of lse_i and D_i (float32); dK_j, dV_j,
-    S_ij and dP_ij live in registers.
+    "backward mma.sync" (kernels/flash_backward_mma.cu): K_j, V_j, two buffers each of Q_i,
+    dO_i and dS_ijᵀ (16-bit), two buffers each of lse_i and D_i (float32); dK_j, dV_j, S_ij
+    and dP_ij live in registers.
     """
     Br, Bc, d, e = cfg.block_q, cfg.block_k, cfg.head_dim, cfg.itemsize
     if kernel == "teaching":
@@ -53,7 +53,7 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
                 "dS_ij": Br * Bc * 4, "L_i": Br * 4, "D_i": Br * 4}
     if kernel == "backward mma.sync":
         return {"K_j": Bc * d * 2, "V_j": Bc * d * 2, "Q_i (2 buffers)": 2 * Br * d * 2,
-                "dO_i (2 buffers)": 2 * Br * d * 2, "dS_ij": Bc * Br * 2,
+                "dO_i (2 buffers)": 2 * Br * d * 2, "dS_ij (2 buffers)": 2 * Bc * Br * 2,
                 "lse_i (2 buffers)": 2 * Br * 4, "D_i (2 buffers)": 2 * Br * 4}
     tiles = {"Q_i": Br * d * 2, "K_j (2 buffers)": 2 * Bc * d * 2,
              "V_j (2 buffers)": 2 * Bc * d * 2}

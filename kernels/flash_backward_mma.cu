@@ -10,8 +10,9 @@
 //                         S_ijᵀ = K_j Q_iᵀ,  P_ijᵀ = exp2(S·scale·log2e − lse·log2e)
 //                         dP_ijᵀ = V_j dO_iᵀ, dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i)
 //                         dV_j += P_ijᵀ dO_i,  dK_j += dS_ijᵀ Q_i
-//                         dQ_i += dS_ij K_j    (dS_ijᵀ through shared memory; red.add into a
-//                                               float32 buffer that all key tiles share)
+//                         dQ_i += dS_ij K_j    (dS_ijᵀ through two shared buffers, computed
+//                                               after the next tile's barrier; red.add into
+//                                               a float32 buffer all key tiles share)
 //                       Working with transposed S and dP puts each warp's keys in the
 //                       accumulator rows, so P_ijᵀ and dS_ijᵀ feed the dV / dK products
 //                       straight from registers.
@@ -44,11 +45,15 @@ constexpr int S_CHUNKS = Br / 8;         // 16-byte chunks per row of dS_ijᵀ (
 constexpr int S_ROW_BYTES = Br * 2;
 constexpr int Q_TILES = Br / 8;          // n-tiles of 8 queries in a warp's strip of S_ijᵀ
 constexpr int D_TILES = d / 8;           // n-tiles of 8 columns of dK_j, dV_j
-// dQ_i (Br x d) is cut into units of 16 rows x DQ_N columns, shared evenly by the warps.
-constexpr int ROW_TILES_Q = Br / 16;
-constexpr int COL_SPLITS = (WARPS / ROW_TILES_Q > d / 64) ? WARPS / ROW_TILES_Q : d / 64;
+// dQ_i (Br x d) is cut into units of 32 rows (two m16 tiles, so each K_j fragment feeds two
+// products) x DQ_N columns, shared evenly by the warps.
+constexpr int ROW_TILES_Q = Br / 32;
+constexpr int COL_SPLITS = (WARPS / ROW_TILES_Q > d / 32) ? WARPS / ROW_TILES_Q : d / 32;
 constexpr int DQ_N = d / COL_SPLITS;
 constexpr int DQ_UNITS = ROW_TILES_Q * COL_SPLITS;
+// Where a tile computes the previous tile's dQ: after its dK_j product (faster on the H200,
+// measured with head_dim 64), or, for head_dim 128, first (after dK_j that build spills).
+constexpr bool DQ_AFTER_DK = d == 64;
 constexpr float LOG2E = 1.4426950408889634f;
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
@@ -61,14 +66,14 @@ static_assert(2 * Br <= THREADS, "one thread per lse_i and D_i element");
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
-// Shared-memory layout (bytes): K_j, V_j, two buffers each of Q_i and dO_i, dS_ijᵀ, then two
+// Shared-memory layout (bytes): K_j, V_j, two buffers each of Q_i, dO_i and dS_ijᵀ, then two
 // buffers each of lse_i and D_i (float32).
 constexpr int SMEM_K = 0;
 constexpr int SMEM_V = SMEM_K + Bc * ROW_BYTES;
 constexpr int SMEM_Q = SMEM_V + Bc * ROW_BYTES;
 constexpr int SMEM_DO = SMEM_Q + 2 * Br * ROW_BYTES;
 constexpr int SMEM_DS = SMEM_DO + 2 * Br * ROW_BYTES;
-constexpr int SMEM_L = SMEM_DS + Bc * S_ROW_BYTES;
+constexpr int SMEM_L = SMEM_DS + 2 * Bc * S_ROW_BYTES;
 constexpr int SMEM_D = SMEM_L + 2 * Br * 4;
 
 __device__ __forceinline__ float elem_f32(unsigned short bits) {
@@ -152,6 +157,56 @@ __device__ __forceinline__ void load_query_tile(unsigned smem, int buf, int i, c
     }
 }
 
+// dQ_i += dS_ij K_j for the query tile at row q0 whose dS_ijᵀ is in dS buffer `buf` (scale
+// applied by backward_dq_cast), reduced into float32 HBM. s_off, t_off: the lane's ldmatrix
+// offsets of the kernel below.
+__device__ __forceinline__ void dq_tile(unsigned sbase, int buf, int q0, float* dQb, int seq_q,
+                                        int warp, int lane, unsigned s_off, unsigned t_off) {
+    const int g = lane / 4, t = lane % 4;
+    const unsigned sdS = sbase + SMEM_DS + buf * Bc * S_ROW_BYTES;
+    #pragma unroll 1   // one unit at a time: its accumulators are all it keeps
+    for (int u = 0; u < DQ_UNITS / WARPS; ++u) {
+        const int unit = warp + u * WARPS;
+        const int rt = unit % ROW_TILES_Q, cs = unit / ROW_TILES_Q;
+        float acc[2][DQ_N / 8][4];
+        #pragma unroll
+        for (int m = 0; m < 2; ++m)
+            #pragma unroll
+            for (int n = 0; n < DQ_N / 8; ++n)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) acc[m][n][e] = 0.f;
+        #pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+            unsigned a[2][4];
+            #pragma unroll
+            for (int m = 0; m < 2; ++m)
+                ldmatrix_x4_trans(sdS + kk * 16 * S_ROW_BYTES + (s_off ^ ((2 * rt + m) * 32)), a[m]);
+            #pragma unroll
+            for (int n2 = 0; n2 < DQ_N / 16; ++n2) {
+                unsigned b[4];
+                ldmatrix_x4_trans(sbase + SMEM_K + kk * 16 * ROW_BYTES
+                                  + (t_off ^ ((cs * DQ_N / 16 + n2) * 32)), b);
+                #pragma unroll
+                for (int m = 0; m < 2; ++m) {
+                    mma16816<BF16>(acc[m][2 * n2], a[m], b[0], b[1]);
+                    mma16816<BF16>(acc[m][2 * n2 + 1], a[m], b[2], b[3]);
+                }
+            }
+        }
+        #pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            const int r = q0 + (2 * rt + m) * 16 + g;
+            float* row_g = dQb + (u64)r * d + cs * DQ_N + 2 * t;
+            float* row_g8 = row_g + 8 * d;
+            #pragma unroll
+            for (int n = 0; n < DQ_N / 8; ++n) {
+                if (r < seq_q) red_add2(row_g + n * 8, acc[m][n][0], acc[m][n][1]);
+                if (r + 8 < seq_q) red_add2(row_g8 + n * 8, acc[m][n][2], acc[m][n][3]);
+            }
+        }
+    }
+}
+
 // One block per SM is all the launch bound promises: the register allocator may then take
 // up to 255 registers, and every catalogued build stays out of local memory, with nvcc and
 // with the driver's JIT alike (the bare bound left a few spilled words under the latter).
@@ -215,11 +270,17 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         const unsigned a_off = opaque(a_lane), b_off = opaque(b_lane), t_off = opaque(t_lane),
                        s_off = opaque(s_lane);
         cp_async_wait<0>();
-        // Tile i has landed for every thread; every warp is done with tile i − 1 (its buffer
-        // and dS_{i−1,j}ᵀ may be overwritten).
+        // Tile i has landed for every thread; every warp is done with tile i − 1 (its Q_i,
+        // dO_i buffer may be overwritten, its dS_ijᵀ is complete) and with dQ_{i−2} (whose
+        // dS buffer tile i overwrites).
         __syncthreads();
         if (i + 1 < Tr) load_query_tile(sbase, buf ^ 1, i + 1, Qb, dOb, Lb, Db, seq_q, tid);
         cp_async_commit();
+
+        // dQ_{i−1} from the other dS buffer, deferred to this tile so that one barrier per
+        // tile serves both the tile loads and dS: here, or after dK_j where registers allow.
+        if (!DQ_AFTER_DK && i > i_first)
+            dq_tile(sbase, buf ^ 1, q0 - Br, dQb, seq_q, warp, lane, s_off, t_off);
 
         // S_ijᵀ = K_j Q_iᵀ for this warp's 16 keys.
         float S[Q_TILES][4];
@@ -240,7 +301,6 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 
         // P_ijᵀ rebuilt from lse_i, 0 where masked (masks only on diagonal tiles under causal
         // and on ragged last tiles), kept as 16-bit A fragments P_a[kk] (k = queries).
-        unsigned char* sdS = smem + SMEM_DS;
         const bool masked = (causal && k0 + Bc - 1 > q0) || k0 + Bc > seq_k || q0 + Br > seq_q;
         unsigned P_a[Br / 16][4];
         #pragma unroll
@@ -258,22 +318,7 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
             }
             P_a[n / 2][(n & 1) * 2] = pack_pair<BF16>(S[n][0], S[n][1]);
             P_a[n / 2][(n & 1) * 2 + 1] = pack_pair<BF16>(S[n][2], S[n][3]);
-            // parked in this thread's own slots of the dS_ijᵀ buffer until dS needs it
-            *(unsigned*)(sdS + swizzle<S_CHUNKS>(key_row, n) * 16 + t * 4) = P_a[n / 2][(n & 1) * 2];
-            *(unsigned*)(sdS + swizzle<S_CHUNKS>(key_row + 8, n) * 16 + t * 4) =
-                P_a[n / 2][(n & 1) * 2 + 1];
         }
-
-        // dV_j += P_ijᵀ dO_i.
-        #pragma unroll
-        for (int kk = 0; kk < Br / 16; ++kk)
-            #pragma unroll
-            for (int n2 = 0; n2 < D_TILES / 2; ++n2) {
-                unsigned b[4];
-                ldmatrix_x4_trans(sdO + kk * 16 * ROW_BYTES + (t_off ^ (n2 * 32)), b);
-                mma16816<BF16>(dV_acc[2 * n2], P_a[kk], b[0], b[1]);
-                mma16816<BF16>(dV_acc[2 * n2 + 1], P_a[kk], b[2], b[3]);
-            }
 
         // dP_ijᵀ = V_j dO_iᵀ.
         float dP[Q_TILES][4];
@@ -292,24 +337,35 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
             }
         }
 
-        // dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), as 16-bit A fragments dS_a[kk] and into shared
-        // memory (dQ_i needs every warp's keys).
+        // dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i) from the rounded P, as 16-bit A fragments dS_a[kk]
+        // and into this tile's dS buffer (dQ_i needs every warp's keys).
+        unsigned char* sdS = smem + SMEM_DS + buf * Bc * S_ROW_BYTES;
         unsigned dS_a[Br / 16][4];
         #pragma unroll
         for (int n = 0; n < Q_TILES; ++n) {
             const float2 Dv = *(const float2*)(sD + n * 8 + 2 * t);
-            unsigned* at_lo = (unsigned*)(sdS + swizzle<S_CHUNKS>(key_row, n) * 16 + t * 4);
-            unsigned* at_hi = (unsigned*)(sdS + swizzle<S_CHUNKS>(key_row + 8, n) * 16 + t * 4);
-            const float2 p_lo = unpack_pair<BF16>(*at_lo), p_hi = unpack_pair<BF16>(*at_hi);
+            const float2 p_lo = unpack_pair<BF16>(P_a[n / 2][(n & 1) * 2]);
+            const float2 p_hi = unpack_pair<BF16>(P_a[n / 2][(n & 1) * 2 + 1]);
             const unsigned lo = pack_pair<BF16>(p_lo.x * (dP[n][0] - Dv.x),
                                                 p_lo.y * (dP[n][1] - Dv.y));
             const unsigned hi = pack_pair<BF16>(p_hi.x * (dP[n][2] - Dv.x),
                                                 p_hi.y * (dP[n][3] - Dv.y));
             dS_a[n / 2][(n & 1) * 2] = lo;
             dS_a[n / 2][(n & 1) * 2 + 1] = hi;
-            *at_lo = lo;
-            *at_hi = hi;
+            *(unsigned*)(sdS + swizzle<S_CHUNKS>(key_row, n) * 16 + t * 4) = lo;
+            *(unsigned*)(sdS + swizzle<S_CHUNKS>(key_row + 8, n) * 16 + t * 4) = hi;
         }
+
+        // dV_j += P_ijᵀ dO_i.
+        #pragma unroll
+        for (int kk = 0; kk < Br / 16; ++kk)
+            #pragma unroll
+            for (int n2 = 0; n2 < D_TILES / 2; ++n2) {
+                unsigned b[4];
+                ldmatrix_x4_trans(sdO + kk * 16 * ROW_BYTES + (t_off ^ (n2 * 32)), b);
+                mma16816<BF16>(dV_acc[2 * n2], P_a[kk], b[0], b[1]);
+                mma16816<BF16>(dV_acc[2 * n2 + 1], P_a[kk], b[2], b[3]);
+            }
 
         // dK_j += dS_ijᵀ Q_i.
         #pragma unroll
@@ -321,41 +377,13 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 mma16816<BF16>(dK_acc[2 * n2], dS_a[kk], b[0], b[1]);
                 mma16816<BF16>(dK_acc[2 * n2 + 1], dS_a[kk], b[2], b[3]);
             }
-        __syncthreads();   // every warp's keys of dS_ijᵀ are in shared memory before dQ reads them
 
-        // dQ_i += dS_ij K_j (scale applied by backward_dq_cast), reduced into float32 HBM.
-        #pragma unroll 1   // one unit at a time: its accumulators are all it keeps
-        for (int u = 0; u < DQ_UNITS / WARPS; ++u) {
-            const int unit = warp + u * WARPS;
-            const int rt = unit % ROW_TILES_Q, cs = unit / ROW_TILES_Q;
-            float acc[DQ_N / 8][4];
-            #pragma unroll
-            for (int n = 0; n < DQ_N / 8; ++n)
-                #pragma unroll
-                for (int e = 0; e < 4; ++e) acc[n][e] = 0.f;
-            #pragma unroll
-            for (int kk = 0; kk < Bc / 16; ++kk) {
-                unsigned a[4];
-                ldmatrix_x4_trans(sbase + SMEM_DS + kk * 16 * S_ROW_BYTES + (s_off ^ (rt * 32)), a);
-                #pragma unroll
-                for (int n2 = 0; n2 < DQ_N / 16; ++n2) {
-                    unsigned b[4];
-                    ldmatrix_x4_trans(sbase + SMEM_K + kk * 16 * ROW_BYTES
-                                      + (t_off ^ ((cs * DQ_N / 16 + n2) * 32)), b);
-                    mma16816<BF16>(acc[2 * n2], a, b[0], b[1]);
-                    mma16816<BF16>(acc[2 * n2 + 1], a, b[2], b[3]);
-                }
-            }
-            const int r = q0 + rt * 16 + g;
-            float* row_g = dQb + (u64)r * d + cs * DQ_N + 2 * t;
-            float* row_g8 = row_g + 8 * d;
-            #pragma unroll
-            for (int n = 0; n < DQ_N / 8; ++n) {
-                if (r < seq_q) red_add2(row_g + n * 8, acc[n][0], acc[n][1]);
-                if (r + 8 < seq_q) red_add2(row_g8 + n * 8, acc[n][2], acc[n][3]);
-            }
-        }
+        if (DQ_AFTER_DK && i > i_first)
+            dq_tile(sbase, buf ^ 1, q0 - Br, dQb, seq_q, warp, lane, s_off, t_off);
     }
+    __syncthreads();   // every warp's keys of the last dS_ijᵀ are in shared memory
+    if (i_first < Tr) dq_tile(sbase, (Tr - 1 - i_first) & 1, (Tr - 1) * Br, dQb, seq_q, warp, lane,
+                              opaque(s_lane), opaque(t_lane));
     cp_async_wait<0>();
     __syncthreads();   // every warp is done reading K_j and V_j: their rows become staging
 
