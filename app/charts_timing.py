@@ -68,13 +68,14 @@ def stages_chart(stages: pd.DataFrame, width: int = 520) -> alt.Chart:
     return finish(chart.properties(height=80), width=width)
 
 
-def _wall(wall: int | None, text: str):
+def _wall(wall: int | None, text: str, y: int = 4):
+    """A red dashed rule at N = wall, its text left of it at height y (pixels from the top)."""
     data = pd.DataFrame({"seq": [wall] if wall else [], "t": [text] if wall else []})
     rule = alt.Chart(data).mark_rule(color=ALARM, strokeWidth=3, strokeDash=[8, 4]).encode(
         x="seq:Q")
     label = alt.Chart(data).mark_text(color=ALARM, align="right", dx=-6, baseline="top",
                                       fontSize=FONT["text"]).encode(
-        x="seq:Q", y=alt.value(4), text="t:N")
+        x="seq:Q", y=alt.value(y), text="t:N")
     return rule + label
 
 
@@ -89,12 +90,13 @@ def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
     seqs = list(sweep.seq) + ([wall] if wall else [])
     x = alt.X("seq:Q", title="sequence length N (log)",
               scale=alt.Scale(type="log", base=2, domain=[min(seqs), max(seqs)]),
-              axis=alt.Axis(format="d", values=sorted(set(seqs))))
+              axis=alt.Axis(format="d", values=sorted(set(seqs)), labelAngle=-45))
     scale = named_scale(sweep.kernel if "build" not in sweep else sweep.build, sweep.name)
     lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
         x=x, y=alt.Y(f"{metric}:Q", title=METRICS[metric], scale=alt.Scale(type="log")),
         color=alt.Color("name:N", scale=scale, title="kernel",
-                        legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
+                        legend=alt.Legend(orient="bottom", columns=2 if width >= 420 else 1,
+                                          labelLimit=320)),
         tooltip=[alt.Tooltip("name:N", title="kernel"), "seq:Q",
                  alt.Tooltip(f"{metric}:Q", format=".4g")])
     if metric == "median_ms" and {"p10_ms", "p90_ms"} <= set(data):
@@ -106,10 +108,10 @@ def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
 
 
 def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: int | None,
-                 width: int = 440, wall_text: str = "naive would not fit") -> alt.LayerChart:
+                 width: int = 290, wall_text: str = "naive would not fit") -> alt.LayerChart:
     """Peak device memory of naive and flash against N (model), with the GPU's memory."""
     x = alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
-              axis=alt.Axis(format="d"))
+              axis=alt.Axis(format="d", labelAngle=-45))
     color = alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
         domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]]))
     lines = alt.Chart(memory).mark_line(point=True, strokeWidth=3, clip=True).encode(
@@ -121,16 +123,16 @@ def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: in
              .encode(y="GB:Q")
              + alt.Chart(cap).mark_text(align="left", dy=-10, x=6, fontSize=FONT["text"])
              .encode(y="GB:Q", text="t:N"))
-    chart = alt.layer(lines, limit, _wall(wall, wall_text)).properties(
+    chart = alt.layer(lines, limit, _wall(wall, wall_text, y=270)).properties(
         height=300, title="Peak memory (model): naive's N² wall")
     return finish(chart, width=width)
 
 
-def hbm_chart(memory: pd.DataFrame, width: int = 440) -> alt.Chart:
+def hbm_chart(memory: pd.DataFrame, width: int = 290) -> alt.Chart:
     """Modelled HBM bytes moved by naive and flash against N."""
     chart = alt.Chart(memory).mark_line(point=True, strokeWidth=3).encode(
         x=alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
-                axis=alt.Axis(format="d")),
+                axis=alt.Axis(format="d", labelAngle=-45)),
         y=alt.Y("hbm_GB:Q", title="HBM traffic (GB, log)", scale=alt.Scale(type="log")),
         color=alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
             domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]])),
@@ -138,7 +140,7 @@ def hbm_chart(memory: pd.DataFrame, width: int = 440) -> alt.Chart:
     return finish(chart.properties(height=300, title="HBM bytes moved (model)"), width=width)
 
 
-def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 340) -> alt.HConcatChart:
+def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300) -> alt.HConcatChart:
     """The Overview's picture: time and peak memory against N, one line per kernel in words
     (naive, the project's flash builds, PyTorch's flash and cuDNN), titled with the device and
     date of the recording."""
@@ -148,17 +150,17 @@ def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 340) -> alt.H
     x = alt.X("seq:Q", title="sequence length N (log)", axis=alt.Axis(format="d", values=seqs,
               labelAngle=-45), scale=alt.Scale(type="log", base=2))
     color = alt.Color("name:N", scale=scale, title=None,
-                      legend=alt.Legend(orient="bottom", columns=3, labelLimit=320))
+                      legend=alt.Legend(orient="bottom", columns=2, labelLimit=320))
 
     def panel(field: str, title: str) -> alt.Chart:
         return alt.Chart(rows).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
-            x=x, y=alt.Y(f"{field}:Q", title=title, scale=alt.Scale(type="log")), color=color,
+            x=x, y=alt.Y(f"{field}:Q", title=None, scale=alt.Scale(type="log")), color=color,
             tooltip=[alt.Tooltip("name:N", title="kernel"), "seq:Q", "batch:Q",
                      alt.Tooltip(f"{field}:Q", format=".4g")]).properties(
             width=width, height=260, title=title)
 
     chart = alt.hconcat(panel("median_ms", "time (ms, median, log)"),
-                        panel("peak_GB", "peak memory (GB, log)")).properties(
+                        panel("peak_GB", "peak memory (GB, log)"), spacing=30).properties(
         title=alt.Title("Naive against flash against PyTorch", subtitle=subtitle,
                         subtitleFontSize=FONT["label"]))
     return finish(chart)

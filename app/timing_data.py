@@ -162,6 +162,14 @@ HEADLINE_KERNELS = ("naive", "teaching", "mma.sync", "wgmma", "tensorcore", "tor
                     "torch_cudnn")      # in legend order; torch_math is PyTorch's naive
 
 
+def in_kernel_order(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows sorted as legends list kernels: naive, the project's builds, PyTorch's; then N."""
+    order = {k: i for i, k in enumerate((*HEADLINE_KERNELS, "torch_math"))}
+    key = rows.build if "build" in rows else rows.kernel
+    return (rows.assign(_order=key.map(order).fillna(len(order)))
+            .sort_values(["_order", "seq"], kind="stable").drop(columns="_order"))
+
+
 def tensorcore_build(row, hopper: bool) -> str:
     """"wgmma" or "mma.sync": the build of kernel="tensorcore" that ran a recorded row."""
     cfg = AttentionConfig(head_dim=int(row.head_dim), block_q=int(row.block_q),
@@ -198,37 +206,34 @@ def with_companions(table: pd.DataFrame, chosen: str) -> pd.DataFrame:
     return pd.concat([mine, extra], ignore_index=True)
 
 
-def fastest_file(table: pd.DataFrame) -> str | None:
-    """The file holding the project's fastest flash kernel (highest TFLOP/s of teaching or
-    tensorcore), the comparison worth showing first."""
-    own = table[table.kernel.isin(["teaching", "tensorcore"])].dropna(subset=["tflops"])
-    return None if own.empty else own.loc[own.tflops.idxmax(), "file"]
+def fastest(table: pd.DataFrame) -> pd.Series | None:
+    """The recorded row of the project's fastest flash kernel (highest TFLOP/s of teaching or
+    tensorcore): its file and shape are the comparison worth showing first."""
+    own = table[table.kernel.isin(["teaching", "tensorcore"])]
+    if own.empty or "tflops" not in own or own.tflops.isna().all():
+        return None
+    return own.loc[own.tflops.idxmax()]
 
 
 def headline(files: list[dict]) -> tuple[pd.DataFrame, str]:
-    """(rows, subtitle) of the Overview's headline chart: non-causal forward results of the
+    """(rows, subtitle) of the Overview's headline chart (rows.file: the files it drew on): non-causal forward results of the
     file with the project's fastest kernel and its companions (same device, date, shape),
     naive, the project's flash builds and PyTorch's flash and cuDNN, against N."""
     table = recorded_table(files)
     if table.empty or "tflops" not in table:
         return pd.DataFrame(), ""
     table = with_builds(table[~table.causal.astype(bool)], files)
-    best = fastest_file(table)
+    best = fastest(table)
     if best is None:
         return pd.DataFrame(), ""
-    own = table[(table.file == best) & table.kernel.isin(["teaching", "tensorcore"])]
-    shape = own.loc[own.tflops.idxmax(), "shape"]
-    rows = with_companions(table[table["shape"] == shape], best)
-    rows = rows[rows.build.isin(HEADLINE_KERNELS)]
-    order = {k: i for i, k in enumerate(HEADLINE_KERNELS)}
-    rows = rows.assign(order=rows.build.map(order)).sort_values(["order", "seq"])
+    shape = best["shape"]
+    rows = with_companions(table[table["shape"] == shape], best.file)
+    rows = in_kernel_order(rows[rows.build.isin(HEADLINE_KERNELS)])
     tokens = sorted(rows.tokens.unique())
     batch = (f", B·N = {tokens[0]:,} tokens" if len(tokens) == 1 and rows.batch.nunique() > 1
              else "")
-    files_used = ", ".join(sorted(rows.file.unique()))
-    subtitle = (f"{rows.device.iloc[0]}, recorded {rows.date.iloc[0]}: {shape}{batch} "
-                f"({files_used})")
-    return rows.drop(columns="order"), subtitle
+    subtitle = f"{rows.device.iloc[0]}, recorded {rows.date.iloc[0]}: {shape}{batch}"
+    return rows, subtitle
 
 
 CEILINGS = re.compile(r"ceilings \(([\d.]+) TFLOP/s, ([\d.]+) TB/s\)")

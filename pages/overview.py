@@ -26,8 +26,9 @@ if rows.empty:
             "`python -m engine bench` has written one there.")
 else:
     chart(headline_chart, rows, subtitle)
-    st.caption("Recorded, not live: medians of CUDA-event timings (the Timings page has the "
-               "method, every recorded file and the causal runs). Batch shrinks as N grows, "
+    st.caption(f"Recorded, not live ({', '.join(sorted(rows.file.unique()))} in "
+               f"benchmarks/results/): medians of CUDA-event timings, non-causal; the Timings "
+               f"page has the method, every recorded file and the causal runs. Batch shrinks as N grows, "
                "so the flash kernels' peak memory stays flat while naive's S and P grow as N².")
 
 st.subheader("The pages")

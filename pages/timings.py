@@ -7,9 +7,10 @@ from app import runner
 from app.charts_timing import config_chart, hbm_chart, memory_chart, stages_chart, sweep_chart
 from app.figures import gib, hbm_text
 from app.sweep import run_sweep
-from app.timing_data import (bench_dir, ceilings_note, fastest_file, memory_table, naive_limit,
-                             recorded_speedup, recorded_table, stage_table, sweep_lengths,
-                             timing_table, with_builds, with_companions)
+from app.timing_data import (add_speedup, bench_dir, ceilings_note, fastest,
+                             in_kernel_order, memory_table, naive_limit, recorded_table,
+                             stage_table, sweep_lengths, timing_table, with_builds,
+                             with_companions)
 from app.ui import chart, guarded, linked_choice, method_note, usable_settings
 from engine import recorded
 
@@ -81,7 +82,7 @@ if stored and stored[0] == key:
     for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
-                chart(sweep_chart, sweep, metric, shown_wall, width=440, wall_text=wall_text)
+                chart(sweep_chart, sweep, metric, shown_wall, width=290, wall_text=wall_text)
     st.caption("Peak memory: " + ("the high-water mark of device allocations, measured."
                                   if on_gpu else "from the memory model (a CPU run has no "
                                   "device memory to measure)."))
@@ -112,18 +113,20 @@ files = recorded.load_benchmarks(bench_dir())
 if not files:
     st.info("No GPU results are recorded in benchmarks/ yet.")
 else:
-    table = with_builds(recorded_speedup(recorded_table(files)), files)
+    table = with_builds(recorded_table(files), files)
     names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
              for f in files]
-    best = fastest_file(table)
-    default = next((i for i, f in enumerate(files) if f["file"] == best), 0)
+    best = fastest(table)
+    default = next((i for i, f in enumerate(files) if best is not None
+                    and f["file"] == best.file), 0)
     pick = st.selectbox("recorded file", names, index=default, key="rec_file",
-                        help="First: the file with the project's fastest kernel.")
+                        help="Shown first: the file and shape of the project's fastest kernel.")
     chosen = files[names.index(pick)]
-    rows = recorded_speedup(with_companions(table.drop(columns="speedup"), chosen["file"]))
+    rows = with_companions(table, chosen["file"])
     shapes = sorted(rows["shape"].unique())
-    shape = st.selectbox("shape", shapes, key="rec_shape")
-    rows = rows[rows["shape"] == shape]
+    shape = st.selectbox("shape", shapes, key="rec_shape", index=shapes.index(best["shape"])
+                         if best is not None and best["shape"] in shapes else 0)
+    rows = in_kernel_order(add_speedup(rows[rows["shape"] == shape]))
     tokens = sorted(rows.tokens.unique())
     held = (f" Batch shrinks as N grows so that B·N = {tokens[0]:,} tokens throughout."
             if len(tokens) == 1 and rows.batch.nunique() > 1 else "")
@@ -131,10 +134,12 @@ else:
     also = (f" Lines this file lacks (same device, date and shape) come from "
             f"{', '.join(joined)}." if joined else "")
     st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
-               f"{chosen.get('date', '?')}.{held}{also} Method: "
-               f"{chosen.get('method', 'not stated')} {ceilings_note(chosen, gpu)}")
+               f"{chosen.get('date', '?')}.{held}{also}")
+    with st.expander("How these were timed"):
+        st.write(chosen.get("method", "not stated"))
+        st.caption(ceilings_note(chosen, gpu))
     for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
-                chart(sweep_chart, rows, metric, width=440)
+                chart(sweep_chart, rows, metric, width=290)
     st.dataframe(rows.drop(columns=["method"]), hide_index=True)
