@@ -216,9 +216,10 @@ def fastest(table: pd.DataFrame) -> pd.Series | None:
 
 
 def headline(files: list[dict]) -> tuple[pd.DataFrame, str]:
-    """(rows, subtitle) of the Overview's headline chart (rows.file: the files it drew on): non-causal forward results of the
-    file with the project's fastest kernel and its companions (same device, date, shape),
-    naive, the project's flash builds and PyTorch's flash and cuDNN, against N."""
+    """(rows, subtitle) of the Overview's headline chart: the non-causal forward results of
+    the file with the project's fastest kernel and its companions (same device, date,
+    shape; rows.file names each row's file): naive, the project's flash builds and
+    PyTorch's flash and cuDNN, against N."""
     table = recorded_table(files)
     if table.empty or "tflops" not in table:
         return pd.DataFrame(), ""
@@ -233,7 +234,7 @@ def headline(files: list[dict]) -> tuple[pd.DataFrame, str]:
     batch = (f", B·N = {tokens[0]:,} tokens" if len(tokens) == 1 and rows.batch.nunique() > 1
              else "")
     subtitle = f"{rows.device.iloc[0]}, recorded {rows.date.iloc[0]}: {shape}{batch}"
-    return rows, subtitle
+    return rows.drop(columns=["stages", "method"], errors="ignore"), subtitle
 
 
 CEILINGS = re.compile(r"ceilings \(([\d.]+) TFLOP/s, ([\d.]+) TB/s\)")

@@ -28,8 +28,9 @@ else:
     chart(headline_chart, rows, subtitle)
     st.caption(f"Recorded, not live ({', '.join(sorted(rows.file.unique()))} in "
                f"benchmarks/results/): medians of CUDA-event timings, non-causal; the Timings "
-               f"page has the method, every recorded file and the causal runs. Batch shrinks as N grows, "
-               "so the flash kernels' peak memory stays flat while naive's S and P grow as N².")
+               f"page has the method, every recorded file and the causal runs."
+               + (" Batch shrinks as N grows, so the flash kernels' peak memory stays flat "
+                  "while naive's S and P grow as N²." if rows.batch.nunique() > 1 else ""))
 
 st.subheader("The pages")
 st.markdown("\n".join(f"- **{name}**: {line}" for name, line in PAGE_GUIDE))

@@ -138,8 +138,9 @@ else:
     with st.expander("How these were timed"):
         st.write(chosen.get("method", "not stated"))
         st.caption(ceilings_note(chosen, gpu))
+    plotted = rows.drop(columns=["stages", "method"], errors="ignore")   # cheap to hash
     for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
-                chart(sweep_chart, rows, metric, width=290)
+                chart(sweep_chart, plotted, metric, width=290)
     st.dataframe(rows.drop(columns=["method"]), hide_index=True)
