@@ -466,7 +466,9 @@ def test_spread_ignores_one_slow_call():
     calls = list(1.35 * (1 + 0.02 * gen.standard_normal(9)))
     calm = timing_data.spread(timing_of(calls))
     slow = timing_data.spread(timing_of(calls + [135.0]))
-    assert slow["outliers_ms"] == (135.0,), f"seed {seeds.SEED}"
+    # the slow call is an outlier (a calm call may be one too: Tukey's fences are tight)
+    assert 135.0 in slow["outliers_ms"], f"seed {seeds.SEED}"
+    assert set(slow["outliers_ms"]) - {135.0} <= set(calls), f"seed {seeds.SEED}"
     assert slow["spread"] == "IQR" and slow["hi_ms"] < 1.5, f"seed {seeds.SEED}"
     # the box moves by at most one call's share, not by 100×
     assert abs(slow["q3_ms"] - calm["q3_ms"]) / calm["q3_ms"] < 0.05, f"seed {seeds.SEED}"
@@ -479,8 +481,9 @@ def test_spread_ignores_one_slow_call():
     assert domain[1] < 2.0, "one slow call must not stretch the axis"
     points = next(rows for rows in spec["datasets"].values()
                   if rows and "shown_ms" in rows[0])
-    assert points == [{"name": "naive (NumPy)", "ms": 135.0, "shown_ms": domain[1],
-                       "off": True}]
+    off = [p for p in points if p["off"]]
+    assert off == [{"name": "naive (NumPy)", "ms": 135.0, "shown_ms": domain[1], "off": True}]
+    assert all(p["shown_ms"] == p["ms"] for p in points if not p["off"])
     assert "interquartile" in json.dumps(spec)
 
 
