@@ -40,3 +40,59 @@ def key_figures(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> list[tup
         ("shared memory per block", kib(budget.total),
          f"limit {kib(budget.limit)}: " + ("fits" if budget.fits else "does NOT fit")),
     ]
+
+
+# Why no GPU is used, in one plain sentence for the audience (engine.devices.probe_gpu's
+# reasons start with these words; its full text, exception included, goes to an expander).
+DEVICE_SENTENCES = (
+    ("CuPy is not installed", "CuPy is not installed here, so no GPU can be used."),
+    ("No usable CUDA driver", "No CUDA driver or GPU was found on this machine."),
+    ("CuPy found no CUDA device", "No CUDA driver or GPU was found on this machine."),
+    ("The GPU is present", "A GPU is present, but CUDA kernels cannot be compiled or run here."),
+    ("A probe kernel ran", "A GPU is present, but a test kernel gave a wrong answer."),
+    ("Reading the GPU's properties", "A GPU is present, but its properties could not be read."),
+    ("CPU emulation was chosen", "CPU emulation was chosen."),
+)
+
+
+def device_sentence(reason: str) -> str:
+    """Why the app emulates instead of running on a GPU, without exception text."""
+    for start, sentence in DEVICE_SENTENCES:
+        if reason.startswith(start):
+            return sentence
+    return "No GPU can be used here."
+
+
+def hbm_text(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> str:
+    """What the IO model says about HBM traffic and memory for this config, with the paper's
+    Θ(N²d²/M) beside the exact count."""
+    naive, flash = iomodel.naive_hbm(cfg).total, iomodel.flash_hbm(cfg).total
+    theta = iomodel.paper_theta_bytes(cfg, gpu)
+    return (f"Memory drops from N² to N: naive holds S and P, flash only Q, K, V, O and one "
+            f"log-sum-exp per row. HBM traffic does not drop to N: flash reads K and V once per "
+            f"query tile, about 2·N²·d·bytes/block_q, so it still grows as N² (the paper's "
+            f"Θ(N²d²/M), M = shared memory per SM in elements). For this config the model "
+            f"counts {iomodel.format_bytes(flash)} for flash against "
+            f"{iomodel.format_bytes(naive)} for naive ({naive / flash:.1f}× less at "
+            f"block_q = {cfg.block_q}; Θ(N²d²/M) gives {iomodel.format_bytes(theta['flash'])} "
+            f"with M = {theta['M_elements']:,.0f}). Concurrent query tiles often find K and V "
+            f"again in L2 ({iomodel.format_bytes(gpu.l2_bytes)} on {gpu.name}), so measured "
+            f"HBM traffic can be lower still.")
+
+
+PAGE_GUIDE = (
+    ("Overview", "this page: the headline measurement, the device and the config's figures."),
+    ("SRAM tiling", "the loop over tiles of Q, K and V, step by step, and what each thread "
+                    "block keeps in shared memory."),
+    ("Online softmax", "one query row: the running max and sum rescaled tile by tile, to the "
+                       "same answer as the full softmax."),
+    ("Timings", "naive against flash for this config and over a sweep of N, the memory and "
+                "HBM model, and the results recorded on real GPUs."),
+    ("Tile sizes", "how block_q × block_k sets shared memory, occupancy and time, modelled "
+                   "and measured."),
+    ("Kernel", "the CUDA source and compile facts of the kernels, and how thread blocks were "
+               "scheduled over the SMs."),
+    ("Downloads", "this session's output, trace and timings as files."),
+    ("Backward pass", "the gradients: P rebuilt from the saved log-sum-exp, key tiles outer, "
+                      "and its cost against naive's."),
+)

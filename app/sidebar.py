@@ -8,6 +8,7 @@ import streamlit as st
 
 import engine
 from engine.gpu import catalog
+from app.figures import device_sentence
 from app.controls import (BACKEND_LABELS, CONTROLS, PAGE_CONTROLS, PRESETS, kernel_label,
                           parse_value, to_text)
 
@@ -170,8 +171,8 @@ def render() -> Settings:
     device = engine.device_info(profile=ss["profile"], prefer_gpu=ss["backend"] != "numpy")
     backend = "cupy" if device.kind == "gpu" else "numpy"
     if ss["backend"] == "cupy" and device.kind != "gpu":
-        error = (f"GPU (CuPy) was chosen, but no GPU can be used here: {device.reason} "
-                 f"Choose 'auto' or 'CPU emulation' to run the NumPy emulation of "
+        error = (f"GPU (CuPy) was chosen, but no GPU can be used here: "
+                 f"{device_sentence(device.reason)} Choose 'auto' or 'CPU emulation' to run the NumPy emulation of "
                  f"{ss['profile']}.")
     return Settings(cfg=cfg, error=error, url_errors=tuple(url_errors), backend=backend,
                     kernel=ss["kernel"], profile=ss["profile"], device=device)

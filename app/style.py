@@ -78,3 +78,42 @@ def finish(chart, width: int | None = None, params: list | None = None):
     chart.autosize = alt.AutoSizeParams(type="pad", contains="padding")
     chart.config = CONFIG
     return chart
+
+
+# ---- names in words: every chart labels kernels, backends and trace fields through these ----
+KERNEL_NAMES = {
+    "naive": "naive",
+    "teaching": "flash, teaching kernel",
+    "tensorcore": "flash, tensor core (mma.sync/wgmma)",
+    "mma.sync": "flash, tensor core (mma.sync)",
+    "wgmma": "flash, tensor core (wgmma)",
+    "CPU emulation": "flash (CPU emulation)",
+    "FlashAttention": "flash",
+    "torch_flash": "PyTorch flash",
+    "torch_cudnn": "PyTorch cuDNN",
+    "torch_math": "PyTorch math",
+}
+BACKEND_NAMES = {"numpy": "NumPy", "cupy": "CuPy", "torch": "PyTorch"}
+LABEL_NAMES = {"tile_max": "this tile's max", "m_i": "running max", "l_i": "running sum",
+               "running_max": "running max", "running_sum": "running sum",
+               "rescale": "rescale factor"}
+KERNEL_COLORS.update({"mma.sync": TILE_COLORS["V_j"], "wgmma": "#117733"})
+KERNEL_COLORS.update({KERNEL_NAMES[k]: c for k, c in list(KERNEL_COLORS.items())
+                      if k in KERNEL_NAMES})
+
+
+def kernel_name(kernel: str, backend: str | None = None) -> str:
+    """A kernel (code name or the app's label) in words; with a backend, the run in words:
+    "naive (CuPy)", "flash, teaching kernel (CuPy)", "flash (CPU emulation)"."""
+    name = KERNEL_NAMES.get(kernel, LABEL_NAMES.get(kernel, kernel))
+    if backend is None or kernel == "CPU emulation" or kernel.startswith("torch_"):
+        return name
+    where = BACKEND_NAMES.get(backend, backend)
+    return f"{name}, {where}" if name.endswith(")") else f"{name} ({where})"
+
+
+def named_scale(kernels, names) -> alt.Scale:
+    """kernel_scale's colours for `kernels`, with `names` (their words) as the domain."""
+    pairs = list(dict.fromkeys(zip(kernels, names)))
+    colors = kernel_scale([k for k, _ in pairs]).to_dict()["range"]
+    return alt.Scale(domain=[n for _, n in pairs], range=colors)

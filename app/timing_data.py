@@ -3,6 +3,7 @@ with naive attention's wall, and GPU results recorded in benchmarks/."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,21 +11,44 @@ import pandas as pd
 
 import engine
 from engine import iomodel, recorded
-from engine.config import MAX_SEQ
+from app.style import kernel_name
+from engine.config import AttentionConfig, MAX_SEQ
+from engine.devices import datasheet_profile
+from engine.gpu import catalog
+from engine.gpu.naive import row_smem_bytes
 
 BENCH_DIR_ENV = "FA_LAB_BENCH_DIR"   # where recorded results are read (tests point it elsewhere)
 TIMING_COLUMNS = ["kernel", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "peak_MB",
-                  "backend", "method"]
+                  "backend", "method", "name", "q1_ms", "q3_ms", "lo_ms", "hi_ms", "outliers_ms",
+                  "spread"]
+TUKEY = 1.5          # whiskers reach the furthest call within 1.5 interquartile ranges
 
 
 def bench_dir() -> Path:
     return Path(os.environ.get(BENCH_DIR_ENV) or recorded.BENCH_DIR)
 
 
+def spread(t: engine.Timing) -> dict:
+    """The box of a box plot, which one slow call cannot stretch: the interquartile range of
+    the calls, whiskers to the furthest call within 1.5 IQR of it (Tukey), the calls beyond as
+    outliers. A timing without its calls (fewer than 4) keeps its p10–p90."""
+    calls = np.asarray(t.samples_ms, dtype=float)
+    if calls.size < 4:
+        return {"q1_ms": t.p10_ms, "q3_ms": t.p90_ms, "lo_ms": t.p10_ms, "hi_ms": t.p90_ms,
+                "outliers_ms": (), "spread": "p10–p90"}
+    q1, q3 = np.percentile(calls, [25, 75])
+    reach = TUKEY * (q3 - q1)
+    inside = (calls >= q1 - reach) & (calls <= q3 + reach)
+    return {"q1_ms": float(q1), "q3_ms": float(q3), "lo_ms": float(calls[inside].min()),
+            "hi_ms": float(calls[inside].max()),
+            "outliers_ms": tuple(float(c) for c in calls[~inside]), "spread": "IQR"}
+
+
 def timing_row(label: str, t: engine.Timing) -> dict:
     return {"kernel": label, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
             "reps": t.reps, "tflops": t.tflops, "peak_MB": t.peak_bytes / 1e6,
-            "backend": t.backend, "method": t.method}
+            "backend": t.backend, "method": t.method, "name": kernel_name(label, t.backend),
+            **spread(t)}
 
 
 def timing_table(entries: list[tuple[str, engine.Timing]]) -> pd.DataFrame:
@@ -60,6 +84,22 @@ def memory_wall(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if too_big(mid) else (mid + 1, hi)
     return lo
+
+
+def naive_row_limit(cfg: AttentionConfig, gpu: engine.GpuProfile) -> int:
+    """Smallest seq_k whose softmax row (float32, engine.gpu.naive) does not fit in one
+    block's shared memory: the naive GPU kernel refuses it."""
+    per_key = row_smem_bytes(cfg.with_(seq_k=1))
+    return gpu.smem_per_block_optin // per_key + 1
+
+
+def naive_limit(cfg: AttentionConfig, gpu: engine.GpuProfile) -> tuple[int | None, str]:
+    """(N, what stops naive there) for N_q = N_k = N: whichever comes first of the memory wall
+    (S and P no longer fit in device memory) and the softmax row outgrowing shared memory."""
+    wall, row = memory_wall(cfg, gpu), naive_row_limit(cfg, gpu)
+    if wall is not None and wall <= row:
+        return wall, f"naive's memory wall (N = {wall:,})"
+    return row, f"naive's row limit (N_k > {row - 1:,})"
 
 
 HBM_MODELS = {("forward", "naive"): iomodel.naive_hbm, ("forward", "flash"): iomodel.flash_hbm,
@@ -116,3 +156,100 @@ def recorded_table(files: list[dict]) -> pd.DataFrame:
 def recorded_speedup(df: pd.DataFrame) -> pd.DataFrame:
     parts = [add_speedup(g) for _, g in df.groupby(["file", "shape"])]
     return pd.concat(parts) if parts else df.assign(speedup=np.nan)
+
+
+HEADLINE_KERNELS = ("naive", "teaching", "mma.sync", "wgmma", "tensorcore", "torch_flash",
+                    "torch_cudnn")      # in legend order; torch_math is PyTorch's naive
+
+
+def in_kernel_order(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows sorted as legends list kernels: naive, the project's builds, PyTorch's; then N."""
+    order = {k: i for i, k in enumerate((*HEADLINE_KERNELS, "torch_math"))}
+    key = rows.build if "build" in rows else rows.kernel
+    return (rows.assign(_order=key.map(order).fillna(len(order)))
+            .sort_values(["_order", "seq"], kind="stable").drop(columns="_order"))
+
+
+def tensorcore_build(row, hopper: bool) -> str:
+    """"wgmma" or "mma.sync": the build of kernel="tensorcore" that ran a recorded row."""
+    cfg = AttentionConfig(head_dim=int(row.head_dim), block_q=int(row.block_q),
+                          block_k=int(row.block_k), dtype=row.dtype)
+    try:
+        return catalog.tensorcore_build(cfg, hopper).name
+    except engine.ConfigError:
+        return "tensorcore"
+
+
+def with_builds(df: pd.DataFrame, files: list[dict]) -> pd.DataFrame:
+    """Recorded forward rows with `build` (the tensor-core kernel's wgmma or mma.sync build,
+    else the kernel) and `name` (it in words)."""
+    hopper = {f["file"]: str(f.get("device", {}).get("compute_capability", "")).startswith("9")
+              for f in files if isinstance(f.get("device"), dict)}
+    builds = [tensorcore_build(r, hopper.get(r.file, False)) if r.kernel == "tensorcore"
+              else r.kernel for r in df.itertuples()]
+    return df.assign(build=builds, name=[kernel_name(b) for b in builds])
+
+
+def with_companions(table: pd.DataFrame, chosen: str) -> pd.DataFrame:
+    """The rows of file `chosen`, joined by the rows of other files of the same device and
+    date and shape whose kernel build and N it lacks (e.g. PyTorch's lines beside the wgmma
+    kernel's)."""
+    mine = table[table.file == chosen]
+    if mine.empty:
+        return mine
+    same = table[(table.file != chosen) & (table.device == mine.device.iloc[0])
+                 & (table.date == mine.date.iloc[0]) & table["shape"].isin(set(mine["shape"]))
+                 & table.tokens.isin(set(mine.tokens))]
+    have = set(zip(mine["shape"], mine.build, mine.seq))
+    extra = same[[k not in have for k in zip(same["shape"], same.build, same.seq)]]
+    extra = extra.drop_duplicates(subset=["shape", "build", "seq"])
+    return pd.concat([mine, extra], ignore_index=True)
+
+
+def fastest(table: pd.DataFrame) -> pd.Series | None:
+    """The recorded row of the project's fastest flash kernel (highest TFLOP/s of teaching or
+    tensorcore): its file and shape are the comparison worth showing first."""
+    own = table[table.kernel.isin(["teaching", "tensorcore"])]
+    if own.empty or "tflops" not in own or own.tflops.isna().all():
+        return None
+    return own.loc[own.tflops.idxmax()]
+
+
+def headline(files: list[dict]) -> tuple[pd.DataFrame, str]:
+    """(rows, subtitle) of the Overview's headline chart: the non-causal forward results of
+    the file with the project's fastest kernel and its companions (same device, date,
+    shape; rows.file names each row's file): naive, the project's flash builds and
+    PyTorch's flash and cuDNN, against N."""
+    table = recorded_table(files)
+    if table.empty or "tflops" not in table:
+        return pd.DataFrame(), ""
+    table = with_builds(table[~table.causal.astype(bool)], files)
+    best = fastest(table)
+    if best is None:
+        return pd.DataFrame(), ""
+    shape = best["shape"]
+    rows = with_companions(table[table["shape"] == shape], best.file)
+    rows = in_kernel_order(rows[rows.build.isin(HEADLINE_KERNELS)])
+    tokens = sorted(rows.tokens.unique())
+    batch = (f", B·N = {tokens[0]:,} tokens" if len(tokens) == 1 and rows.batch.nunique() > 1
+             else "")
+    subtitle = f"{rows.device.iloc[0]}, recorded {rows.date.iloc[0]}: {shape}{batch}"
+    return rows.drop(columns=["stages", "method"], errors="ignore"), subtitle
+
+
+CEILINGS = re.compile(r"ceilings \(([\d.]+) TFLOP/s, ([\d.]+) TB/s\)")
+
+
+def ceilings_note(f: dict, gpu: engine.GpuProfile) -> str:
+    """Which figures are measured and which are the datasheet's, when a recorded method names
+    the timing harness's ceilings beside a profile's datasheet rates."""
+    found = CEILINGS.search(str(f.get("method", "")))
+    if not found:
+        return ""
+    name = f.get("device", {}).get("name", "") if isinstance(f.get("device"), dict) else ""
+    sheet = datasheet_profile(name) or gpu
+    return (f"The ceilings there ({found[1]} TFLOP/s, {found[2]} TB/s) are measured on "
+            f"this kind of GPU (the fastest large matrix product and copy seen, rounded up; "
+            f"engine/gpu/timing.py) and only reject impossible timings; {sheet.name}'s "
+            f"datasheet gives {sheet.fp16_tflops:g} TFLOP/s dense 16-bit and "
+            f"{sheet.hbm_gbps / 1000:g} TB/s, the figures the GPU profiles use.")

@@ -1,10 +1,14 @@
-"""Overview: what FlashAttention changes, the device in use, the config's key figures."""
+"""Overview: what FlashAttention changes, the headline measurement, what each page shows,
+the device in use, the config's key figures."""
 import streamlit as st
 
+from app.charts_timing import headline_chart
 from app.controls import PRESETS
-from app.figures import gib, key_figures, kib
+from app.figures import PAGE_GUIDE, device_sentence, gib, hbm_text, key_figures, kib
 from app.sidebar import apply_preset
-from app.ui import usable_settings
+from app.timing_data import bench_dir, headline
+from app.ui import chart, usable_settings
+from engine import recorded
 
 st.title("FlashAttention Lab")
 st.markdown(
@@ -13,7 +17,23 @@ st.markdown(
     "FlashAttention cuts Q, K and V into tiles small enough for the fast on-chip **SRAM** "
     "(shared memory), computes each tile of S there, and keeps a *running* max and sum per "
     "row (the online softmax) so S and P never leave the chip. The answer is the same up to "
-    "rounding; the HBM traffic and the memory drop from N² to N.")
+    "rounding; the memory drops from N² to N, and the HBM traffic shrinks but, as K and V "
+    "are read once per query tile, still grows as N² (see the config's figures below).")
+
+rows, subtitle = headline(recorded.load_benchmarks(bench_dir()))
+if rows.empty:
+    st.info("No GPU results are recorded in benchmarks/ yet: the headline chart appears once "
+            "`python -m engine bench` has written one there.")
+else:
+    chart(headline_chart, rows, subtitle)
+    st.caption(f"Recorded, not live ({', '.join(sorted(rows.file.unique()))} in "
+               f"benchmarks/results/): medians of CUDA-event timings, non-causal; the Timings "
+               f"page has the method, every recorded file and the causal runs."
+               + (" Batch shrinks as N grows, so the flash kernels' peak memory stays flat "
+                  "while naive's S and P grow as N²." if rows.batch.nunique() > 1 else ""))
+
+st.subheader("The pages")
+st.markdown("\n".join(f"- **{name}**: {line}" for name, line in PAGE_GUIDE))
 
 st.subheader("Presets for talks")
 cols = st.columns(len(PRESETS))
@@ -29,8 +49,10 @@ if dev.kind == "gpu":
                f"{dev.gpu.compute_capability}, driver {dev.driver}, CUDA runtime "
                f"{dev.cuda_runtime}, CuPy {dev.cupy_version}).")
 else:
-    st.info(f"**{dev.name}.** {dev.reason} The NumPy emulation runs the kernel's loop "
-            f"and writes the same trace; sizes below are the emulated GPU's.")
+    st.info(f"**{dev.name}.** {device_sentence(dev.reason)} The NumPy emulation runs the "
+            f"kernel's loop and writes the same trace; sizes below are the emulated GPU's.")
+    with st.expander("Why no GPU (details for developers)"):
+        st.code(dev.reason, language=None)
 g = dev.gpu
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("SMs", g.sms)
@@ -46,3 +68,4 @@ for row in (figures[:4], figures[4:]):
     for col, (label, value, note) in zip(st.columns(4), row):
         col.metric(label, value, help=note)
         col.caption(note)
+st.caption(hbm_text(cfg, g))

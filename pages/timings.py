@@ -5,10 +5,12 @@ import streamlit as st
 
 from app import runner
 from app.charts_timing import config_chart, hbm_chart, memory_chart, stages_chart, sweep_chart
-from app.figures import gib
+from app.figures import gib, hbm_text
 from app.sweep import run_sweep
-from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
-                             recorded_table, stage_table, sweep_lengths, timing_table)
+from app.timing_data import (add_speedup, bench_dir, ceilings_note, fastest,
+                             in_kernel_order, memory_table, naive_limit, recorded_table,
+                             stage_table, sweep_lengths, timing_table, with_builds,
+                             with_companions)
 from app.ui import chart, guarded, linked_choice, method_note, usable_settings
 from engine import recorded
 
@@ -25,7 +27,7 @@ reps = 30 if on_gpu else 5
 where = s.device.name if on_gpu else "this machine's CPU (NumPy emulation, not a GPU figure)"
 
 st.subheader("This config: naive against flash")
-left, right = st.columns([3, 2])
+left = st.container()
 auto = on_gpu or cfg.flops <= CPU_AUTO_FLOPS
 if auto or left.button("Time this config"):
     entries = []
@@ -38,20 +40,24 @@ if auto or left.button("Time this config"):
     if not table.empty:
         st.session_state["config_timings"] = table
         with left:
-            st.caption(f"Measured on {where}.")
+            st.caption(f"Measured on {where}. Each box is the middle half of the calls "
+                       f"(interquartile range) with the median as a white tick; whiskers reach "
+                       f"the furthest call within 1.5 box lengths, calls beyond are points "
+                       f"(▸ on the edge when off the scale), so one slow call cannot stretch "
+                       f"the chart.")
             chart(config_chart, table)
             naive = dict(entries).get("naive")
             if naive is not None and naive.stages:
                 st.caption("Naive attention's stages")
                 chart(stages_chart, stage_table(naive))
-        with right:
-            method_note(entries[0][1].method, GPU_METHOD if on_gpu else None)
+            with st.expander("How this was timed"):
+                method_note(entries[0][1].method, GPU_METHOD if on_gpu else None)
 else:
     left.info(f"This config is {cfg.flops / 1e9:.1f} GFLOP: on the CPU it takes a while, so "
               f"it is timed only when you press the button.")
 
 st.subheader("Sweep over sequence length (N_q = N_k = N)")
-wall = memory_wall(cfg, gpu)
+wall, wall_text = naive_limit(cfg, gpu)
 choices = sweep_lengths(256, 65536 if on_gpu else 8192)
 c1, c2 = st.columns([2, 3])
 largest = linked_choice(c1, "largest N", "sweep_largest", choices, 16384 if on_gpu else 2048)
@@ -66,8 +72,9 @@ if c1.button("Run sweep", type="primary"):
         st.session_state["sweep"] = (key, result)
 c2.caption(f"Times {len(lengths)} lengths × {len(runner.kernels_for(s.backend))} kernels on "
            f"{where}. Naive is never attempted where the memory model predicts it would not "
-           f"fit in {gpu.name}'s {gib(gpu.memory_bytes)}"
-           + (f" (from N = {wall:,})." if wall else "."))
+           f"fit in {gpu.name}'s {gib(gpu.memory_bytes)}. The red rule is {wall_text}: "
+           f"whichever comes first of the memory wall and the naive softmax kernel's row "
+           f"limit (one float32 row of S in {gpu.name}'s shared memory per block).")
 stored = st.session_state.get("sweep")
 if stored and stored[0] == key:
     sweep = stored[1]
@@ -75,7 +82,7 @@ if stored and stored[0] == key:
     for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
-                chart(sweep_chart, sweep, metric, shown_wall, width=440)
+                chart(sweep_chart, sweep, metric, shown_wall, width=290, wall_text=wall_text)
     st.caption("Peak memory: " + ("the high-water mark of device allocations, measured."
                                   if on_gpu else "from the memory model (a CPU run has no "
                                   "device memory to measure)."))
@@ -95,34 +102,45 @@ model_ns = sweep_lengths(256, max(largest, 2 * wall if wall else 0, 1024))
 memory = memory_table(cfg, [n for n in model_ns if n <= 2**20])
 c1, c2 = st.columns(2)
 with c1:
-    chart(memory_chart, memory, gpu.memory_bytes, gpu.name, wall)
+    chart(memory_chart, memory, gpu.memory_bytes, gpu.name, wall, wall_text=wall_text)
 with c2:
     chart(hbm_chart, memory)
 st.caption("Both from the memory and IO model of this exact config (engine.iomodel), not "
-           "measured. Naive's peak grows as N², flash's as N.")
+           "measured. Naive's peak grows as N², flash's as N. " + hbm_text(cfg, gpu))
 
 st.subheader("Recorded on real GPUs")
 files = recorded.load_benchmarks(bench_dir())
 if not files:
     st.info("No GPU results are recorded in benchmarks/ yet.")
 else:
-    table = recorded_speedup(recorded_table(files))
+    table = with_builds(recorded_table(files), files)
     names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
              for f in files]
-    pick = st.selectbox("recorded file", names, key="rec_file")
+    best = fastest(table)
+    default = next((i for i, f in enumerate(files) if best is not None
+                    and f["file"] == best.file), 0)
+    pick = st.selectbox("recorded file", names, index=default, key="rec_file",
+                        help="Shown first: the file and shape of the project's fastest kernel.")
     chosen = files[names.index(pick)]
-    rows = table[table.file == chosen["file"]]
+    rows = with_companions(table, chosen["file"])
     shapes = sorted(rows["shape"].unique())
-    shape = st.selectbox("shape", shapes, key="rec_shape")
-    rows = rows[rows["shape"] == shape]
+    shape = st.selectbox("shape", shapes, key="rec_shape", index=shapes.index(best["shape"])
+                         if best is not None and best["shape"] in shapes else 0)
+    rows = in_kernel_order(add_speedup(rows[rows["shape"] == shape]))
     tokens = sorted(rows.tokens.unique())
     held = (f" Batch shrinks as N grows so that B·N = {tokens[0]:,} tokens throughout."
             if len(tokens) == 1 and rows.batch.nunique() > 1 else "")
+    joined = sorted(set(rows.file) - {chosen["file"]})
+    also = (f" Lines this file lacks (same device, date and shape) come from "
+            f"{', '.join(joined)}." if joined else "")
     st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
-               f"{chosen.get('date', '?')}.{held} Method: "
-               f"{chosen.get('method', 'not stated')}")
+               f"{chosen.get('date', '?')}.{held}{also}")
+    with st.expander("How these were timed"):
+        st.write(chosen.get("method", "not stated"))
+        st.caption(ceilings_note(chosen, gpu))
+    plotted = rows.drop(columns=["stages", "method"], errors="ignore")   # cheap to hash
     for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
-                chart(sweep_chart, rows, metric, width=440)
-    st.dataframe(rows.drop(columns=["file", "method"]), hide_index=True)
+                chart(sweep_chart, plotted, metric, width=290)
+    st.dataframe(rows.drop(columns=["method"]), hide_index=True)

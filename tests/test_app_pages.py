@@ -607,3 +607,82 @@ def test_kernel_page_offers_every_recorded_schedule(monkeypatch):
         assert "Recorded on NVIDIA H200" in spec
         waves = float(next(m for m in at.metric if m.label == "waves").value)
         assert waves >= 1.0
+
+
+# ---- the projector (issue 12): Overview headline, Timings defaults, corrected texts ------
+def test_overview_headline_from_recorded_results(monkeypatch):
+    from engine import recorded
+    monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
+    at = open_page("overview")
+    assert_clean(at)
+    head = [s for s in specs(at) if "Naive against flash" in json.dumps(s.get("title", ""))]
+    assert len(head) == 1
+    title = json.dumps(head[0]["title"])
+    assert "NVIDIA H200" in title and "2026-11-21" in title
+    body = texts(at)
+    for page in PAGES.values():
+        if page != "FlashAttention Lab":
+            assert f"**{page}**" in body, page
+    assert "**Overview**" in body
+    assert "drop from N² to N" not in body and "still grows as N²" in body
+    assert "Θ(N²d²/M)" in body
+
+
+def test_overview_without_recorded_results_says_so(monkeypatch, tmp_path):
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    at = open_page("overview")
+    assert_clean(at)
+    assert "No GPU results are recorded" in texts(at)
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows its live device instead")
+def test_device_box_speaks_plainly():
+    at = open_page("overview")
+    from app.figures import device_sentence
+    reason = engine.probe_gpu()[1]
+    box = " ".join(i.value for i in at.info)
+    assert device_sentence(reason) in box and reason not in box and "Error" not in box
+    assert reason in [c.value for c in at.code]                     # kept for developers
+    at = open_page("overview", backend="cupy")
+    assert at.error and all("Error" not in e.value for e in at.error)
+
+
+def color_domains(spec) -> list:
+    """Every colour scale's domain in a chart spec (the legends' entries)."""
+    if isinstance(spec, list):
+        return [n for part in spec for n in color_domains(part)]
+    if not isinstance(spec, dict):
+        return []
+    found = []
+    if isinstance(spec.get("color"), dict):
+        found += spec["color"].get("scale", {}).get("domain", [])
+    return found + [n for v in spec.values() for n in color_domains(v)]
+
+
+def test_timings_default_recorded_file_is_the_fastest_kernels(monkeypatch):
+    from engine import recorded
+    monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
+    at = open_page("timings")
+    assert_clean(at)
+    assert at.selectbox(key="rec_file").value.startswith("bench_h200_wgmma.json")
+    assert at.selectbox(key="rec_shape").value == "H=8, d=128, float16"
+    body = texts(at)
+    assert "bench_h200_sweep.json" in body                 # PyTorch's lines joined
+    assert "datasheet" in body and "measured" in body
+    legends = [name for s in specs(at) for name in color_domains(s)]
+    assert {"PyTorch cuDNN", "PyTorch flash", "flash, tensor core (wgmma)"} <= set(legends)
+    assert not {"torch_cudnn", "torch_flash", "torch_math", "tensorcore"} & set(legends)
+
+
+def test_timings_config_chart_names_runs_and_keeps_the_method_below():
+    at = open_page("timings")
+    assert_clean(at)
+    spec = next(json.dumps(s) for s in specs(at) if "interquartile" in json.dumps(s)
+                or "p10–p90" in json.dumps(s))
+    if ON_GPU:
+        assert "naive (CuPy)" in spec
+    else:
+        assert "naive (NumPy)" in spec and "flash (CPU emulation)" in spec
+    assert any(e.label == "How this was timed" for e in at.expander)
+    body = texts(at)
+    assert "row limit" in body and "58,112" in body

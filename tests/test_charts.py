@@ -521,3 +521,168 @@ def test_timeline_chart_stacks_resident_blocks_over_several_waves():
     lanes = chart.data.sm_lane - chart.data.sm
     assert set(np.round(lanes, 3)) == {0.0, 0.5}
     assert spec["encoding"]["color"]["legend"]["orient"] == "bottom"
+
+
+# ---- timings for the projector (issue 12): spread, names in words, headline, limits ----
+def timing_of(calls: list[float], backend: str = "numpy") -> engine.Timing:
+    calls_arr = np.asarray(calls)
+    return engine.Timing(median_ms=float(np.median(calls_arr)),
+                         p10_ms=float(np.percentile(calls_arr, 10)),
+                         p90_ms=float(np.percentile(calls_arr, 90)), reps=len(calls),
+                         tflops=1.0, peak_bytes=10**6, method="test", backend=backend,
+                         samples_ms=list(calls))
+
+
+def test_spread_ignores_one_slow_call():
+    gen = seeds.rng(12001)
+    calls = list(1.35 * (1 + 0.02 * gen.standard_normal(9)))
+    calm = timing_data.spread(timing_of(calls))
+    slow = timing_data.spread(timing_of(calls + [135.0]))
+    # the slow call is an outlier (a calm call may be one too: Tukey's fences are tight)
+    assert 135.0 in slow["outliers_ms"], f"seed {seeds.SEED}"
+    assert set(slow["outliers_ms"]) - {135.0} <= set(calls), f"seed {seeds.SEED}"
+    assert slow["spread"] == "IQR" and slow["hi_ms"] < 1.5, f"seed {seeds.SEED}"
+    # the box moves by at most one call's share, not by 100×
+    assert abs(slow["q3_ms"] - calm["q3_ms"]) / calm["q3_ms"] < 0.05, f"seed {seeds.SEED}"
+    assert timing_of(calls + [135.0]).p90_ms > 10       # what the old whisker would have shown
+    table = timing_data.timing_table([("naive", timing_of(calls + [135.0])),
+                                      ("CPU emulation", timing_of([c / 3 for c in calls]))])
+    spec = charts_timing.config_chart(table).to_dict()
+    layers = spec["layer"]
+    domain = layers[0]["encoding"]["x"]["scale"]["domain"]
+    assert domain[1] < 2.0, "one slow call must not stretch the axis"
+    points = next(rows for rows in spec["datasets"].values()
+                  if rows and "shown_ms" in rows[0])
+    off = [p for p in points if p["off"]]
+    assert off == [{"name": "naive (NumPy)", "ms": 135.0, "shown_ms": domain[1], "off": True}]
+    assert all(p["shown_ms"] == p["ms"] for p in points if not p["off"])
+    assert "interquartile" in json.dumps(spec)
+
+
+def test_spread_without_calls_keeps_p10_p90():
+    t = engine.Timing(median_ms=2.0, p10_ms=1.8, p90_ms=2.6, reps=30, tflops=1.0,
+                      peak_bytes=1, method="recorded", backend="cupy")
+    got = timing_data.spread(t)
+    assert (got["q1_ms"], got["q3_ms"], got["spread"]) == (1.8, 2.6, "p10–p90")
+
+
+def color_domain(spec) -> list:
+    """The first colour scale's domain anywhere in a chart spec."""
+    if isinstance(spec, dict):
+        domain = spec.get("color", {}).get("scale", {}).get("domain") if isinstance(
+            spec.get("color"), dict) else None
+        if domain:
+            return domain
+        spec = list(spec.values())
+    for part in spec if isinstance(spec, list) else []:
+        if (found := color_domain(part)):
+            return found
+    return []
+
+
+def test_runs_and_kernels_are_named_in_words():
+    from app.style import kernel_name
+    assert kernel_name("naive", "cupy") == "naive (CuPy)"
+    assert kernel_name("naive", "numpy") == "naive (NumPy)"
+    assert kernel_name("CPU emulation", "numpy") == "flash (CPU emulation)"
+    assert kernel_name("teaching", "cupy") == "flash, teaching kernel (CuPy)"
+    assert kernel_name("tensorcore") == "flash, tensor core (mma.sync/wgmma)"
+    assert kernel_name("torch_cudnn") == "PyTorch cuDNN"
+    assert kernel_name("torch_math", "cupy") == "PyTorch math"
+    assert kernel_name("tile_max") == "this tile's max" and kernel_name("m_i") == "running max"
+    table = timing_data.timing_table([("naive", fake_timing(2.0)),
+                                      ("CPU emulation", fake_timing(1.0))])
+    spec = json.dumps(charts_timing.config_chart(table).to_dict())
+    assert '"naive (NumPy)"' in spec and '"flash (CPU emulation)"' in spec
+    files = recorded.load_benchmarks(recorded.BENCH_DIR)
+    rows = timing_data.with_builds(timing_data.recorded_table(files), files)
+    one = rows[rows["shape"] == "H=16, d=64, float16"]
+    for metric in ("median_ms", "peak_MB"):
+        legend = color_domain(charts_timing.sweep_chart(one, metric).to_dict())
+        assert "PyTorch cuDNN" in legend and "PyTorch math" in legend
+        assert not {"torch_cudnn", "torch_math", "torch_flash", "tensorcore"} & set(legend)
+
+
+def test_recorded_tensor_core_rows_name_their_build():
+    files = recorded.load_benchmarks(recorded.BENCH_DIR)
+    rows = timing_data.with_builds(timing_data.recorded_table(files), files)
+    tc = rows[rows.kernel == "tensorcore"]
+    wgmma = tc[(tc.file == "bench_h200_wgmma.json") & (tc.block_q == 128) & (tc.block_k == 128)]
+    mma = tc[(tc.file == "bench_h200_sweep.json") & (tc.block_q == 64)]
+    assert not wgmma.empty and set(wgmma.name) == {"flash, tensor core (wgmma)"}
+    assert not mma.empty and set(mma.name) == {"flash, tensor core (mma.sync)"}
+
+
+def test_headline_has_naive_flash_and_pytorch_with_device_and_date():
+    files = recorded.load_benchmarks(recorded.BENCH_DIR)
+    rows, subtitle = timing_data.headline(files)
+    names = set(rows.name)
+    assert {"naive", "flash, tensor core (wgmma)", "PyTorch flash", "PyTorch cuDNN"} <= names
+    assert "PyTorch math" not in names and not rows.causal.any()
+    assert rows.groupby("name").seq.nunique().min() >= 5          # a sweep of N per line
+    assert len(rows.drop_duplicates(["name", "seq"])) == len(rows)
+    best = timing_data.fastest(timing_data.recorded_table(files))
+    assert best.file == "bench_h200_wgmma.json"
+    assert "NVIDIA H200" in subtitle and "2026-11-21" in subtitle
+    spec = charts_timing.headline_chart(rows, subtitle).to_dict()
+    text = json.dumps(spec)
+    assert "NVIDIA H200" in json.dumps(spec["title"]) and "2026-11-21" in json.dumps(
+        spec["title"])
+    assert "median_ms" in text and "peak_GB" in text
+    legend = color_domain(spec)
+    assert "PyTorch cuDNN" in legend and not {"torch_cudnn", "torch_flash"} & set(legend)
+    # time and memory panels: flash's peak stays flat while naive's grows with N
+    naive = rows[rows.build == "naive"].sort_values("seq").peak_bytes
+    wgmma = rows[rows.build == "wgmma"].peak_bytes
+    assert naive.iloc[-1] > 10 * naive.iloc[0] and wgmma.max() == wgmma.min()
+
+
+def test_headline_without_recorded_files_is_empty(tmp_path):
+    rows, subtitle = timing_data.headline(recorded.load_benchmarks(tmp_path))
+    assert rows.empty and subtitle == ""
+
+
+def test_naive_limit_is_whichever_comes_first():
+    from engine.gpu.naive import row_smem_bytes
+    cfg = engine.AttentionConfig()
+    n, text = timing_data.naive_limit(cfg, H200)
+    assert n == H200.smem_per_block_optin // 4 + 1 == 58113
+    assert row_smem_bytes(cfg.with_(seq_k=n)) > H200.smem_per_block_optin
+    assert row_smem_bytes(cfg.with_(seq_k=n - 1)) <= H200.smem_per_block_optin
+    assert "row limit" in text and "58,112" in text
+    assert timing_data.memory_wall(cfg, H200) > n          # the wall comes later here
+    big = engine.AttentionConfig(batch=16, heads=16)
+    n, text = timing_data.naive_limit(big, H200)
+    assert n == timing_data.memory_wall(big, H200) < 58113 and "memory wall" in text
+
+
+def test_hbm_text_says_what_the_model_says():
+    from app.figures import hbm_text
+    cfg = engine.AttentionConfig(seq_q=4096, seq_k=4096, dtype="float16")
+    text = hbm_text(cfg, H200)
+    flash = iomodel.flash_hbm(cfg).total
+    assert iomodel.format_bytes(flash) in text and "Θ(N²d²/M)" in text
+    assert "still grows as N²" in text and "L2" in text
+    # the claim itself: doubling N roughly quadruples flash's modelled traffic
+    doubled = iomodel.flash_hbm(cfg.with_(seq_q=8192, seq_k=8192)).total
+    assert 3.5 < doubled / flash < 4.1
+
+
+def test_device_sentence_hides_exception_text():
+    from app.figures import device_sentence
+    reason = engine.probe_gpu()[1] if not engine.probe_gpu()[0] else (
+        "CuPy is not installed or failed to import (ModuleNotFoundError: No module named "
+        "'cupy').")
+    for why in (reason, "No usable CUDA driver or GPU (CUDARuntimeError: x).",
+                "The GPU is present but kernels cannot be compiled (NVRTC missing?): E: y",
+                "something new went wrong: KeyError"):
+        plain = device_sentence(why)
+        assert "Error" not in plain and ":" not in plain and plain.endswith(".")
+
+
+def test_ceilings_note_says_which_figures_are_measured():
+    files = recorded.load_benchmarks(recorded.BENCH_DIR)
+    note = timing_data.ceilings_note(files[0], H200)
+    assert "800 TFLOP/s" in note and "measured" in note
+    assert f"{H200.fp16_tflops:g} TFLOP/s" in note and "datasheet" in note
+    assert timing_data.ceilings_note({"method": "no ceilings named"}, H200) == ""
