@@ -156,17 +156,16 @@ def test_preset_buttons_and_selectbox_apply_presets():
 
 def test_sram_page_steps_follow_the_tiles():
     at = open_page("sram_tiling")
-    loop = specs(at)[1]
-    assert loop["params"][0]["bind"]["max"] == 16          # 4×4 tiles
+    assert at.slider(key="sram_step").max == 16             # 4×4 tiles
     at.selectbox(key="block_q").set_value(32).run()
     assert_clean(at)
-    assert specs(at)[1]["params"][0]["bind"]["max"] == 32  # 8×4 tiles
+    assert at.slider(key="sram_step").max == 32             # 8×4 tiles
 
 
 def test_sram_page_causal_has_fewer_steps():
     at = open_page("sram_tiling", causal="true")
     assert_clean(at)
-    assert specs(at)[1]["params"][0]["bind"]["max"] == 10  # 10 of 16 tiles run
+    assert at.slider(key="sram_step").max == 10             # 10 of 16 tiles run
 
 
 def test_sram_page_play_advances_the_step():
@@ -359,8 +358,7 @@ def test_downloads_follow_the_session():
 
 
 def loop_steps(at: AppTest) -> int:
-    spec = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "step")
-    return spec["params"][0]["bind"]["max"]
+    return at.slider(key="bw_step").max
 
 
 def test_backward_page_draws_the_loop_from_the_trace():
