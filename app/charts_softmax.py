@@ -55,7 +55,7 @@ def _now(n_tiles: int):
         color=INK, strokeDash=[4, 4], strokeWidth=2).encode(x=_x(n_tiles))
 
 
-def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 330) -> alt.VConcatChart:
+def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280) -> alt.VConcatChart:
     """Tile max vs running max, rescale factor (below 1 in red), running sum, and the partial
     output's error against the exact answer, over key tiles. Key tiles the row's query tile
     skips (causal) are drawn as grey bands, not as computed values."""
@@ -107,7 +107,7 @@ def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 330) -> a
     return finish(chart, params=[tile_param(n)])
 
 
-def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 760) -> alt.LayerChart:
+def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 640) -> alt.LayerChart:
     """The row's scores by key with its key tiles marked as alternating bands."""
     bands = alt.Chart(tiles.assign(odd=tiles.tile % 2 == 1)).mark_rect(opacity=0.25).encode(
         x=alt.X("k0:Q", title="key index"), x2="k1:Q",
@@ -124,7 +124,7 @@ def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 760) ->
     return finish(chart, width=width)
 
 
-def safe_softmax_chart(scores: pd.DataFrame, width: int = 360) -> alt.HConcatChart:
+def safe_softmax_chart(scores: pd.DataFrame, width: int = 290) -> alt.HConcatChart:
     """exp(k·s) without and with the max subtracted, as log10, against float16's largest
     number; a browser slider multiplies the scores (a temperature) to show the overflow."""
     mult = slider("mult", 1, 1, 40, 0.5, "multiply the scores by ")

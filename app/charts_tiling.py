@@ -195,7 +195,7 @@ def waves_chart(table: pd.DataFrame, sms: int, width: int = 640) -> alt.Chart:
         x=alt.X("sm:Q", title="SM", scale=alt.Scale(domain=[0, sms], nice=False)),
         x2="sm1:Q",
         y=alt.Y("wave:O", title="wave"),
-        color=alt.Color("blocks:O", title="thread blocks on the SM",
+        color=alt.Color("blocks:O", title="blocks per SM",
                         scale=alt.Scale(scheme="blues"),
                         legend=alt.Legend(orient="bottom", direction="horizontal")),
         tooltip=["wave:O", "sm:Q", "blocks:O"])
