@@ -37,7 +37,7 @@ def _labels(rows: list[tuple[float, float, str, str]], x, y):
 
 
 def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
-               start: int = 0, size: int = 420, order: str = "fa2") -> alt.VConcatChart:
+               start: int = 0, size: int = 380, order: str = "fa2") -> alt.VConcatChart:
     """The Tr×Tc grid of S with the Q_i, K_j, V_j and O_i strips around it, and the HBM bytes
     moved so far, all driven by one step param. order="fa2": a query tile's row is done in
     one run (Q_i, O_i stay on chip; K_j, V_j stream past); "fa1": a key tile's column is

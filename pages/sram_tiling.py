@@ -48,6 +48,13 @@ st.subheader("The loop, step by step")
 order = st.radio("loop order", list(ORDERS), format_func=ORDERS.get, horizontal=True,
                  key="sram_order")
 view = loop_view(cfg, order)
+st.caption("Step with ◀ ▶ or the **loop step** slider, or play. Grey: done; purple: the "
+           "tile S_ij on chip now; light grey: still to do; white: skipped by the causal mask."
+           + (f" The grid has {cfg.Tr}×{cfg.Tc} tiles; each cell here groups "
+              f"{view.group}×{view.group} of them." if view.group > 1 else ""))
+loop_player("sram", len(view.steps), loop_chart, view.tiles, view.steps, view.rows, view.cols,
+            order=order)
+
 fa2, fa1, naive = iomodel.flash_hbm(cfg), iomodel.flash1_hbm(cfg), iomodel.naive_hbm(cfg)
 if order == "fa1":
     st.markdown(
@@ -72,13 +79,6 @@ st.caption(
     f"elements of shared memory per SM. Query tiles that run at the same time ask for the "
     f"same K_j and V_j, which then often come from the L2 cache ({gpu.name}: "
     f"{gpu.l2_bytes / 2**20:.0f} MB) rather than HBM, so HBM sees fewer bytes than counted.")
-if view.group > 1:
-    st.caption(f"The grid has {cfg.Tr}×{cfg.Tc} tiles; each cell here groups "
-               f"{view.group}×{view.group} of them, so a step covers that many tile steps.")
-st.caption("Step with ◀ ▶ or the **loop step** slider, or play. Grey: done; purple: the "
-           "tile S_ij on chip now; light grey: still to do; white: skipped by the causal mask.")
-loop_player("sram", len(view.steps), loop_chart, view.tiles, view.steps, view.rows, view.cols,
-            order=order)
 
 st.subheader("Thread blocks in waves over the SMs")
 w = waves(cfg, gpu, layout)

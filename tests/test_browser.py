@@ -281,6 +281,11 @@ def test_page_is_legible_at_projector_sizes(browser, server, name, size):
         if size == "1280x720" and name in PAGES and os.environ.get("FA_LAB_SCREENSHOTS") == "1":
             SHOTS_1280.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS_1280 / f"{name}.png"))
+            if name in ("sram-tiling", "backward"):     # the loop board as a talk shows it
+                page.get_by_text("Play", exact=True).evaluate(
+                    "e => e.scrollIntoView({block: 'start'})")
+                page.wait_for_timeout(500)
+                page.screenshot(path=str(SHOTS_1280 / f"{name}-loop.png"))
         got = page.evaluate(LAYOUT)
         assert not got["sideways"], (f"{name} at {size} scrolls sideways: {got['sideways']}; "
                                      f"too wide: {got['wide']}")
