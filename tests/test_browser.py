@@ -241,8 +241,11 @@ LAYOUT = """() => {
                 title: (c.querySelector('.vega-embed') || c).getAttribute('aria-label') || ''};
     });
     const leaves = [...document.querySelectorAll('[data-testid="stElementContainer"]')]
-        .filter(e => !e.querySelector('[data-testid="stElementContainer"]'))
-        .map(e => ({b: box(e), text: (e.innerText || '').slice(0, 60)}))
+        .filter(e => !e.querySelector('[data-testid="stElementContainer"]')
+                     && e.checkVisibility({checkOpacity: true, checkVisibilityCSS: true}))
+        .map(e => ({b: box(e), text: ((e.innerText || '').trim().slice(0, 60) || (e.querySelector(
+            '[data-testid]')?.dataset.testid || 'element')) + ` at (${Math.round(box(e).x)}, `
+            + `${Math.round(box(e).y)}), ${Math.round(box(e).w)} px wide`}))
         .filter(e => e.b.w > 0 && e.b.h > 0);
     const main = document.querySelector('[data-testid="stMain"]');
     const edge = main ? main.getBoundingClientRect().right : vw;
