@@ -10,7 +10,7 @@ import math
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, DONE, FONT, INK, TILE_COLORS, finish, slider
+from app.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, slider
 
 UPTO = "upto"
 LN10 = math.log(10)
@@ -26,15 +26,28 @@ def _panel(data: pd.DataFrame, title: str, width: int):
     return alt.Chart(data, title=title).properties(width=width, height=190)
 
 
-def _x(n_tiles: int):
-    return alt.X("tile:Q", title="key tile j", scale=alt.Scale(domain=[-0.5, n_tiles - 0.5]),
+def _x(n_tiles: int, field: str = "tile"):
+    return alt.X(f"{field}:Q", title="key tile j", scale=alt.Scale(domain=[-0.5, n_tiles - 0.5]),
                  axis=alt.Axis(tickMinStep=1, format="d"))
 
 
+UNSEEN_OPACITY = 0.4     # what the loop has not reached: lighter, still legible on a projector
+
+
 def _seen(chart):
-    """Fade what the loop has not reached yet."""
+    """Lighten what the loop has not reached yet."""
     return chart.encode(opacity=alt.condition(f"datum.tile <= {UPTO}", alt.value(1),
-                                              alt.value(0.12)))
+                                              alt.value(UNSEEN_OPACITY)))
+
+
+def _skipped(skipped: pd.DataFrame, n_tiles: int, width: int):
+    """Key tiles the causal mask skips for this row's query tile: a hatched-grey band, so
+    they read as not computed."""
+    return alt.Chart(skipped).transform_calculate(t0="datum.tile - 0.5",
+                                                  t1="datum.tile + 0.5").mark_rect(
+        color=PENDING, stroke=DONE, strokeDash=[3, 3]).encode(
+        x=_x(n_tiles, "t0"), x2="t1:Q",
+        tooltip=[alt.Tooltip("tile:Q", title="key tile j (skipped by the causal mask)")])
 
 
 def _now(n_tiles: int):
@@ -42,11 +55,16 @@ def _now(n_tiles: int):
         color=INK, strokeDash=[4, 4], strokeWidth=2).encode(x=_x(n_tiles))
 
 
-def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 330) -> alt.VConcatChart:
+def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280) -> alt.VConcatChart:
     """Tile max vs running max, rescale factor (below 1 in red), running sum, and the partial
-    output's error against the exact answer, over key tiles."""
+    output's error against the exact answer, over key tiles. Key tiles the row's query tile
+    skips (causal) are drawn as grey bands, not as computed values."""
     n = len(rows)
     x = _x(n)
+    ran = rows.processed.to_numpy(dtype=bool)
+    skipped = rows.loc[~ran, ["tile"]]
+    errors = errors[errors.tile.isin(rows.tile[ran])]
+    rows = rows[ran]
     long_max = rows.melt(id_vars=["tile"], value_vars=["tile_max", "running_max"],
                          var_name="series", value_name="value").dropna()
     maxes = _panel(long_max, "tile max vs running max m_i", width)
@@ -57,6 +75,8 @@ def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 330) -> a
         x=x, y=alt.Y("value:Q", title="score (scaled)", scale=alt.Scale(zero=False)),
         color=max_color, tooltip=["tile:Q", "series:N", alt.Tooltip("value:Q", format=".4f")]))
         + _now(n))
+    if len(skipped):
+        maxes = _skipped(skipped, n, width) + maxes
 
     flagged = rows.assign(moved=rows.rescale < 1,
                           fill=[ALARM if f < 1 else DONE for f in rows.rescale])
@@ -66,22 +86,28 @@ def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 330) -> a
         color=alt.Color("fill:N", scale=None),
         tooltip=["tile:Q", alt.Tooltip("rescale:Q", format=".6f"), "moved:N"]))
         + _now(n))
+    if len(skipped):
+        rescale = _skipped(skipped, n, width) + rescale
 
     sums = (_seen(_panel(rows, "running sum l_i", width).mark_line(
         point=alt.OverlayMarkDef(size=90), strokeWidth=3, color=TILE_COLORS["l_i"]).encode(
         x=x, y=alt.Y("running_sum:Q", title="l_i"),
         tooltip=["tile:Q", alt.Tooltip("running_sum:Q", format=".6g")])) + _now(n))
+    if len(skipped):
+        sums = _skipped(skipped, n, width) + sums
 
     err = (_seen(_panel(errors, "error of the partial output vs exact", width).mark_line(
         point=alt.OverlayMarkDef(size=90), strokeWidth=3, color=TILE_COLORS["O_i"]).encode(
         x=x, y=alt.Y("rel_error:Q", title="relative error"),
         tooltip=["tile:Q", alt.Tooltip("rel_error:Q", format=".3e")])) + _now(n))
+    if len(skipped):
+        err = _skipped(skipped, n, width) + err
 
     chart = alt.vconcat(alt.hconcat(maxes, rescale), alt.hconcat(sums, err))
     return finish(chart, params=[tile_param(n)])
 
 
-def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 760) -> alt.LayerChart:
+def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 640) -> alt.LayerChart:
     """The row's scores by key with its key tiles marked as alternating bands."""
     bands = alt.Chart(tiles.assign(odd=tiles.tile % 2 == 1)).mark_rect(opacity=0.25).encode(
         x=alt.X("k0:Q", title="key index"), x2="k1:Q",
@@ -98,7 +124,7 @@ def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 760) ->
     return finish(chart, width=width)
 
 
-def safe_softmax_chart(scores: pd.DataFrame, width: int = 360) -> alt.HConcatChart:
+def safe_softmax_chart(scores: pd.DataFrame, width: int = 290) -> alt.HConcatChart:
     """exp(k·s) without and with the max subtracted, as log10, against float16's largest
     number; a browser slider multiplies the scores (a temperature) to show the overflow."""
     mult = slider("mult", 1, 1, 40, 0.5, "multiply the scores by ")
@@ -114,9 +140,10 @@ def safe_softmax_chart(scores: pd.DataFrame, width: int = 360) -> alt.HConcatCha
                           "datum.value ? 'inf (overflow)' : 'finite'")))
     limit = alt.Chart(pd.DataFrame({"y": [LOG10_FP16_MAX]})).mark_rule(
         color=ALARM, strokeDash=[6, 4], strokeWidth=2).encode(y="y:Q")
-    count = base.transform_calculate(ov="datum.overflow ? 1 : 0").transform_aggregate(
-        n="sum(ov)", total="count()").transform_calculate(
-        text="datum.n + ' of ' + datum.total + ' keys overflow to inf in float16'",
+    count = base.transform_calculate(ov="datum.overflow ? datum.keys : 0").transform_aggregate(
+        n="sum(ov)", total="sum(keys)", binned="max(keys)").transform_calculate(
+        text=("(datum.binned > 1 ? 'up to ' : '') + datum.n + ' of ' + datum.total + "
+              "' keys overflow to inf in float16'"),
     ).mark_text(align="left", fontSize=FONT["text"], color=ALARM, fontWeight="bold").encode(
         text="text:N", x=alt.value(6), y=alt.value(208))
     naive = alt.layer(base.mark_circle(size=30).encode(

@@ -1,14 +1,14 @@
 """Charts of the SRAM-tiling page. Pure functions: DataFrames in, Altair charts out.
 
-The loop animation sends every step once; a Vega slider bound to the `step` param picks the
-step in the browser, so moving it never re-runs Python.
+The loop animation sends every step once; the `step` param picks the step shown. The page's
+step control (app.ui.loop_player) sets its value, so the step has one source.
 """
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, DONE, FONT, INK, PENDING, SKIPPED, TILE_COLORS, finish, slider
+from app.style import ALARM, DONE, FONT, INK, PENDING, SKIPPED, TILE_COLORS, finish
 
 STATES = ["current S_ij", "done", "to do", "skipped (causal)"]
 STATE_COLORS = [TILE_COLORS["S_ij"], DONE, PENDING, SKIPPED]
@@ -21,8 +21,8 @@ def step_value(n_steps: int, index: int) -> int:
 
 
 def step_param(n_steps: int, index: int = 0) -> alt.VariableParameter:
-    """The loop-step slider, 1..n_steps, starting at step `index` (0-based)."""
-    return slider("step", step_value(n_steps, index), 1, max(n_steps, 1), 1, "loop step ")
+    """The loop step, 1..n_steps, at step `index` (0-based); app.ui.loop_player sets it."""
+    return alt.VariableParameter(name="step", value=step_value(n_steps, index))
 
 
 def _rect(data, color: str, **enc):
@@ -37,9 +37,11 @@ def _labels(rows: list[tuple[float, float, str, str]], x, y):
 
 
 def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
-               start: int = 0, size: int = 640) -> alt.VConcatChart:
+               start: int = 0, size: int = 380, order: str = "fa2") -> alt.VConcatChart:
     """The Tr×Tc grid of S with the Q_i, K_j, V_j and O_i strips around it, and the HBM bytes
-    moved so far, all driven by one step slider."""
+    moved so far, all driven by one step param. order="fa2": a query tile's row is done in
+    one run (Q_i, O_i stay on chip; K_j, V_j stream past); "fa1": a key tile's column is
+    (K_j, V_j stay; Q_i and O_i, m_i, l_i stream in from HBM and back)."""
     n = len(steps)
     t = max(1.0, 0.07 * max(rows, cols))          # strip thickness in cell units
     x_dom, y_dom = [-2.2 * t, cols + 1.6 * t], [-3.4 * t, rows]
@@ -60,24 +62,25 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
                         legend=alt.Legend(title="tile of S", orient="bottom")),
         tooltip=[alt.Tooltip("label:N", title="tile"), alt.Tooltip("order:Q", title="step")])
 
-    # Rows are contiguous in the loop order (one query tile at a time), so a row's state
-    # follows from its first and last step.
-    per_row = tiles[tiles.order >= 0].groupby("row").order.agg(["min", "max"]).reset_index()
+    # The outer loop's tiles (rows in FA2, columns in FA1) are contiguous in the loop order,
+    # so an outer tile's state follows from its first and last step; an inner tile is lit
+    # only while the current step uses it.
+    ran = tiles[tiles.order >= 0]
 
-    def row_strip(x0: float, name: str, done_color: str):
+    def outer_strip(axis: str, at: float, name: str, done_color: str):
+        span = ran.groupby(axis).order.agg(["min", "max"]).reset_index()
         fill = (f"datum.max < {STEP} ? '{done_color}' : datum.min <= {STEP} ? "
                 f"'{TILE_COLORS[name]}' : '{PENDING}'")
-        return alt.Chart(per_row).transform_calculate(
-            x0=f"{x0}", x1=f"{x0 + t}", y0="datum.row", y1="datum.row + 1", fill=fill,
-        ).mark_rect(stroke="white", strokeWidth=0.5).encode(
+        return alt.Chart(span).transform_calculate(fill=fill, **_place(axis, at, t)).mark_rect(
+            stroke="white", strokeWidth=0.5).encode(
             x=x, x2="x1:Q", y=y, y2="y1:Q", color=alt.Color("fill:N", scale=None))
 
-    def col_strip(y0: float, name: str):
-        base = alt.Chart(pd.DataFrame({"col": range(cols)})).transform_calculate(
-            x0="datum.col", x1="datum.col + 1", y0=f"{y0}", y1=f"{y0 + t}")
-        hit = alt.Chart(cur).transform_filter(now).transform_calculate(
-            x0="datum.col", x1="datum.col + 1", y0=f"{y0}", y1=f"{y0 + t}")
-        return (base.mark_rect(color=PENDING, stroke="white", strokeWidth=0.5)
+    def inner_strip(axis: str, at: float, name: str):
+        n_cells = rows if axis == "row" else cols
+        base = alt.Chart(pd.DataFrame({axis: range(n_cells)})).transform_calculate(
+            **_place(axis, at, t))
+        hit = alt.Chart(cur).transform_filter(now).transform_calculate(**_place(axis, at, t))
+        return (base.mark_rect(color=PENDING, stroke="#BBBBBB", strokeWidth=0.5)
                 .encode(x=x, x2="x1:Q", y=y, y2="y1:Q")
                 + hit.mark_rect(color=TILE_COLORS[name]).encode(x=x, x2="x1:Q", y=y, y2="y1:Q"))
 
@@ -97,10 +100,14 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
                       (cols + 0.9 * t, -0.5 * t, "O_i", TILE_COLORS["O_i"]),
                       (-1.2 * t, k_y + t / 2, "K_j", TILE_COLORS["K_j"]),
                       (-1.2 * t, v_y + t / 2, "V_j", TILE_COLORS["V_j"])], x, y)
+    if order == "fa1":
+        strips = [inner_strip("row", q_x, "Q_i"), inner_strip("row", o_x, "O_i"),
+                  outer_strip("col", k_y, "K_j", DONE), outer_strip("col", v_y, "V_j", DONE)]
+    else:
+        strips = [outer_strip("row", q_x, "Q_i", "#A6C8E0"), outer_strip("row", o_x, "O_i", DONE),
+                  inner_strip("col", k_y, "K_j"), inner_strip("col", v_y, "V_j")]
     board = alt.layer(
-        grid, row_band, col_band,
-        row_strip(q_x, "Q_i", "#A6C8E0"), row_strip(o_x, "O_i", DONE),
-        col_strip(k_y, "K_j"), col_strip(v_y, "V_j"), labels,
+        grid, row_band, col_band, *strips, labels,
         width=unit * (x_dom[1] - x_dom[0]), height=unit * (y_dom[1] - y_dom[0]))
 
     caption = alt.Chart(cur).transform_filter(now).transform_calculate(
@@ -108,34 +115,46 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
     ).mark_text(fontSize=FONT["chart_title"], align="left", color=INK).encode(
         text="text:N", x=alt.value(0)).properties(height=30, width=size)
 
-    chart = alt.vconcat(caption, board, hbm_bars(steps), spacing=10)
+    chart = alt.vconcat(caption, board, hbm_bars(steps, order), spacing=10)
     return finish(chart, params=[step_param(n, start)])
 
 
-HBM_LABELS = {"flash_read": "FlashAttention: read so far",
-              "flash_written": "FlashAttention: written so far",
-              "naive_read": "naive: reads (whole pass)",
-              "naive_written": "naive: writes (whole pass)"}
+def _place(axis: str, at: float, t: float) -> dict:
+    """Rectangle corners of a strip cell beside row `datum.row` or above column `datum.col`."""
+    if axis == "row":
+        return dict(x0=f"{at}", x1=f"{at + t}", y0="datum.row", y1="datum.row + 1")
+    return dict(x0="datum.col", x1="datum.col + 1", y0=f"{at}", y1=f"{at + t}")
 
 
-def hbm_bars(steps: pd.DataFrame) -> alt.Chart:
-    """HBM bytes moved up to the current step, beside naive attention's whole pass.
-    Needs the `step` param from the enclosing chart."""
-    top = float(max(steps[list(HBM_LABELS)].max().max(), 1)) / 1e6
-    data = steps[["order", *HBM_LABELS]]
+def hbm_labels(order: str = "fa2") -> dict:
+    name = "FlashAttention-1 order" if order == "fa1" else "FlashAttention-2 order"
+    return {"flash_read": f"{name}: read so far", "flash_written": f"{name}: written so far",
+            "naive_read": "naive: reads (whole pass)",
+            "naive_written": "naive: writes (whole pass)"}
+
+
+HBM_LABELS = hbm_labels()
+
+
+def hbm_bars(steps: pd.DataFrame, order: str = "fa2") -> alt.Chart:
+    """HBM bytes moved up to the current step in the loop order `order`, beside naive
+    attention's whole pass. Needs the `step` param from the enclosing chart."""
+    labels = hbm_labels(order)
+    top = float(max(steps[list(labels)].max().max(), 1)) / 1e6
+    data = steps[["order", *labels]]
     return alt.Chart(data).transform_filter(f"datum.order == {STEP}").transform_fold(
-        list(HBM_LABELS), as_=["what", "bytes"],
+        list(labels), as_=["what", "bytes"],
     ).transform_calculate(
         MB="datum.bytes / 1e6",
-        label=" + ".join(f"(datum.what == '{k}' ? '{v}' : '')" for k, v in HBM_LABELS.items()),
+        label=" + ".join(f"(datum.what == '{k}' ? '{v}' : '')" for k, v in labels.items()),
         fill=f"indexof(datum.what, 'flash') == 0 ? '{TILE_COLORS['Q_i']}' : '{ALARM}'",
     ).mark_bar(height=22).encode(
         x=alt.X("MB:Q", title="HBM traffic (MB)", scale=alt.Scale(domain=[0, top])),
-        y=alt.Y("label:N", title=None, sort=list(HBM_LABELS.values()),
+        y=alt.Y("label:N", title=None, sort=list(labels.values()),
                 axis=alt.Axis(labelLimit=400)),
         color=alt.Color("fill:N", scale=None),
         tooltip=["label:N", alt.Tooltip("MB:Q", format=",.3f")],
-    ).properties(width=420, height=130, title="HBM bytes moved")
+    ).properties(width=300, height=130, title="HBM bytes moved")
 
 
 def smem_chart(parts: pd.DataFrame) -> alt.LayerChart:
@@ -167,14 +186,17 @@ def smem_chart(parts: pd.DataFrame) -> alt.LayerChart:
     return finish(chart, width=640)
 
 
-def waves_chart(table: pd.DataFrame, sms: int) -> alt.Chart:
-    """Thread blocks resident on each SM, wave after wave."""
+def waves_chart(table: pd.DataFrame, sms: int, width: int = 640) -> alt.Chart:
+    """Thread blocks resident on each SM, wave after wave: at least 120 px tall whatever the
+    number of waves, the legend under the plot so the chart stays `width` wide."""
+    n_waves = int(table.wave.nunique()) if len(table) else 1
     chart = alt.Chart(table).transform_calculate(sm1="datum.sm + 1").mark_rect(
         stroke="white", strokeWidth=0.3).encode(
         x=alt.X("sm:Q", title="SM", scale=alt.Scale(domain=[0, sms], nice=False)),
         x2="sm1:Q",
         y=alt.Y("wave:O", title="wave"),
-        color=alt.Color("blocks:O", title="blocks on the SM",
-                        scale=alt.Scale(scheme="blues")),
+        color=alt.Color("blocks:O", title="blocks per SM",
+                        scale=alt.Scale(scheme="blues"),
+                        legend=alt.Legend(orient="bottom", direction="horizontal")),
         tooltip=["wave:O", "sm:Q", "blocks:O"])
-    return finish(chart.properties(height=alt.Step(22)), width=900)
+    return finish(chart.properties(height=max(120, min(22 * n_waves, 600))), width=width)

@@ -81,19 +81,22 @@ def convergence(cfg: engine.AttentionConfig, q, k, v, output: np.ndarray,
 
 def score_row(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int) -> pd.DataFrame:
     """The row's scores by key, binned to at most MAX_SCORE_POINTS points (keeping each
-    bin's largest visible score, so peaks survive)."""
+    bin's largest visible score, so peaks survive); `keys` is the number of visible keys a
+    point stands for (1 unless binned)."""
     s, visible = scores(cfg, q, k, b, h, r)
     keys = np.arange(cfg.seq_k)
+    count = visible.astype(np.int64)
     width = -(-cfg.seq_k // MAX_SCORE_POINTS)
     if width > 1:
         pad = -cfg.seq_k % width
         ss = np.pad(np.where(visible, s, -np.inf), (0, pad), constant_values=-np.inf)
         s_bin = ss.reshape(-1, width).max(axis=1)
+        count = np.pad(count, (0, pad)).reshape(-1, width).sum(axis=1)
         keys = keys[::width]
         visible = np.isfinite(s_bin)
         s = np.where(visible, s_bin, np.nan)
     return pd.DataFrame({"key": keys, "score": np.where(visible, s, np.nan),
-                         "tile": keys // cfg.block_k, "visible": visible})
+                         "tile": keys // cfg.block_k, "visible": visible, "keys": count})
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ MAX_CELLS = 4096     # grid cells drawn; bigger grids group g×g tiles into one 
 MAX_WAVES = 100      # waves drawn in the SM view (× SMs marks)
 
 
+ORDERS = {"fa2": "FlashAttention-2: query tiles outer",
+          "fa1": "FlashAttention-1: key/value tiles outer"}
+
+
 @dataclass(frozen=True)
 class LoopView:
     tiles: pd.DataFrame   # one row per cell: row, col, order (-1: causally skipped), label
@@ -23,6 +27,7 @@ class LoopView:
     group: int            # tiles per cell side (1 unless the grid is large)
     rows: int             # cells down (query tiles / group)
     cols: int             # cells across (key tiles / group)
+    order: str            # "fa2" (row after row) or "fa1" (column after column)
 
 
 def tile_rows(n: int, block: int) -> np.ndarray:
@@ -31,15 +36,28 @@ def tile_rows(n: int, block: int) -> np.ndarray:
     return np.minimum(starts + block, n) - starts
 
 
-def tile_bytes(cfg: engine.AttentionConfig) -> tuple[np.ndarray, np.ndarray]:
+def tile_bytes(cfg: engine.AttentionConfig,
+               order: str = "fa2") -> tuple[np.ndarray, np.ndarray]:
     """(Tr, Tc) HBM bytes read and written at each tile step, over all batch·heads.
 
-    Tile (i, j) reads K_j and V_j; the first step of query tile i also reads Q_i, its last
-    writes O_i and the row log-sum-exp. The sums equal iomodel.flash_hbm(cfg).
+    FA2 order: tile (i, j) reads K_j and V_j; the first step of query tile i also reads Q_i,
+    its last writes O_i and the row log-sum-exp. The sums equal iomodel.flash_hbm(cfg).
+    FA1 order: tile (i, j) reads Q_i, O_i, m_i, l_i and writes O_i, m_i, l_i back; the first
+    step of key tile j also reads K_j and V_j; the first step of all also initialises O, m, l
+    in HBM. The sums equal iomodel.flash1_hbm(cfg).
     """
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
     proc = processed_tiles(cfg)
     q_rows, k_rows = tile_rows(cfg.seq_q, cfg.block_q), tile_rows(cfg.seq_k, cfg.block_k)
+    if order == "fa1":
+        per_row = (bh * q_rows)[:, None].astype(np.int64)
+        read = proc * per_row * (2 * d * e + 8)
+        first = np.argmax(proc, axis=0)
+        seen = proc.any(axis=0)
+        read[first[seen], np.flatnonzero(seen)] += 2 * bh * k_rows[seen] * d * e
+        written = proc * per_row * (d * e + 8)
+        written[0, 0] += bh * cfg.seq_q * (d * e + 8)
+        return read, written
     read = proc * (2 * bh * k_rows * d * e)[None, :].astype(np.int64)
     read[:, 0] += bh * q_rows * d * e
     written = np.zeros_like(read)
@@ -55,26 +73,36 @@ def _group_sum(a: np.ndarray, g: int) -> np.ndarray:
     return padded.reshape(R, g, C, g).sum(axis=(1, 3))
 
 
-def loop_view(cfg: engine.AttentionConfig) -> LoopView:
+def loop_view(cfg: engine.AttentionConfig, order: str = "fa2") -> LoopView:
+    """The loop's cells in the order of `order` ("fa2": row after row, "fa1": column after
+    column), with the HBM bytes moved up to each step in that order."""
+    if order not in ORDERS:
+        raise ValueError(f"order must be one of {list(ORDERS)}; got {order!r}.")
     g = 1 if cfg.Tr * cfg.Tc <= MAX_CELLS else math.ceil(math.sqrt(cfg.Tr * cfg.Tc / MAX_CELLS))
     proc = _group_sum(processed_tiles(cfg).astype(np.int64), g) > 0
-    read, written = (_group_sum(x, g) for x in tile_bytes(cfg))
+    read, written = (_group_sum(x, g) for x in tile_bytes(cfg, order))
     R, C = proc.shape
-    order = np.where(proc, np.cumsum(proc.ravel()).reshape(R, C) - 1, -1)
+    if order == "fa1":        # rank in column-major order
+        rank = (np.cumsum(proc.T.ravel()).reshape(C, R) - 1).T
+    else:
+        rank = np.cumsum(proc.ravel()).reshape(R, C) - 1
+    order_of = np.where(proc, rank, -1)
     row, col = np.meshgrid(np.arange(R), np.arange(C), indexing="ij")
     label = np.array([_cell_label(r, c, g, cfg) for r, c in zip(row.ravel(), col.ravel())])
-    tiles = pd.DataFrame({"row": row.ravel(), "col": col.ravel(), "order": order.ravel(),
+    tiles = pd.DataFrame({"row": row.ravel(), "col": col.ravel(), "order": order_of.ravel(),
                           "label": label})
     sel = proc.ravel()
+    by_step = np.argsort(order_of.ravel()[sel], kind="stable")
     naive = iomodel.naive_hbm(cfg)
     steps = pd.DataFrame({
-        "order": order.ravel()[sel], "row": row.ravel()[sel], "col": col.ravel()[sel],
-        "flash_read": np.cumsum(read.ravel()[sel]),
-        "flash_written": np.cumsum(written.ravel()[sel]),
-        "label": label[sel]})
+        "order": order_of.ravel()[sel][by_step], "row": row.ravel()[sel][by_step],
+        "col": col.ravel()[sel][by_step],
+        "flash_read": np.cumsum(read.ravel()[sel][by_step]),
+        "flash_written": np.cumsum(written.ravel()[sel][by_step]),
+        "label": label[sel][by_step]})
     steps["naive_read"] = naive.read
     steps["naive_written"] = naive.written
-    return LoopView(tiles=tiles, steps=steps, group=g, rows=R, cols=C)
+    return LoopView(tiles=tiles, steps=steps, group=g, rows=R, cols=C, order=order)
 
 
 def _cell_label(r: int, c: int, g: int, cfg: engine.AttentionConfig) -> str:
@@ -85,9 +113,24 @@ def _cell_label(r: int, c: int, g: int, cfg: engine.AttentionConfig) -> str:
             f"key tiles {c * g}–{min((c + 1) * g, cfg.Tc) - 1}")
 
 
-def smem_table(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> pd.DataFrame:
-    """Bytes of each tile held in shared memory by one thread block, with the block's limit."""
-    budget = iomodel.smem_budget(cfg, gpu)
+def smem_layout(cfg: engine.AttentionConfig, gpu: engine.GpuProfile, kernel: str) -> str:
+    """The shared-memory layout (iomodel.smem_parts) of the kernel that runs cfg: "teaching",
+    or for kernel="tensorcore" the build engine.gpu.catalog picks ("mma.sync" or "wgmma" on
+    compute capability 9.x); "teaching" when no tensor-core build takes cfg."""
+    if kernel != "tensorcore":
+        return "teaching"
+    from engine.gpu import catalog
+    try:
+        return catalog.tensorcore_build(cfg, gpu.compute_capability.startswith("9")).name
+    except ValueError:
+        return "teaching"
+
+
+def smem_table(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
+               layout: str = "teaching") -> pd.DataFrame:
+    """Bytes of each tile held in shared memory by one thread block of the kernel whose
+    layout is `layout`, with the block's limit."""
+    budget = iomodel.smem_budget(cfg, gpu, layout)
     return pd.DataFrame({"part": list(budget.parts), "bytes": list(budget.parts.values()),
                          "limit": budget.limit, "fits": budget.fits})
 
@@ -101,11 +144,13 @@ class Waves:
     shown: int
 
 
-def waves(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> Waves:
+def waves(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
+          layout: str = "teaching") -> Waves:
     """Thread blocks (one per batch·head and query tile) filling the SMs wave after wave,
-    with as many resident per SM as shared memory allows (a model: the hardware scheduler
-    decides the real placement, which the Kernel page shows when recorded)."""
-    per_sm = iomodel.smem_budget(cfg, gpu).blocks_per_sm
+    with as many resident per SM as the shared memory of `layout` allows (a model: the
+    hardware scheduler decides the real placement, which the Kernel page shows when
+    recorded)."""
+    per_sm = iomodel.smem_budget(cfg, gpu, layout).blocks_per_sm
     blocks = cfg.bh * cfg.Tr
     if per_sm == 0:
         return Waves(pd.DataFrame({"wave": [], "sm": [], "blocks": []}), blocks, 0, 0, 0)

@@ -6,7 +6,6 @@ from typing import Callable, TypeVar
 
 import streamlit as st
 
-from app.charts_tiling import step_value
 from app.controls import kernel_label
 from app.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
@@ -123,18 +122,61 @@ def picking_chart(builder: Callable, *args, key: str, param: str,
                        selection_mode=param)
 
 
-def loop_player(key: str, n_steps: int, builder: Callable, *args) -> None:
-    """A loop chart with a Play toggle: while playing, a fragment re-runs every 0.8 s and moves
-    the chart's `step` slider on by one (the step is kept in session state under key_step)."""
-    playing = st.toggle("Play", key=f"{key}_play")
+PLAY_FRAMES = 100          # Play shows a loop in at most this many frames
+SPEEDS = {"slow": 1.6, "normal": 0.8, "fast": 0.4}     # seconds a frame
 
-    @st.fragment(run_every=0.8 if playing else None)
+
+def play_stride(n_steps: int) -> int:
+    """Loop steps Play moves a frame, so that a whole loop takes at most PLAY_FRAMES frames."""
+    return max(1, -(-n_steps // PLAY_FRAMES))
+
+
+def next_frame(step: int, n_steps: int, stride: int) -> int:
+    """Play's next step (1-based) after `step`: `stride` on, stopping once at the last step,
+    then back to the first."""
+    return 1 if step >= n_steps else min(step + stride, n_steps)
+
+
+def _move(key: str, by: int, n_steps: int) -> None:
+    """Callback of the step buttons: move the step by `by`, within 1..n_steps."""
+    st.session_state[key] = min(max(st.session_state.get(key, 1) + by, 1), n_steps)
+
+
+def loop_player(key: str, n_steps: int, builder: Callable, *args, reset_on=None,
+                **kwargs) -> None:
+    """A loop chart driven by one step control: ◀ ▶ buttons and a slider (state key_step,
+    1-based) set the chart's `step` param; Play (key_play) moves on from the step shown,
+    play_stride(n_steps) steps a frame at the chosen speed (key_speed). A change of the
+    config (or of `reset_on`, when given) or of the number of steps sets the step back to 1
+    and stops Play. Only the board re-runs while playing or stepping (a fragment)."""
+    ss = st.session_state
+    step_key, play_key = f"{key}_step", f"{key}_play"
+    signature = (settings().cfg if reset_on is None else reset_on, n_steps)
+    if ss.get(f"{key}_of") != signature:
+        ss[f"{key}_of"] = signature
+        ss[step_key], ss[play_key] = 1, False
+    ss[step_key] = min(max(int(ss.get(step_key, 1)), 1), max(n_steps, 1))
+    stride = play_stride(n_steps)
+    if n_steps <= 1:
+        chart(builder, *args, slider_values={"step": 1}, **kwargs)
+        return
+    c_play, c_speed, c_note = st.columns([1, 2, 4], vertical_alignment="center")
+    playing = c_play.toggle("Play", key=play_key)
+    speed = c_speed.select_slider("speed", list(SPEEDS), "normal", key=f"{key}_speed")
+    c_note.caption(f"{n_steps:,} steps; Play moves {stride} a frame ({-(-n_steps // stride)} "
+                   f"frames)." if stride > 1 else f"{n_steps} steps; Play moves one a frame.")
+
+    @st.fragment(run_every=SPEEDS[speed] if playing else None)
     def board():
-        step = st.session_state.get(f"{key}_step", 0)
         if playing:
-            step = (step + 1) % n_steps
-            st.session_state[f"{key}_step"] = step
-        chart(builder, *args, slider_values={"step": step_value(n_steps, step % n_steps)})
+            ss[step_key] = next_frame(ss[step_key], n_steps, stride)
+        c_back, c_fwd, c_step = st.columns([1, 1, 10], vertical_alignment="bottom")
+        c_back.button("◀", key=f"{key}_back", help="one step back",
+                      on_click=_move, args=(step_key, -1, n_steps))
+        c_fwd.button("▶", key=f"{key}_fwd", help="one step forward",
+                     on_click=_move, args=(step_key, 1, n_steps))
+        c_step.slider("loop step", 1, n_steps, key=step_key)
+        chart(builder, *args, slider_values={"step": ss[step_key]}, **kwargs)
 
     board()
 

@@ -146,6 +146,38 @@ def flash_hbm(cfg: AttentionConfig, trace: bool = False) -> HbmTraffic:
     return HbmTraffic(read=qo + 2 * kv, written=written, parts=parts)
 
 
+def query_rows_per_key_tile(cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray]:
+    """((Tr,) query rows of each query tile, (Tr,) key tiles each query tile processes), the
+    causal rule of engine.cpu.forward.processed_tiles computed per row of tiles."""
+    q_rows = (np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q)
+              - np.arange(cfg.Tr) * cfg.block_q).astype(np.int64)
+    tiles = np.full(cfg.Tr, cfg.Tc, dtype=np.int64)
+    if cfg.causal:
+        last_row = np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
+        tiles = np.minimum(last_row // cfg.block_k + 1, cfg.Tc).astype(np.int64)
+    return q_rows, tiles
+
+
+def flash1_hbm(cfg: AttentionConfig) -> HbmTraffic:
+    """FlashAttention-1's order (key tiles outer): O (input dtype), m and l (float32) are
+    initialised in HBM; each key tile j loads K_j and V_j once; every processed tile (i, j)
+    reads Q_i, O_i, m_i, l_i and writes O_i, m_i, l_i back. The final m and l stay in HBM for
+    the backward (FA2 writes lse instead)."""
+    e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
+    q_rows, tiles = query_rows_per_key_tile(cfg)
+    rows = int((q_rows * tiles).sum())                 # query rows loaded, over all (i, j)
+    kv_rows = min(int(tiles.max(initial=0)) * cfg.block_k, cfg.seq_k)   # key tiles anyone sees
+    kv = bh * kv_rows * d * e
+    tile_q = bh * rows * d * e
+    stats = bh * rows * 8
+    init = bh * cfg.seq_q * (d * e + 8)
+    parts = {"write O, m, l (initialise)": init, "read K": kv, "read V": kv,
+             "read Q_i": tile_q, "read O_i": tile_q, "read m_i, l_i": stats,
+             "write O_i": tile_q, "write m_i, l_i": stats}
+    return HbmTraffic(read=2 * kv + 2 * tile_q + stats, written=init + tile_q + stats,
+                      parts=parts)
+
+
 def placement(cfg: AttentionConfig) -> list[tuple[str, str, str, int]]:
     """(algorithm, array, where it lives, bytes) for this config: naive attention keeps the
     whole S and P (input dtype, all batch·heads) in HBM; FlashAttention keeps only Q, K, V, O

@@ -5,7 +5,9 @@ import streamlit as st
 from app import runner
 from app.charts_softmax import safe_softmax_chart, scores_chart, stats_chart
 from app.softmax_data import convergence, fp16_overflow, row_trace, score_row
+from app.tiling_data import smem_layout
 from app.ui import chart, guarded, linked_number, source_line, usable_settings
+from engine import iomodel
 
 st.title("Online softmax")
 s = usable_settings()
@@ -15,6 +17,12 @@ if res is None:
     st.stop()
 q, k, v = runner.inputs(cfg)
 st.info(source_line(s, res.backend))
+budget = iomodel.smem_budget(cfg, s.device.gpu, smem_layout(cfg, s.device.gpu, s.kernel))
+if not budget.fits:
+    st.warning(f"The GPU cannot launch this config: its tiles need {budget.total / 1024:.1f} "
+               f"KiB of shared memory per thread block and {s.device.gpu.name} allows "
+               f"{budget.limit / 1024:.1f} KiB (the SRAM tiling page shows tiles that fit). "
+               f"The values below come from the CPU emulation of the loop it would run.")
 
 c1, c2, c3 = st.columns(3)
 b = linked_number(c1, "batch index", "sm_batch", 0, cfg.batch - 1, 0)
@@ -30,7 +38,10 @@ st.markdown(
 
 rows = row_trace(res.trace, cfg, b, h, r)
 conv = convergence(cfg, q, k, v, res.output, res.trace, b, h, r)
-st.caption("Drag **after key tile j** below the charts (in your browser) to replay the loop.")
+skipped = int((~rows.processed).sum())
+st.caption("Drag **after key tile j** below the charts (in your browser) to replay the loop."
+           + (f" The causal mask skips the last {skipped} key tile(s) for query tile Q_{i} "
+              f"(grey dashed bands): the kernel never computes them." if skipped else ""))
 chart(stats_chart, rows, conv.table)
 m1, m2, m3 = st.columns(3)
 m1.metric("rescales below 1", int((rows.rescale[1:] < 1).sum()), help="key tiles j ≥ 1 that "
@@ -50,8 +61,13 @@ o = fp16_overflow(cfg, q, k, b, h, r)
 st.markdown(
     f"float16's largest number is 65504 = e^11.09. This row's largest score is "
     f"**{o.max_score:.3f}**: computing exp(s) in float16 without subtracting it gives "
-    f"**{o.naive_inf}** inf of {o.visible} (softmax then returns NaN); with the max "
+    f"**{o.naive_inf}** inf among the row's {o.visible:,} visible keys"
+    + (" (softmax then returns NaN)" if o.naive_inf else "") + f"; with the max "
     f"subtracted, **{o.safe_inf}**. "
     + (f"Scores {o.overflow_at:.2f}× larger would overflow — raise the logit scale or use "
        f"the slider below." if o.naive_inf == 0 and o.overflow_at != float("inf") else ""))
-chart(safe_softmax_chart, score_row(cfg, q, k, b, h, r))
+scores = score_row(cfg, q, k, b, h, r)
+if scores["keys"].max() > 1:
+    st.caption(f"Each point stands for {scores['keys'].max()} keys (their largest score), so "
+               f"the chart's count of overflowing keys is an upper bound.")
+chart(safe_softmax_chart, scores)

@@ -156,17 +156,16 @@ def test_preset_buttons_and_selectbox_apply_presets():
 
 def test_sram_page_steps_follow_the_tiles():
     at = open_page("sram_tiling")
-    loop = specs(at)[1]
-    assert loop["params"][0]["bind"]["max"] == 16          # 4×4 tiles
+    assert at.slider(key="sram_step").max == 16             # 4×4 tiles
     at.selectbox(key="block_q").set_value(32).run()
     assert_clean(at)
-    assert specs(at)[1]["params"][0]["bind"]["max"] == 32  # 8×4 tiles
+    assert at.slider(key="sram_step").max == 32             # 8×4 tiles
 
 
 def test_sram_page_causal_has_fewer_steps():
     at = open_page("sram_tiling", causal="true")
     assert_clean(at)
-    assert specs(at)[1]["params"][0]["bind"]["max"] == 10  # 10 of 16 tiles run
+    assert at.slider(key="sram_step").max == 10             # 10 of 16 tiles run
 
 
 def test_sram_page_play_advances_the_step():
@@ -359,8 +358,7 @@ def test_downloads_follow_the_session():
 
 
 def loop_steps(at: AppTest) -> int:
-    spec = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "step")
-    return spec["params"][0]["bind"]["max"]
+    return at.slider(key="bw_step").max
 
 
 def test_backward_page_draws_the_loop_from_the_trace():
@@ -686,3 +684,135 @@ def test_timings_config_chart_names_runs_and_keeps_the_method_below():
     assert any(e.label == "How this was timed" for e in at.expander)
     body = texts(at)
     assert "row limit" in body and "58,112" in body
+
+
+# ---- loop player, FA1 against FA2, corrections (projector issue) -----------------------
+def shown_step(at: AppTest) -> int:
+    """The step the loop chart draws (its `step` param, set by app.ui.loop_player)."""
+    spec = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "step")
+    return spec["params"][0]["value"]
+
+
+@pytest.mark.parametrize("page,key", [("sram_tiling", "sram"), ("backward", "bw")])
+def test_loop_player_step_buttons_move_the_step(page, key):
+    at = open_page(page)
+    assert shown_step(at) == 1 and at.slider(key=f"{key}_step").value == 1
+    at.button(key=f"{key}_fwd").click().run()
+    at.button(key=f"{key}_fwd").click().run()
+    assert_clean(at)
+    assert at.slider(key=f"{key}_step").value == 3 and shown_step(at) == 3
+    at.button(key=f"{key}_back").click().run()
+    assert shown_step(at) == 2
+    for _ in range(3):                                    # never below step 1
+        at.button(key=f"{key}_back").click().run()
+    assert shown_step(at) == 1
+
+
+def test_loop_player_plays_on_from_the_step_shown():
+    at = open_page("sram_tiling")
+    at.slider(key="sram_step").set_value(9).run()
+    assert shown_step(at) == 9
+    at.toggle(key="sram_play").set_value(True).run()
+    assert_clean(at)
+    assert shown_step(at) == 10                           # from 9, not from the start
+    assert at.select_slider(key="sram_speed").value == "normal"
+
+
+def test_loop_player_resets_on_a_config_change():
+    at = open_page("sram_tiling")
+    at.slider(key="sram_step").set_value(9).run()
+    at.toggle(key="sram_play").set_value(True).run()
+    at.selectbox(key="block_q").set_value(32).run()
+    assert_clean(at)
+    assert shown_step(at) == 1 and at.slider(key="sram_step").value == 1
+    assert at.toggle(key="sram_play").value is False
+
+
+def test_loop_player_keeps_the_step_across_the_loop_order():
+    at = open_page("sram_tiling")
+    at.slider(key="sram_step").set_value(6).run()
+    at.radio(key="sram_order").set_value("fa1").run()
+    assert_clean(at)
+    assert shown_step(at) == 6                            # compare both orders at one step
+
+
+def test_loop_player_plays_a_long_loop_in_at_most_100_frames():
+    from app.ui import PLAY_FRAMES, next_frame, play_stride
+    at = open_page("sram_tiling", seq_q=8192, seq_k=8192, block_q=16, block_k=16)
+    assert_clean(at)
+    n = at.slider(key="sram_step").max
+    stride = play_stride(n)
+    assert n > 1000 and -(-n // stride) <= PLAY_FRAMES
+    at.toggle(key="sram_play").set_value(True).run()
+    assert shown_step(at) == 1 + stride
+    frames, step = 0, 1
+    while step != n:
+        step, frames = next_frame(step, n, stride), frames + 1
+    assert frames <= PLAY_FRAMES and next_frame(n, n, stride) == 1
+
+
+def test_sram_page_switches_to_the_fa1_order():
+    at = open_page("sram_tiling")
+    cfg = engine.AttentionConfig()
+    fa1, fa2 = iomodel.flash1_hbm(cfg), iomodel.flash_hbm(cfg)
+    body = texts(at)
+    assert f"HBM traffic, FlashAttention-1 order={iomodel.format_bytes(fa1.total)}" in body
+    assert f"HBM traffic, FlashAttention-2 order={iomodel.format_bytes(fa2.total)}" in body
+    assert "FlashAttention-2 order: read so far" in json.dumps(specs(at)[1])
+    at.radio(key="sram_order").set_value("fa1").run()
+    assert_clean(at)
+    loop = json.dumps(specs(at)[1])
+    assert "FlashAttention-1 order: read so far" in loop
+    assert "written back" in texts(at)
+
+
+def test_sram_page_names_l2_and_the_paper_bound():
+    at = open_page("sram_tiling")
+    body = texts(at)
+    assert "L2 cache (NVIDIA H200: 60 MB)" in body and "Θ(N²d²/M)" in body
+
+
+def smem_parts_shown(at: AppTest) -> list[str]:
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+    proto = at.get("vega_lite_chart")[0].proto
+    return list(convert_arrow_bytes_to_pandas_df(proto.datasets[0].data.data).part)
+
+
+def test_sram_page_shows_the_tensor_core_layout():
+    at = open_page("sram_tiling", kernel="tensorcore", dtype="float16", head_dim=64,
+                   block_q=128, block_k=128)
+    assert_clean(at)
+    parts = smem_parts_shown(at)
+    assert "K_j (2 buffers)" in parts and "swizzle alignment" in parts     # wgmma on an H200
+    assert "wgmma build" in texts(at)
+    at = open_page("sram_tiling", kernel="tensorcore", dtype="float16", head_dim=64,
+                   block_q=64, block_k=64)
+    parts = smem_parts_shown(at)
+    assert "K_j (2 buffers)" in parts and "S_ij" not in parts            # mma.sync
+    at = open_page("sram_tiling", kernel="tensorcore", dtype="float32")
+    assert "No tensor-core build takes this config" in texts(at)
+
+
+def test_online_softmax_says_the_gpu_cannot_launch_too_big_tiles():
+    at = open_page("online_softmax", backend="numpy", head_dim=128, block_q=128,
+                   block_k=128, dtype="float32")
+    assert_clean(at)
+    assert "The GPU cannot launch this config" in " ".join(w.value for w in at.warning)
+    ok = open_page("online_softmax", backend="numpy")
+    assert not any("cannot launch" in w.value for w in ok.warning)
+
+
+def test_online_softmax_overflow_text_only_says_nan_when_it_overflows():
+    calm = open_page("online_softmax")
+    assert "returns NaN" not in texts(calm) and "0** inf among" in texts(calm)
+    hot = open_page("online_softmax", inputs="rising", logit_scale=1000)
+    assert_clean(hot)
+    assert "(softmax then returns NaN)" in texts(hot)
+
+
+def test_online_softmax_draws_skipped_tiles_as_skipped():
+    at = open_page("online_softmax", causal="true", sm_row=10)     # query tile 0 of 4
+    assert_clean(at)
+    stats = json.dumps(specs(at)[0])
+    assert "skipped by the causal mask" in stats
+    assert "skips the last 3 key tile(s)" in texts(at)

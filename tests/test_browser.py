@@ -1,7 +1,9 @@
 """A real browser: start the app headless, open every page in Debian's Chromium (Playwright),
-check that nothing raised and the charts are drawn, move a step slider and check the chart
-changes, follow a link's page controls into the page and back into the URL, and save a
-screenshot of each page (docs/screenshots/ with FA_LAB_SCREENSHOTS=1)."""
+check that nothing raised and the charts are drawn, step a loop and check the chart changes,
+follow a link's page controls into the page and back into the URL, check every page is
+legible at 1280×720 and 1500 px wide (no sideways scroll, no chart cut off, no overlapping
+elements), and save a screenshot of each page (docs/screenshots/ with FA_LAB_SCREENSHOTS=1;
+docs/screenshots/1280/ at 1280×720)."""
 from __future__ import annotations
 
 import os
@@ -89,8 +91,7 @@ def test_page_renders_without_exception(browser, server, name):
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
         assert "Page not found" not in page.inner_text("body")
         if name in ("sram-tiling", "backward"):    # show the loop mid-way in the README's picture
-            slider = page.locator(".vega-bind input[type=range]").first
-            slider.fill(str(int(slider.get_attribute("max")) // 2 + 1))
+            _step_forward(page, 8)
         # Streamlit scrolls inside its main block: grow the window to the content, then shoot.
         height = _settle(page, quiet_polls=1)
         page.set_viewport_size({"width": 1600, "height": min(max(height + 200, 1000), 6000)})
@@ -101,7 +102,46 @@ def test_page_renders_without_exception(browser, server, name):
         page.close()
 
 
-@pytest.mark.parametrize("path", ["sram-tiling", "online-softmax", "backward"])
+def _step_forward(page, times: int):
+    """Press the loop player's ▶ button `times` times, waiting for each re-run."""
+    for _ in range(times):
+        page.get_by_role("button", name="▶").first.click()
+        _settle(page, quiet_polls=2)
+
+
+@pytest.mark.parametrize("path", ["sram-tiling", "backward"])
+def test_step_buttons_change_the_loop_chart(browser, server, path):
+    page = _open(browser, f"{server}/{path}")
+    try:
+        embed = page.locator(".vega-embed").nth(1 if path == "sram-tiling" else 0)
+        before = embed.screenshot()
+        _step_forward(page, 3)
+        step = page.locator('[data-testid="stSlider"]').filter(
+            has_text="loop step").locator("input[type=range]")
+        assert step.input_value() == "4"
+        assert before != embed.screenshot(), "the ▶ button did not change the loop chart"
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+def test_play_goes_on_from_the_step_shown(browser, server):
+    page = _open(browser, f"{server}/sram-tiling")
+    try:
+        _step_forward(page, 4)                             # step 5
+        step = page.locator('[data-testid="stSlider"]').filter(
+            has_text="loop step").locator("input[type=range]")
+        page.get_by_text("Play", exact=True).click()       # the toggle's label
+        deadline = time.time() + 15
+        while int(step.input_value()) <= 5 and time.time() < deadline:
+            page.wait_for_timeout(250)
+        assert 5 < int(step.input_value()) <= 8, step.input_value()   # on from 5, not from 1
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("path", ["online-softmax"])
 def test_step_slider_changes_chart(browser, server, path):
     page = _open(browser, f"{server}/{path}")
     try:
@@ -175,6 +215,95 @@ def test_tile_sizes_click_on_a_cell_sets_the_tiles(browser, server):
             "e => [...e.querySelectorAll('input')].map(n => n.value).filter(v => v)")
             for label in ("block_q (Br)", "block_k (Bc)")}
         assert shown == {"block_q (Br)": ["8"], "block_k (Bc)": ["128"]}, shown
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+# ---- legible at 1280×720 and 1500 px ----------------------------------------------------
+SIZES = {"1280x720": (1280, 720), "1500x900": (1500, 900)}
+SHOTS_1280 = SHOTS / "1280"
+
+LAYOUT = """() => {
+    const vw = window.innerWidth;
+    const box = e => { const r = e.getBoundingClientRect();
+                       return {x: r.left, y: r.top, r: r.right, b: r.bottom,
+                               w: r.width, h: r.height}; };
+    const scrollers = [document.documentElement,
+                       ...document.querySelectorAll('[data-testid="stMain"], '
+                                                   + '[data-testid="stMainBlockContainer"], '
+                                                   + '[data-testid="stAppViewContainer"]')];
+    const sideways = scrollers.filter(e => e.scrollWidth > e.clientWidth + 1)
+        .map(e => `${e.dataset.testid || e.tagName}: ${e.scrollWidth} > ${e.clientWidth}`);
+    const charts = [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].map(c => {
+        const drawn = c.querySelector('.vega-embed canvas, .vega-embed svg');
+        return {outer: box(c), drawn: drawn ? box(drawn) : null,
+                title: (c.querySelector('.vega-embed') || c).getAttribute('aria-label') || ''};
+    });
+    const leaves = [...document.querySelectorAll('[data-testid="stElementContainer"]')]
+        .filter(e => !e.querySelector('[data-testid="stElementContainer"]')
+                     && e.checkVisibility({checkOpacity: true, checkVisibilityCSS: true}))
+        .map(e => ({b: box(e), text: ((e.innerText || '').trim().slice(0, 60) || (e.querySelector(
+            '[data-testid]')?.dataset.testid || 'element')) + ` at (${Math.round(box(e).x)}, `
+            + `${Math.round(box(e).y)}), ${Math.round(box(e).w)} px wide`}))
+        .filter(e => e.b.w > 0 && e.b.h > 0);
+    const main = document.querySelector('[data-testid="stMain"]');
+    const edge = main ? main.getBoundingClientRect().right : vw;
+    const wide = [...document.querySelectorAll('[data-testid="stElementContainer"]')]
+        .filter(e => e.scrollWidth > e.clientWidth + 1 || e.getBoundingClientRect().right > edge + 1)
+        .map(e => `${e.querySelector('[data-testid]:not([data-testid="stElementContainer"])')
+                     ?.dataset.testid} ${e.scrollWidth} px wide: ${(e.innerText || '').slice(0, 50)}`);
+    return {vw, sideways, charts, leaves, wide};
+}"""
+
+
+def _overlap(a: dict, b: dict) -> float:
+    w = min(a["r"], b["r"]) - max(a["x"], b["x"])
+    h = min(a["b"], b["b"]) - max(a["y"], b["y"])
+    return max(w, 0) * max(h, 0)
+
+
+# beside every page at its defaults: configs that widen or lengthen the charts
+VARIANTS = {**{name: path for name, (path, _) in PAGES.items()},
+            "sram-tiling-long": "sram-tiling?seq_q=8192&seq_k=8192&causal=true&batch=4&heads=8",
+            "online-softmax-causal": "online-softmax?causal=true&sm_row=10&inputs=rising"}
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_page_is_legible_at_projector_sizes(browser, server, name, size):
+    """No sideways scroll; every chart drawn inside its element and the window (so no legend
+    or axis is cut off: Vega draws legends inside its canvas); no two page elements on top of
+    each other (text over a chart, or text over text)."""
+    width, height = SIZES[size]
+    page = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        page.goto(f"{server}/{VARIANTS[name]}")
+        page.wait_for_selector("h1", timeout=30000)
+        _settle(page)
+        if size == "1280x720" and name in PAGES and os.environ.get("FA_LAB_SCREENSHOTS") == "1":
+            SHOTS_1280.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS_1280 / f"{name}.png"))
+            if name in ("sram-tiling", "backward"):     # the loop board as a talk shows it
+                page.get_by_text("Play", exact=True).evaluate(
+                    "e => e.scrollIntoView({block: 'start'})")
+                page.wait_for_timeout(500)
+                page.screenshot(path=str(SHOTS_1280 / f"{name}-loop.png"))
+        got = page.evaluate(LAYOUT)
+        assert not got["sideways"], (f"{name} at {size} scrolls sideways: {got['sideways']}; "
+                                     f"too wide: {got['wide']}")
+        for c in got["charts"]:
+            d, o = c["drawn"], c["outer"]
+            assert d is not None, f"{name} at {size}: a chart was not drawn"
+            assert d["r"] <= min(o["r"], got["vw"]) + 1, (
+                f"{name} at {size}: chart {c['title']!r} is {d['w']:.0f} px wide, cut off at "
+                f"{min(o['r'], got['vw']):.0f} px (its legend or axis is hidden)")
+        leaves = got["leaves"]
+        for i, a in enumerate(leaves):
+            for b in leaves[i + 1:]:
+                area = _overlap(a["b"], b["b"])
+                assert area <= 4, (f"{name} at {size}: {a['text']!r} and {b['text']!r} "
+                                   f"overlap by {area:.0f} px²")
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         page.close()

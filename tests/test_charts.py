@@ -79,15 +79,14 @@ def test_large_grids_are_grouped_and_keep_the_totals():
     assert largest_dataset(chart) <= MAX_MARKS
 
 
-def test_loop_chart_binds_the_step_to_a_slider():
+def test_loop_chart_draws_the_step_of_its_param():
     cfg = CONFIGS[1]
     view = tiling_data.loop_view(cfg)
     chart = charts_tiling.loop_chart(view.tiles, view.steps, view.rows, view.cols, start=4)
     step = params(chart)["step"]
-    assert step["bind"]["input"] == "range" and step["bind"]["min"] == 1
-    assert step["bind"]["max"] == len(view.steps) and step["value"] == 5
+    assert "bind" not in step and step["value"] == 5     # app.ui.loop_player sets the step
     spec = json.dumps(chart.to_dict())
-    assert "datum.order == (step - 1)" in spec           # the browser picks the step
+    assert "datum.order == (step - 1)" in spec
     for name in ("Q_i", "K_j", "V_j", "O_i", "S_ij"):
         assert TILE_COLORS[name] in spec
     rows = {len(v) for v in datasets(chart).values()}
@@ -385,7 +384,7 @@ def test_backward_loop_groups_large_grids():
     assert view.group > 1 and len(view.tiles) <= tiling_data.MAX_CELLS
     chart = charts_backward.loop_chart(view.tiles, view.steps, view.rows, view.cols)
     assert largest_dataset(chart) <= MAX_MARKS
-    assert params(chart)["step"]["bind"]["max"] == len(view.steps)
+    assert params(chart)["step"]["value"] == 1          # app.ui.loop_player sets the step
 
 
 @pytest.mark.parametrize("causal", [False, True])
