@@ -32,7 +32,7 @@ def _calc(**fields: str) -> list[dict]:
 
 
 def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
-               start: int = 0, size: int = 640) -> alt.VConcatChart:
+               start: int = 0, size: int = 540) -> alt.VConcatChart:
     """The Tr×Tc grid of P in FA2 backward order (key tile j outer): K_j and V_j stay on chip
     for a whole column while Q_i and dO_i stream past; dK_j and dV_j fill up on chip and are
     written when the column ends; dQ_i grows in HBM. All driven by one step slider."""
@@ -174,7 +174,7 @@ def rowsum_chart(mass: pd.DataFrame, width: int = 440) -> alt.LayerChart:
     return finish(chart, width=width)
 
 
-def growth_chart(dq: pd.DataFrame, dkv: pd.DataFrame, width: int = 380) -> alt.HConcatChart:
+def growth_chart(dq: pd.DataFrame, dkv: pd.DataFrame, width: int = 280) -> alt.HConcatChart:
     """‖dQ_r‖ as the key tiles add to it, beside ‖dK_c‖ and ‖dV_c‖ as the query tiles do;
     hollow points mark tiles the causal mask skipped (the value carries)."""
     def panel(data: pd.DataFrame, axis: str, title: str, names: dict):
@@ -183,22 +183,22 @@ def growth_chart(dq: pd.DataFrame, dkv: pd.DataFrame, width: int = 380) -> alt.H
                   axis=alt.Axis(tickMinStep=1, format="d"))
         color = alt.Color("what:N", title=None, legend=alt.Legend(orient="bottom"),
                           scale=alt.Scale(domain=list(names), range=list(names.values())))
-        return alt.Chart(data).mark_line(strokeWidth=3, point=alt.OverlayMarkDef(
+        line = alt.Chart(data).mark_line(strokeWidth=3, point=alt.OverlayMarkDef(
             size=90, filled=True)).encode(
             x=x, y=alt.Y("norm:Q", title="norm"), color=color,
-            tooltip=["what:N", "tile:Q", alt.Tooltip("norm:Q", format=".5g"), "processed:N"],
-        ) + alt.Chart(data[~data.processed]).mark_point(
-            size=160, color=INK, shape="circle", filled=False).encode(x=x, y="norm:Q")\
-            .properties(width=width, height=260, title=title)
+            tooltip=["what:N", "tile:Q", alt.Tooltip("norm:Q", format=".5g"), "processed:N"])
+        skipped = alt.Chart(data[~data.processed]).mark_point(
+            size=160, color=INK, shape="circle", filled=False).encode(x=x, y="norm:Q")
+        return (line + skipped).properties(width=width, height=260, title=title)
 
-    left = panel(dq, "key tile j", "dQ_r grows in HBM, one key-tile block at a time",
+    left = panel(dq, "key tile j", ["dQ_r grows in HBM,", "one key-tile block at a time"],
                  {"‖dQ_r‖": GRADIENT_COLORS["dQ_i"]})
-    right = panel(dkv, "query tile i", "dK_c, dV_c grow on chip as query tiles pass",
+    right = panel(dkv, "query tile i", ["dK_c, dV_c grow on chip", "as query tiles pass"],
                   {"‖dK_c‖": GRADIENT_COLORS["dK_j"], "‖dV_c‖": GRADIENT_COLORS["dV_j"]})
     return finish(alt.hconcat(left, right, spacing=40).resolve_scale(color="independent"))
 
 
-def hbm_parts_chart(parts: pd.DataFrame, width: int = 440) -> alt.Chart:
+def hbm_parts_chart(parts: pd.DataFrame, width: int = 300) -> alt.Chart:
     """HBM bytes of naive and flash backward, every part of the IO model stacked; reads
     and writes told apart."""
     names = list(dict.fromkeys(parts.part))
@@ -216,7 +216,7 @@ def hbm_parts_chart(parts: pd.DataFrame, width: int = 440) -> alt.Chart:
                                    title="HBM bytes of one backward pass (model)"), width=width)
 
 
-def price_chart(table: pd.DataFrame, width: int = 440) -> alt.Chart:
+def price_chart(table: pd.DataFrame, width: int = 300) -> alt.Chart:
     """The least time the matrix products and the HBM traffic of each backward take at the
     GPU's datasheet rates: flash pays a fifth product to move far fewer bytes."""
     chart = alt.Chart(table.assign(us=table.ms * 1e3)).mark_bar(height=22).encode(
@@ -234,7 +234,7 @@ def price_chart(table: pd.DataFrame, width: int = 440) -> alt.Chart:
                   width=width)
 
 
-def peak_chart(peak: pd.DataFrame, width: int = 440) -> alt.Chart:
+def peak_chart(peak: pd.DataFrame, width: int = 300) -> alt.Chart:
     """Device bytes held at the backward's peak, naive against flash."""
     data = peak.assign(MB=peak["bytes"] / 1e6)
     chart = alt.Chart(data).mark_bar(height=34).encode(

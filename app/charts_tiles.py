@@ -20,7 +20,7 @@ LEVEL_COLORS = {"registers": TILE_COLORS["S_ij"], "shared memory": TILE_COLORS["
 
 
 def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "blues",
-                 log: bool = False, size: int = 380) -> alt.LayerChart:
+                 log: bool = False, size: int = 290) -> alt.LayerChart:
     """block_k across, block_q down; colour = value (cells that do not fit or that the kernel
     does not take drawn in their own colour, with a word); ★ fastest measured, ▲ the paper's
     choice; the current config outlined in black."""
@@ -60,6 +60,9 @@ def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "bl
     return finish(chart)
 
 
+PYRAMID_WIDTH = 600     # fits the main column at 1280 px with its axis
+
+
 def pyramid_chart(levels: pd.DataFrame) -> alt.LayerChart:
     """The memory pyramid: one bar per level, its width the logarithm of its capacity (host
     memory, whose size is the host's, drawn widest), labelled with capacity and bandwidth."""
@@ -77,11 +80,11 @@ def pyramid_chart(levels: pd.DataFrame) -> alt.LayerChart:
         tooltip=["level:N", "capacity:N", "capacity source:N", "bandwidth:N",
                  "bandwidth source:N"])
     text = alt.Chart(data).mark_text(fontSize=FONT["text"], color=INK).encode(
-        x=alt.value(360), y=y, text="label:N")
+        x=alt.value(PYRAMID_WIDTH / 2), y=y, text="label:N")
     chart = alt.layer(bars, text).properties(
-        width=720, height=alt.Step(52),
-        title="The memory pyramid: small and fast at the top, large and slow at the bottom "
-              "(width: capacity, log scale)")
+        width=PYRAMID_WIDTH, height=alt.Step(52),
+        title=["The memory pyramid: small and fast at the top, large and slow at the bottom",
+               "(width: capacity, log scale)"])
     return finish(chart)
 
 
@@ -90,7 +93,7 @@ def placement_chart(places: pd.DataFrame) -> alt.Chart:
     chart = alt.Chart(places).mark_bar(height=18).encode(
         x=alt.X("bytes:Q", title="bytes (log scale)", scale=alt.Scale(type="log")),
         y=alt.Y("what:N", title=None, sort=list(dict.fromkeys(places.what)),
-                axis=alt.Axis(labelLimit=320)),
+                axis=alt.Axis(labelLimit=240)),
         color=alt.Color("where:N", title="kept in",
                         scale=alt.Scale(domain=list(LEVEL_COLORS),
                                         range=list(LEVEL_COLORS.values())),
@@ -98,4 +101,4 @@ def placement_chart(places: pd.DataFrame) -> alt.Chart:
         row=alt.Row("algorithm:N", title=None, sort=list(dict.fromkeys(places.algorithm)),
                     header=alt.Header(labelAngle=0, labelAlign="left")),
         tooltip=["algorithm:N", "what:N", "where:N", "size:N"])
-    return finish(chart.properties(width=520).resolve_scale(y="independent"))
+    return finish(chart.properties(width=400).resolve_scale(y="independent"))

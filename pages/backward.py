@@ -134,7 +134,7 @@ if on_gpu or st.button("Time the CPU emulation"):
         left, right = st.columns([3, 2])
         with left:
             st.caption(f"Backward alone, measured on {where}.")
-            chart(config_chart, table)
+            chart(config_chart, table, width=360)
         with right:
             method_note(entries[0][1].method, GPU_METHOD if on_gpu else None)
 else:
@@ -163,5 +163,5 @@ else:
                    f"{chosen.get('method', 'not stated')}")
         for col, metric in zip(st.columns(2), ("median_ms", "speedup")):
             with col:
-                chart(sweep_chart, rows, metric, width=440)
+                chart(sweep_chart, rows, metric, width=290)
         st.dataframe(rows.drop(columns=["file", "method"]), hide_index=True)
