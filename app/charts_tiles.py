@@ -19,8 +19,11 @@ LEVEL_COLORS = {"registers": TILE_COLORS["S_ij"], "shared memory": TILE_COLORS["
                 "HBM": ALARM}
 
 
+HEATMAP_SIZE = 290      # plot width in px; two heatmaps side by side fit 1280 px
+
+
 def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "blues",
-                 log: bool = False, size: int = 290) -> alt.LayerChart:
+                 log: bool = False, size: int = HEATMAP_SIZE) -> alt.LayerChart:
     """block_k across, block_q down; colour = value (cells that do not fit or that the kernel
     does not take drawn in their own colour, with a word); ★ fastest measured, ▲ the paper's
     choice; the current config outlined in black."""

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, serve
+from app.charts_tiles import HEATMAP_SIZE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -202,10 +203,10 @@ def test_tile_sizes_click_on_a_cell_sets_the_tiles(browser, server):
         embed = page.locator(".vega-embed").first
         embed.scroll_into_view_if_needed()
         box = embed.locator("canvas, svg").first.bounding_box()
-        # the plot area: 380 × 304 px (app/charts_tiles.py), after the y axis (about 55 px)
-        # and under the title (about 25 px); Vega pads the view by 5 px
-        x = box["x"] + 5 + 55 + 380 * 0.9
-        y = box["y"] + 5 + 25 + 304 * 0.1
+        # the plot area: HEATMAP_SIZE × 0.8 of it (app/charts_tiles.py), after the y axis
+        # (about 55 px) and under the title (about 25 px); Vega pads the view by 5 px
+        x = box["x"] + 5 + 55 + HEATMAP_SIZE * 0.9
+        y = box["y"] + 5 + 25 + int(HEATMAP_SIZE * 0.8) * 0.1
         page.mouse.click(x, y)
         page.wait_for_url(re.compile(r"[?&]block_q=8(&|$)"), timeout=60000)
         assert re.search(r"[?&]block_k=128(&|$)", page.url), page.url
