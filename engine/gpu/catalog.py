@@ -62,19 +62,24 @@ def supported_text() -> str:
             f"{' or '.join(WGMMA.dtypes)}, {WGMMA.shapes_text()} (wgmma kernel)")
 
 
+def _refusal(cfg: AttentionConfig, build: TensorCoreBuild, name: str,
+             supported: str) -> ConfigError:
+    """The error naming what of cfg `build` does not take, and everything that runs."""
+    problems = []
+    if cfg.dtype not in build.dtypes:
+        problems.append(f"dtype={cfg.dtype}")
+    if (cfg.head_dim, cfg.block_q, cfg.block_k) not in build.shapes:
+        problems.append(f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}")
+    return ConfigError(f"The {name} does not take {'; '.join(problems)}. It supports {supported}.")
+
+
 def tensorcore_build(cfg: AttentionConfig, hopper: bool) -> TensorCoreBuild:
     """The build that runs cfg with kernel="tensorcore" (hopper: the GPU is compute
     capability 9.x); ConfigError with the supported list when none takes it."""
     for build in TENSORCORE_BUILDS:
         if build.takes(cfg) and (hopper or not build.hopper_only):
             return build
-    problems = []
-    if cfg.dtype not in MMA_SYNC.dtypes:
-        problems.append(f"dtype={cfg.dtype}")
-    if (cfg.head_dim, cfg.block_q, cfg.block_k) not in MMA_SYNC.shapes:
-        problems.append(f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}")
-    raise ConfigError(f"The tensor-core kernel does not take {'; '.join(problems)}. "
-                      f"It supports {supported_text()}.")
+    raise _refusal(cfg, MMA_SYNC, "tensor-core kernel", supported_text())
 
 
 def backward_supported_text() -> str:
@@ -87,13 +92,7 @@ def backward_build(cfg: AttentionConfig) -> TensorCoreBuild:
     list when it does not take cfg."""
     if BACKWARD_MMA.takes(cfg):
         return BACKWARD_MMA
-    problems = []
-    if cfg.dtype not in BACKWARD_MMA.dtypes:
-        problems.append(f"dtype={cfg.dtype}")
-    if (cfg.head_dim, cfg.block_q, cfg.block_k) not in BACKWARD_MMA.shapes:
-        problems.append(f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}")
-    raise ConfigError(f"The tensor-core backward kernel does not take {'; '.join(problems)}. "
-                      f"It supports {backward_supported_text()}.")
+    raise _refusal(cfg, BACKWARD_MMA, "tensor-core backward kernel", backward_supported_text())
 
 
 def forward_for_backward(cfg: AttentionConfig, hopper: bool) -> AttentionConfig:
