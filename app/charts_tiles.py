@@ -86,8 +86,7 @@ def pyramid_chart(levels: pd.DataFrame) -> alt.LayerChart:
         x=alt.value(PYRAMID_WIDTH / 2), y=y, text="label:N")
     chart = alt.layer(bars, text).properties(
         width=PYRAMID_WIDTH, height=alt.Step(52),
-        title=["The memory pyramid: small and fast at the top, large and slow at the bottom",
-               "(width: capacity, log scale)"])
+        title="The memory pyramid: small and fast on top (bar width: capacity, log scale)")
     return finish(chart)
 
 
