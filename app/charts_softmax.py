@@ -10,7 +10,7 @@ import math
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, slider
+from app.style import ALARM, DONE, FONT, INK, LABEL_NAMES, PENDING, TILE_COLORS, finish, slider
 
 UPTO = "upto"
 LN10 = math.log(10)
@@ -22,8 +22,8 @@ def tile_param(n_tiles: int) -> alt.VariableParameter:
     return slider(UPTO, top, 0, top, 1, "after key tile j = ")
 
 
-def _panel(data: pd.DataFrame, title: str, width: int):
-    return alt.Chart(data, title=title).properties(width=width, height=190)
+def _panel(data: pd.DataFrame, title: str, width: int, height: int = 190):
+    return alt.Chart(data, title=title).properties(width=width, height=height)
 
 
 def _x(n_tiles: int, field: str = "tile"):
@@ -55,7 +55,8 @@ def _now(n_tiles: int):
         color=INK, strokeDash=[4, 4], strokeWidth=2).encode(x=_x(n_tiles))
 
 
-def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280) -> alt.VConcatChart:
+def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280,
+                height: int = 190) -> alt.VConcatChart:
     """Tile max vs running max, rescale factor (below 1 in red), running sum, and the partial
     output's error against the exact answer, over key tiles. Key tiles the row's query tile
     skips (causal) are drawn as grey bands, not as computed values."""
@@ -67,9 +68,11 @@ def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280) -> a
     rows = rows[ran]
     long_max = rows.melt(id_vars=["tile"], value_vars=["tile_max", "running_max"],
                          var_name="series", value_name="value").dropna()
-    maxes = _panel(long_max, "tile max vs running max m_i", width)
+    long_max["series"] = long_max.series.map(LABEL_NAMES)
+    maxes = _panel(long_max, "tile max vs running max m_i", width, height)
     max_color = alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom"),
-                          scale=alt.Scale(domain=["tile_max", "running_max"],
+                          scale=alt.Scale(domain=[LABEL_NAMES["tile_max"],
+                                                  LABEL_NAMES["running_max"]],
                                           range=[TILE_COLORS["K_j"], TILE_COLORS["m_i"]]))
     maxes = (_seen(maxes.mark_line(point=alt.OverlayMarkDef(size=90), strokeWidth=3).encode(
         x=x, y=alt.Y("value:Q", title="score (scaled)", scale=alt.Scale(zero=False)),
@@ -80,7 +83,7 @@ def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280) -> a
 
     flagged = rows.assign(moved=rows.rescale < 1,
                           fill=[ALARM if f < 1 else DONE for f in rows.rescale])
-    rescale = (_seen(_panel(flagged, "rescale factor exp(m_old − m_new)", width).mark_bar(
+    rescale = (_seen(_panel(flagged, "rescale factor exp(m_old − m_new)", width, height).mark_bar(
         size=max(4, 0.6 * width / max(n, 1))).encode(
         x=x, y=alt.Y("rescale:Q", title="factor", scale=alt.Scale(domain=[0, 1.05])),
         color=alt.Color("fill:N", scale=None),
@@ -89,14 +92,14 @@ def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280) -> a
     if len(skipped):
         rescale = _skipped(skipped, n, width) + rescale
 
-    sums = (_seen(_panel(rows, "running sum l_i", width).mark_line(
+    sums = (_seen(_panel(rows, "running sum l_i", width, height).mark_line(
         point=alt.OverlayMarkDef(size=90), strokeWidth=3, color=TILE_COLORS["l_i"]).encode(
         x=x, y=alt.Y("running_sum:Q", title="l_i"),
         tooltip=["tile:Q", alt.Tooltip("running_sum:Q", format=".6g")])) + _now(n))
     if len(skipped):
         sums = _skipped(skipped, n, width) + sums
 
-    err = (_seen(_panel(errors, "error of the partial output vs exact", width).mark_line(
+    err = (_seen(_panel(errors, "error of the partial output vs exact", width, height).mark_line(
         point=alt.OverlayMarkDef(size=90), strokeWidth=3, color=TILE_COLORS["O_i"]).encode(
         x=x, y=alt.Y("rel_error:Q", title="relative error"),
         tooltip=["tile:Q", alt.Tooltip("rel_error:Q", format=".3e")])) + _now(n))

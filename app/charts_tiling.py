@@ -37,11 +37,13 @@ def _labels(rows: list[tuple[float, float, str, str]], x, y):
 
 
 def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
-               start: int = 0, size: int = 380, order: str = "fa2") -> alt.VConcatChart:
+               start: int = 0, size: int = 380, order: str = "fa2",
+               side: bool = False) -> alt.VConcatChart:
     """The Tr×Tc grid of S with the Q_i, K_j, V_j and O_i strips around it, and the HBM bytes
-    moved so far, all driven by one step param. order="fa2": a query tile's row is done in
-    one run (Q_i, O_i stay on chip; K_j, V_j stream past); "fa1": a key tile's column is
-    (K_j, V_j stay; Q_i and O_i, m_i, l_i stream in from HBM and back)."""
+    moved so far (below the board, or beside it when `side`), all driven by one step param.
+    order="fa2": a query tile's row is done in one run (Q_i, O_i stay on chip; K_j, V_j
+    stream past); "fa1": a key tile's column is (K_j, V_j stay; Q_i and O_i, m_i, l_i stream
+    in from HBM and back)."""
     n = len(steps)
     t = max(1.0, 0.07 * max(rows, cols))          # strip thickness in cell units
     x_dom, y_dom = [-2.2 * t, cols + 1.6 * t], [-3.4 * t, rows]
@@ -115,7 +117,9 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
     ).mark_text(fontSize=FONT["chart_title"], align="left", color=INK).encode(
         text="text:N", x=alt.value(0)).properties(height=30, width=size)
 
-    chart = alt.vconcat(caption, board, hbm_bars(steps, order), spacing=10)
+    bars = hbm_bars(steps, order)
+    chart = (alt.vconcat(caption, alt.hconcat(board, bars, spacing=40), spacing=10) if side
+             else alt.vconcat(caption, board, bars, spacing=10))
     return finish(chart, params=[step_param(n, start)])
 
 

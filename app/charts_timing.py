@@ -140,7 +140,8 @@ def hbm_chart(memory: pd.DataFrame, width: int = 290) -> alt.Chart:
     return finish(chart.properties(height=300, title="HBM bytes moved (model)"), width=width)
 
 
-def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300) -> alt.HConcatChart:
+def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300,
+                   height: int = 260) -> alt.HConcatChart:
     """The Overview's picture: time and peak memory against N, one line per kernel in words
     (naive, the project's flash builds, PyTorch's flash and cuDNN), titled with the device and
     date of the recording."""
@@ -157,7 +158,7 @@ def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300) -> alt.H
             x=x, y=alt.Y(f"{field}:Q", title=None, scale=alt.Scale(type="log")), color=color,
             tooltip=[alt.Tooltip("name:N", title="kernel"), "seq:Q", "batch:Q",
                      alt.Tooltip(f"{field}:Q", format=".4g")]).properties(
-            width=width, height=260, title=title)
+            width=width, height=height, title=title)
 
     chart = alt.hconcat(panel("median_ms", "time (ms, median, log)"),
                         panel("peak_GB", "peak memory (GB, log)"), spacing=30).properties(

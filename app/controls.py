@@ -59,6 +59,7 @@ CONTROLS = {c.name: c for c in (
     Control("backend", "choice", "auto", choices=tuple(BACKEND_LABELS)),
     Control("kernel", "choice", "teaching", choices=tuple(KERNELS)),
     Control("profile", "choice", "H200", choices=tuple(PROFILES)),
+    Control("talk", "bool", False),
 )}
 
 
@@ -71,6 +72,8 @@ PAGE_CONTROLS = {
     "sm_row": ("online-softmax", Control("sm_row", "int", None, 0, MAX_SEQ_UI - 1)),
     "sweep_largest": ("timings", Control("sweep_largest", "choice", None,
                                          choices=tuple(2 ** k for k in range(8, 17)))),
+    "sram_order": ("sram-tiling", Control("sram_order", "choice", None,
+                                          choices=("fa2", "fa1"))),
     "bw_row": ("backward", Control("bw_row", "int", None, 0, MAX_SEQ_UI - 1)),
     "bw_key": ("backward", Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1)),
 }

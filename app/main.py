@@ -4,11 +4,14 @@ from pathlib import Path
 import streamlit as st
 
 from app import sidebar
+from app.style import TALK_CSS
 from app.ui import SETTINGS_KEY
 
 PAGES = Path(__file__).resolve().parent.parent / "pages"
 
-st.set_page_config(page_title="FlashAttention Lab", page_icon="⚡", layout="wide")
+talk = sidebar.talk_requested()
+st.set_page_config(page_title="FlashAttention Lab", page_icon="⚡", layout="wide",
+                   initial_sidebar_state="collapsed" if talk else "auto")
 page = st.navigation([
     st.Page(PAGES / "overview.py", title="Overview", url_path="overview", default=True),
     st.Page(PAGES / "sram_tiling.py", title="SRAM tiling", url_path="sram-tiling"),
@@ -21,4 +24,6 @@ page = st.navigation([
 ])
 st.session_state[sidebar.PAGE_KEY] = page.url_path
 st.session_state[SETTINGS_KEY] = sidebar.render()
+if talk:
+    st.html(TALK_CSS)
 page.run()

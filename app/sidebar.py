@@ -28,10 +28,23 @@ class Settings:
     kernel: str
     profile: str
     device: engine.DeviceInfo
+    talk: bool = False                   # talk mode: main chart first, sized for 1280×720
 
     @property
     def on_gpu(self) -> bool:
         return self.backend == "cupy"
+
+
+def talk_requested() -> bool:
+    """Whether talk mode is on: the session's toggle, or on a session's first run the link's
+    talk parameter (read before the page is configured, so the sidebar can start collapsed)."""
+    ss = st.session_state
+    if "talk" in ss:
+        return bool(ss["talk"])
+    try:
+        return parse_value("talk", st.query_params.get("talk", "false"))
+    except ValueError:
+        return False
 
 
 def apply_preset(name: str | None = None) -> None:
@@ -120,6 +133,10 @@ def _widgets() -> None:
         where.selectbox(label, c[name].choices, index=c[name].choices.index(ss[name]),
                         key=name, **changed, **kw)
 
+    st.toggle("Talk mode", ss["talk"], key="talk", **changed,
+              help="For a projector: the sidebar folds away and each page opens with its main "
+                   "chart and that chart's controls, sized to fit 1280×720. The link keeps it "
+                   "(talk=true).")
     st.selectbox("Preset for talks", [NO_PRESET, *PRESETS], key="_preset",
                  on_change=apply_preset)
     st.subheader("Shapes")
@@ -175,4 +192,4 @@ def render() -> Settings:
                  f"{device_sentence(device.reason)} Choose 'auto' or 'CPU emulation' to run the NumPy emulation of "
                  f"{ss['profile']}.")
     return Settings(cfg=cfg, error=error, url_errors=tuple(url_errors), backend=backend,
-                    kernel=ss["kernel"], profile=ss["profile"], device=device)
+                    kernel=ss["kernel"], profile=ss["profile"], device=device, talk=ss["talk"])

@@ -36,6 +36,14 @@ KERNEL_COLORS = {
 # sampled), so Altair's default 5000-row guard would only refuse charts within that cap.
 alt.data_transformers.disable_max_rows()
 
+# Talk mode: less empty space above the title and a smaller title, so that each page's main
+# chart and its controls fit a 1280×720 projector below it.
+TALK_CSS = """<style>
+[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; padding-bottom: 2rem; }
+[data-testid="stHeader"] { background: transparent; }
+[data-testid="stMainBlockContainer"] h1 { font-size: 2rem; padding: 0 0 0.25rem 0; }
+</style>"""
+
 FONT = {"label": 16, "title": 18, "chart_title": 20, "text": 16}
 
 

@@ -31,6 +31,37 @@ def usable_settings() -> Settings:
     return s
 
 
+def stage():
+    """Where a page puts its main chart and that chart's controls: in talk mode a container
+    made here, right below the title (call this first), so they fill the projector's first
+    screen; otherwise None, and `on_stage` draws them where the page reaches them."""
+    return st.container() if settings().talk else None
+
+
+def on_stage(slot):
+    """The container for the main chart: the stage in talk mode, else a new one in place."""
+    return slot if slot is not None else st.container()
+
+
+def notes(above):
+    """Where the text about a main chart goes: `above` (a container made before the chart)
+    normally; in talk mode a new container after the chart, so the chart stays on screen."""
+    return st.container() if settings().talk else above
+
+
+def linked_radio(label: str, key: str, options: dict, default, **kwargs):
+    """A page's horizontal radio over `options` (value -> words), kept in the URL under
+    `key`; its label is hidden in talk mode."""
+    ss = st.session_state
+    if key in ss and ss[key] not in options:
+        ss[key] = default
+    value = st.radio(label, list(options), list(options).index(ss.get(key, default)),
+                     format_func=options.get, horizontal=True, key=key,
+                     label_visibility="collapsed" if settings().talk else "visible", **kwargs)
+    keep_page_control(key, value, default)
+    return value
+
+
 def linked_number(where, label: str, key: str, low: int, high: int, default: int) -> int:
     """A page's number input kept in the URL under `key` (none is drawn when the config leaves
     one choice). A value from the link or from an earlier config that is out of this config's
@@ -160,17 +191,26 @@ def loop_player(key: str, n_steps: int, builder: Callable, *args, reset_on=None,
     if n_steps <= 1:
         chart(builder, *args, slider_values={"step": 1}, **kwargs)
         return
-    c_play, c_speed, c_note = st.columns([1, 2, 4], vertical_alignment="center")
-    playing = c_play.toggle("Play", key=play_key)
-    speed = c_speed.select_slider("speed", list(SPEEDS), "normal", key=f"{key}_speed")
-    c_note.caption(f"{n_steps:,} steps; Play moves {stride} a frame ({-(-n_steps // stride)} "
-                   f"frames)." if stride > 1 else f"{n_steps} steps; Play moves one a frame.")
+    playing, speed = ss.get(play_key, False), ss.get(f"{key}_speed", "normal")
+    note = (f"{n_steps:,} steps; Play moves {stride} a frame ({-(-n_steps // stride)} frames)."
+            if stride > 1 else f"{n_steps} steps; Play moves one a frame.")
+    talk = settings().talk
 
     @st.fragment(run_every=SPEEDS[speed] if playing else None)
     def board():
+        if (ss.get(play_key, False), ss.get(f"{key}_speed", "normal")) != (playing, speed):
+            st.rerun()            # Play or speed changed: a full run sets the new frame timer
         if playing:
             ss[step_key] = next_frame(ss[step_key], n_steps, stride)
-        c_back, c_fwd, c_step = st.columns([1, 1, 10], vertical_alignment="bottom")
+        if talk:                  # one row of controls, so the board fits the screen below it
+            c_play, c_speed, c_back, c_fwd, c_step = st.columns(
+                [1.3, 2, 0.7, 0.7, 7], vertical_alignment="bottom")
+        else:
+            c_play, c_speed, c_note = st.columns([1, 2, 4], vertical_alignment="center")
+            c_note.caption(note)
+            c_back, c_fwd, c_step = st.columns([1, 1, 10], vertical_alignment="bottom")
+        c_play.toggle("Play", key=play_key, help=note)
+        c_speed.select_slider("speed", list(SPEEDS), "normal", key=f"{key}_speed")
         c_back.button("◀", key=f"{key}_back", help="one step back",
                       on_click=_move, args=(step_key, -1, n_steps))
         c_fwd.button("▶", key=f"{key}_fwd", help="one step forward",

@@ -10,8 +10,8 @@ from app.charts_backward import growth_chart, hbm_parts_chart, loop_chart, peak_
 from app.charts_timing import config_chart, memory_chart, sweep_chart
 from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
                              recorded_table, sweep_lengths, timing_table)
-from app.ui import (chart, guarded, linked_number, loop_player, method_note, source_line,
-                    usable_settings)
+from app.ui import (chart, guarded, linked_number, loop_player, method_note, notes, on_stage,
+                    source_line, stage, usable_settings)
 from engine import check_limits, iomodel, recorded
 
 GPU_METHOD = ("CUDA events around the backward alone (the forward's O and lse are made "
@@ -21,6 +21,7 @@ GPU_METHOD = ("CUDA events around the backward alone (the forward's O and lse ar
 
 st.title("Backward pass")
 s = usable_settings()
+slot = stage()
 cfg, gpu = s.cfg, s.device.gpu
 
 st.markdown(
@@ -34,24 +35,30 @@ st.markdown(
 
 g = guarded(runner.backward, cfg, s.backend)
 
-st.subheader("The loop, step by step")
 if g is not None:
-    st.info(source_line(s, g.backend) + (
-        " The trace comes from the teaching backward kernel (the one built to write it)."
-        if g.backend == "cupy" and s.kernel != "teaching" else ""))
-    view = loop_view(cfg, g.trace)
-    n_steps = len(view.steps)
-    if view.group > 1:
-        st.caption(f"The grid has {cfg.Tr}×{cfg.Tc} tiles; each cell here groups "
-                   f"{view.group}×{view.group} of them, so a step covers that many tile steps.")
-    st.caption("Drag the **loop step** slider under the chart (it runs in your browser), or "
-               "play. The orange frame is the key tile j whose thread block holds K_j, V_j, "
-               "dK_j and dV_j on chip; the query tiles Q_i and dO_i stream past it. dK_j and "
-               "dV_j fill up (shade: share of the final norm, from the trace) and go to HBM "
-               "when the column ends; dQ_i collects every block's part in HBM. White tiles "
-               "are skipped by the causal mask. On a GPU the key-tile blocks run at the same "
-               "time; the animation shows them one after another.")
-    loop_player("bw", n_steps, loop_chart, view.tiles, view.steps, view.rows, view.cols)
+    with on_stage(slot):
+        if not s.talk:
+            st.subheader("The loop, step by step")
+        above = st.container()
+        view = loop_view(cfg, g.trace)
+        loop_player("bw", len(view.steps), loop_chart, view.tiles, view.steps, view.rows,
+                    view.cols, **(dict(size=380) if s.talk else {}))
+        with notes(above):
+            st.info(source_line(s, g.backend) + (
+                " The trace comes from the teaching backward kernel (the one built to write "
+                "it)." if g.backend == "cupy" and s.kernel != "teaching" else ""))
+            if view.group > 1:
+                st.caption(f"The grid has {cfg.Tr}×{cfg.Tc} tiles; each cell here groups "
+                           f"{view.group}×{view.group} of them, so a step covers that many "
+                           f"tile steps.")
+            st.caption("Drag the **loop step** slider under the chart (it runs in your "
+                       "browser), or play. The orange frame is the key tile j whose thread "
+                       "block holds K_j, V_j, dK_j and dV_j on chip; the query tiles Q_i and "
+                       "dO_i stream past it. dK_j and dV_j fill up (shade: share of the final "
+                       "norm, from the trace) and go to HBM when the column ends; dQ_i "
+                       "collects every block's part in HBM. White tiles are skipped by the "
+                       "causal mask. On a GPU the key-tile blocks run at the same time; the "
+                       "animation shows them one after another.")
 
     st.subheader("P rebuilt from lse alone")
     c1, c2 = st.columns(2)

@@ -9,13 +9,14 @@ from app.kernel_data import (BY_KEY, KERNEL_SOURCES, facts_table, kernel_that_ru
                              recorded_facts_table, recorded_label, schedule_summary,
                              schedule_table, source_text)
 from app.timing_data import bench_dir
-from app.ui import chart, guarded, usable_settings
+from app.ui import chart, guarded, notes, on_stage, stage, usable_settings
 from engine import recorded
 
 st.title("Kernel")
+s = usable_settings()
+slot = stage()
 st.caption("Every CUDA kernel of the project: its source, its registers, spills and shared "
            "memory, and how its thread blocks spread over the GPU's SMs.")
-s = usable_settings()
 cfg = s.cfg
 name = kernel_label(s.kernel)
 
@@ -57,45 +58,50 @@ else:
                    f"thread; blocks / SM from CUDA's occupancy calculator.")
         st.dataframe(table, hide_index=True)
 
-st.subheader("Block-to-SM timeline")
-options = {}
-if res is not None and res.schedule is not None:
-    options[f"this config, live on {s.device.name} ({name})"] = ("live", res.schedule)
-for rec in recorded.load_schedules(bench_dir()):
-    options[recorded_label(rec)] = ("recorded", rec)
-if not options:
-    st.info("No block-to-SM schedule to show: none was recorded by a GPU run here, and none is "
-            "recorded in benchmarks/ yet.")
-else:
-    picked = st.selectbox("Schedule", list(options), key="schedule_shown")
-    kind, sched_src = options[picked]
-    sched = guarded(schedule_table, sched_src)
-    if sched is not None:
-        if kind == "recorded":
-            st.caption("Recorded on a real GPU with the traced build (`python -m engine trace "
-                       "--schedule-out`), not this config.")
-        summary = schedule_summary(sched)
-        c1, c2, c3, c4 = st.columns(4)
-        c1.metric("thread blocks drawn", f"{summary['blocks']:,}")
-        c2.metric("SMs used", summary["sms"])
-        c3.metric("waves", f"{summary['waves']:.1f}",
-                  help=f"blocks ÷ (SMs × {summary['resident']} blocks resident per SM at once)")
-        c4.metric("span", f"{summary['span_us']:,.1f} µs",
-                  help=f"SMs sit idle {summary['idle_tail']:.0%} of it on average after their "
-                       f"last block ends")
-        if kind == "live":
-            title = f"{s.device.name}: this config, {name}"
-        else:
-            dev = (sched_src.get("device") or {}).get("name", "unknown GPU")
-            title = (f"Recorded on {dev}, {sched_src.get('date', '?')}: "
-                     f"{sched_src.get('label') or sched_src.get('kernel', '?')}")
-        chart(timeline_chart, sched, title, width=760)
-        st.caption(f"Each bar is one thread block: the SM it ran on (%smid), in one of its "
-                   f"{summary['resident']} lanes when blocks shared the SM, from its start to "
-                   f"its end (%globaltimer), coloured by its query tile i. Under a causal mask "
-                   f"query tile i reads only the key tiles up to its diagonal, so its work "
-                   f"grows with i. On average SMs idle "
-                   f"{summary['idle_tail']:.0%} of the span after their last block.")
+with on_stage(slot):
+    if not s.talk:
+        st.subheader("Block-to-SM timeline")
+    options = {}
+    if res is not None and res.schedule is not None:
+        options[f"this config, live on {s.device.name} ({name})"] = ("live", res.schedule)
+    for rec in recorded.load_schedules(bench_dir()):
+        options[recorded_label(rec)] = ("recorded", rec)
+    if not options:
+        st.info("No block-to-SM schedule to show: none was recorded by a GPU run here, and none "
+                "is recorded in benchmarks/ yet.")
+    else:
+        picked = st.selectbox("Schedule", list(options), key="schedule_shown")
+        kind, sched_src = options[picked]
+        sched = guarded(schedule_table, sched_src)
+        if sched is not None:
+            above = st.container()
+            summary = schedule_summary(sched)
+            if kind == "live":
+                title = f"{s.device.name}: this config, {name}"
+            else:
+                dev = (sched_src.get("device") or {}).get("name", "unknown GPU")
+                title = (f"Recorded on {dev}, {sched_src.get('date', '?')}: "
+                         f"{sched_src.get('label') or sched_src.get('kernel', '?')}")
+            chart(timeline_chart, sched, title, width=760, **(dict(height=330) if s.talk else {}))
+            with notes(above):
+                if kind == "recorded":
+                    st.caption("Recorded on a real GPU with the traced build (`python -m engine "
+                               "trace --schedule-out`), not this config.")
+                c1, c2, c3, c4 = st.columns(4)
+                c1.metric("thread blocks drawn", f"{summary['blocks']:,}")
+                c2.metric("SMs used", summary["sms"])
+                c3.metric("waves", f"{summary['waves']:.1f}",
+                          help=f"blocks ÷ (SMs × {summary['resident']} blocks resident per SM "
+                               f"at once)")
+                c4.metric("span", f"{summary['span_us']:,.1f} µs",
+                          help=f"SMs sit idle {summary['idle_tail']:.0%} of it on average after "
+                               f"their last block ends")
+            st.caption(f"Each bar is one thread block: the SM it ran on (%smid), in one of its "
+                       f"{summary['resident']} lanes when blocks shared the SM, from its start to "
+                       f"its end (%globaltimer), coloured by its query tile i. Under a causal mask "
+                       f"query tile i reads only the key tiles up to its diagonal, so its work "
+                       f"grows with i. On average SMs idle "
+                       f"{summary['idle_tail']:.0%} of the span after their last block.")
 
 st.subheader("CUDA source")
 path, text = source_text(key)

@@ -6,11 +6,13 @@ from app import runner
 from app.charts_softmax import safe_softmax_chart, scores_chart, stats_chart
 from app.softmax_data import convergence, fp16_overflow, row_trace, score_row
 from app.tiling_data import smem_layout
-from app.ui import chart, guarded, linked_number, source_line, usable_settings
+from app.ui import (chart, guarded, linked_number, notes, on_stage, source_line, stage,
+                    usable_settings)
 from engine import iomodel
 
 st.title("Online softmax")
 s = usable_settings()
+slot = stage()
 cfg = s.cfg
 res = guarded(runner.flash, cfg, s.backend, s.kernel)
 if res is None:
@@ -24,25 +26,29 @@ if not budget.fits:
                f"{budget.limit / 1024:.1f} KiB (the SRAM tiling page shows tiles that fit). "
                f"The values below come from the CPU emulation of the loop it would run.")
 
-c1, c2, c3 = st.columns(3)
-b = linked_number(c1, "batch index", "sm_batch", 0, cfg.batch - 1, 0)
-h = linked_number(c2, "head index", "sm_head", 0, cfg.heads - 1, 0)
-r = linked_number(c3, "query row", "sm_row", 0, cfg.seq_q - 1,
-                  min(cfg.seq_q - 1, cfg.block_q + 5))
-i = r // cfg.block_q
-st.markdown(
-    f"Row **{r}** sits in query tile **Q_{i}**. For each key tile K_j the kernel computes the "
-    f"tile's max, raises the running max m_i if needed and multiplies the old sum l_i and "
-    f"accumulator O_i by **exp(m_old − m_new)** — the rescale factor, red when it is below 1 "
-    f"(the max moved). Division by l_i waits until the last tile.")
-
-rows = row_trace(res.trace, cfg, b, h, r)
-conv = convergence(cfg, q, k, v, res.output, res.trace, b, h, r)
-skipped = int((~rows.processed).sum())
-st.caption("Drag **after key tile j** below the charts (in your browser) to replay the loop."
-           + (f" The causal mask skips the last {skipped} key tile(s) for query tile Q_{i} "
-              f"(grey dashed bands): the kernel never computes them." if skipped else ""))
-chart(stats_chart, rows, conv.table)
+with on_stage(slot):
+    c1, c2, c3 = st.columns(3)
+    b = linked_number(c1, "batch index", "sm_batch", 0, cfg.batch - 1, 0)
+    h = linked_number(c2, "head index", "sm_head", 0, cfg.heads - 1, 0)
+    r = linked_number(c3, "query row", "sm_row", 0, cfg.seq_q - 1,
+                      min(cfg.seq_q - 1, cfg.block_q + 5))
+    i = r // cfg.block_q
+    rows = row_trace(res.trace, cfg, b, h, r)
+    conv = convergence(cfg, q, k, v, res.output, res.trace, b, h, r)
+    skipped = int((~rows.processed).sum())
+    above = st.container()
+    chart(stats_chart, rows, conv.table, **(dict(width=400, height=130) if s.talk else {}))
+    with notes(above):
+        st.markdown(
+            f"Row **{r}** sits in query tile **Q_{i}**. For each key tile K_j the kernel "
+            f"computes the tile's max, raises the running max m_i if needed and multiplies the "
+            f"old sum l_i and accumulator O_i by **exp(m_old − m_new)** — the rescale factor, "
+            f"red when it is below 1 (the max moved). Division by l_i waits until the last "
+            f"tile.")
+        st.caption("Drag **after key tile j** below the charts (in your browser) to replay the "
+                   "loop." + (f" The causal mask skips the last {skipped} key tile(s) for query "
+                              f"tile Q_{i} (grey dashed bands): the kernel never computes them."
+                              if skipped else ""))
 m1, m2, m3 = st.columns(3)
 m1.metric("rescales below 1", int((rows.rescale[1:] < 1).sum()), help="key tiles j ≥ 1 that "
           "raised this row's max")

@@ -7,10 +7,11 @@ from app.controls import PRESETS
 from app.figures import PAGE_GUIDE, device_sentence, gib, hbm_text, key_figures, kib
 from app.sidebar import apply_preset
 from app.timing_data import bench_dir, headline
-from app.ui import chart, usable_settings
+from app.ui import chart, on_stage, settings, stage, usable_settings
 from engine import recorded
 
 st.title("FlashAttention Lab")
+slot = stage()
 st.markdown(
     "Attention computes **O = softmax(QKᵀ·scale)·V**. Done naively, the N×N score matrix S "
     "and its softmax P are written to the GPU's large, slow **HBM** and read back. "
@@ -21,16 +22,18 @@ st.markdown(
     "are read once per query tile, still grows as N² (see the config's figures below).")
 
 rows, subtitle = headline(recorded.load_benchmarks(bench_dir()))
-if rows.empty:
-    st.info("No GPU results are recorded in benchmarks/ yet: the headline chart appears once "
-            "`python -m engine bench` has written one there.")
-else:
-    chart(headline_chart, rows, subtitle)
-    st.caption(f"Recorded, not live ({', '.join(sorted(rows.file.unique()))} in "
-               f"benchmarks/results/): medians of CUDA-event timings, non-causal; the Timings "
-               f"page has the method, every recorded file and the causal runs."
-               + (" Batch shrinks as N grows, so the flash kernels' peak memory stays flat "
-                  "while naive's S and P grow as N²." if rows.batch.nunique() > 1 else ""))
+with on_stage(slot):
+    if rows.empty:
+        st.info("No GPU results are recorded in benchmarks/ yet: the headline chart appears "
+                "once `python -m engine bench` has written one there.")
+    else:
+        talk = dict(width=400, height=300) if settings().talk else {}
+        chart(headline_chart, rows, subtitle, **talk)
+        st.caption(f"Recorded, not live ({', '.join(sorted(rows.file.unique()))} in "
+                   f"benchmarks/results/): medians of CUDA-event timings, non-causal; the "
+                   f"Timings page has the method, every recorded file and the causal runs."
+                   + (" Batch shrinks as N grows, so the flash kernels' peak memory stays flat "
+                      "while naive's S and P grow as N²." if rows.batch.nunique() > 1 else ""))
 
 st.subheader("The pages")
 st.markdown("\n".join(f"- **{name}**: {line}" for name, line in PAGE_GUIDE))

@@ -7,11 +7,12 @@ from app.charts_tiling import loop_chart, smem_chart, waves_chart
 from app.controls import kernel_label
 from app.figures import kib
 from app.tiling_data import ORDERS, loop_view, smem_layout, smem_table, waves
-from app.ui import chart, loop_player, usable_settings
+from app.ui import chart, linked_radio, loop_player, notes, on_stage, stage, usable_settings
 from engine import iomodel
 
 st.title("SRAM tiling")
 s = usable_settings()
+slot = stage()
 cfg, gpu = s.cfg, s.device.gpu
 fmt = iomodel.format_bytes
 
@@ -44,16 +45,19 @@ else:
     st.caption(f"{kib(budget.total)} of {kib(budget.limit)} per block; "
                f"shared memory alone lets {budget.blocks_per_sm} blocks share an SM.")
 
-st.subheader("The loop, step by step")
-order = st.radio("loop order", list(ORDERS), format_func=ORDERS.get, horizontal=True,
-                 key="sram_order")
-view = loop_view(cfg, order)
-st.caption("Step with ◀ ▶ or the **loop step** slider, or play. Grey: done; purple: the "
-           "tile S_ij on chip now; light grey: still to do; white: skipped by the causal mask."
-           + (f" The grid has {cfg.Tr}×{cfg.Tc} tiles; each cell here groups "
-              f"{view.group}×{view.group} of them." if view.group > 1 else ""))
-loop_player("sram", len(view.steps), loop_chart, view.tiles, view.steps, view.rows, view.cols,
-            order=order)
+with on_stage(slot):
+    if not s.talk:
+        st.subheader("The loop, step by step")
+    order = linked_radio("loop order", "sram_order", ORDERS, "fa2")
+    view = loop_view(cfg, order)
+    above = st.container()
+    loop_player("sram", len(view.steps), loop_chart, view.tiles, view.steps, view.rows,
+                view.cols, order=order, side=s.talk, size=330 if s.talk else 380)
+    notes(above).caption(
+        "Step with ◀ ▶ or the **loop step** slider, or play. Grey: done; purple: the tile "
+        "S_ij on chip now; light grey: still to do; white: skipped by the causal mask."
+        + (f" The grid has {cfg.Tr}×{cfg.Tc} tiles; each cell here groups "
+           f"{view.group}×{view.group} of them." if view.group > 1 else ""))
 
 fa2, fa1, naive = iomodel.flash_hbm(cfg), iomodel.flash1_hbm(cfg), iomodel.naive_hbm(cfg)
 if order == "fa1":

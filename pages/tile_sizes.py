@@ -6,12 +6,13 @@ from app import tile_data as td
 from app.charts_tiles import SELECTION, placement_chart, pyramid_chart, tile_heatmap
 from app.sidebar import choose_tiles
 from app.timing_data import bench_dir
-from app.ui import chart, guarded, picking_chart, usable_settings
+from app.ui import chart, guarded, notes, on_stage, picking_chart, stage, usable_settings
 from engine import recorded, tilemodel
 from engine.gpu.tilesweep import SWEEP_REPS, sweep_tiles
 
 st.title("Tile sizes")
 s = usable_settings()
+slot = stage()
 cfg, gpu, on_gpu = s.cfg, s.device.gpu, s.on_gpu
 paper = tilemodel.paper_tiles(cfg, gpu)
 
@@ -37,30 +38,33 @@ table = td.with_measured(td.model_table(cfg, gpu), measured)
 cuda_occupancy = any(r["kernel"] == "teaching" for r in measured)
 where = "CUDA's occupancy calculator on this GPU" if cuda_occupancy else "the model"
 
-st.subheader("Shared memory, residency, waves and HBM traffic")
-st.caption(f"Teaching kernel (its shared-memory layout: Q_i, K_j, V_j in {cfg.dtype}; S_ij, "
-           f"O_i, m_i, l_i in float32). Resident blocks per SM and waves from {where}"
-           + ("" if cuda_occupancy else
-              (" (no GPU here: CUDA's occupancy calculator needs the compiled kernel)"
-               if not on_gpu else " (time the teaching kernel below for CUDA's own figures)")
-              + ": the smallest of what shared memory (plus 1 KiB per block for the runtime), "
-                "128 threads a block and the block limit allow; registers are not counted")
-           + ". Cells whose tiles do not fit the limit are marked with their bytes.")
-left, right = st.columns(2)
-with left:
-    heatmap(td.smem_cells(table),
-            f"Shared memory per block (limit {gpu.smem_per_block_optin / 1024:.0f} KiB)", "KiB",
-            "tiles_smem")
-with right:
-    heatmap(td.blocks_cells(table), "Resident blocks per SM"
-            + ("" if cuda_occupancy else " (model)"), "blocks", "tiles_blocks", scheme="greens")
-left, right = st.columns(2)
-with left:
-    heatmap(td.waves_cells(table, cfg, gpu), f"Waves over {gpu.sms} SMs"
-            + ("" if cuda_occupancy else " (model)"), "waves", "tiles_waves", scheme="oranges")
-with right:
-    heatmap(td.hbm_cells(table), "HBM bytes moved (K and V once per query tile)", "MB",
-            "tiles_hbm", scheme="purples", log=True)
+with on_stage(slot):
+    if not s.talk:
+        st.subheader("Shared memory, residency, waves and HBM traffic")
+    above = st.container()
+    cells = [(td.smem_cells(table), f"Shared memory per block (limit "
+              f"{gpu.smem_per_block_optin / 1024:.0f} KiB)", "KiB", "tiles_smem", {}),
+             (td.blocks_cells(table), "Resident blocks per SM"
+              + ("" if cuda_occupancy else " (model)"), "blocks", "tiles_blocks",
+              dict(scheme="greens")),
+             (td.waves_cells(table, cfg, gpu), f"Waves over {gpu.sms} SMs"
+              + ("" if cuda_occupancy else " (model)"), "waves", "tiles_waves",
+              dict(scheme="oranges")),
+             (td.hbm_cells(table), "HBM bytes moved (K and V once per query tile)", "MB",
+              "tiles_hbm", dict(scheme="purples", log=True))]
+    for first in (0, 2):
+        for col, (data, title, legend, key, kw) in zip(st.columns(2), cells[first:first + 2]):
+            with col:
+                heatmap(data, title, legend, key, **kw, **(dict(size=250) if s.talk else {}))
+    notes(above).caption(
+        f"Teaching kernel (its shared-memory layout: Q_i, K_j, V_j in {cfg.dtype}; S_ij, O_i, "
+        f"m_i, l_i in float32). Resident blocks per SM and waves from {where}"
+        + ("" if cuda_occupancy else
+           (" (no GPU here: CUDA's occupancy calculator needs the compiled kernel)"
+            if not on_gpu else " (time the teaching kernel below for CUDA's own figures)")
+           + ": the smallest of what shared memory (plus 1 KiB per block for the runtime), "
+             "128 threads a block and the block limit allow; registers are not counted")
+        + ". Cells whose tiles do not fit the limit are marked with their bytes.")
 
 st.subheader("Time: the model beside the measurement")
 st.caption("Model: max(HBM bytes ÷ bandwidth, FLOPs ÷ peak) ÷ the average fraction of SMs "

@@ -816,3 +816,49 @@ def test_online_softmax_draws_skipped_tiles_as_skipped():
     stats = json.dumps(specs(at)[0])
     assert "skipped by the causal mask" in stats
     assert "skips the last 3 key tile(s)" in texts(at)
+
+
+def loop_spec_index(at: AppTest) -> int:
+    return next(i for i, spec in enumerate(specs(at)) if "HBM bytes moved" in json.dumps(spec))
+
+
+@pytest.mark.parametrize("page", list(PAGES))
+def test_talk_mode_draws_every_page(page):
+    at = open_page(page, talk="true")
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert at.toggle(key="talk").value is True
+    assert at.query_params["talk"] == "true"
+    assert len(at.get("vega_lite_chart")) >= CHARTS[page]
+
+
+def test_talk_mode_puts_the_main_chart_first():
+    normal, talk = open_page("sram_tiling"), open_page("sram_tiling", talk="true")
+    assert loop_spec_index(normal) == 1                  # after the shared-memory chart
+    assert loop_spec_index(talk) == 0                    # right below the title
+    board = specs(talk)[0]
+    assert "hconcat" in json.dumps(board)                # HBM bars beside the board
+    assert len(specs(talk)) == len(specs(normal))        # the same charts, reordered
+
+
+def test_talk_toggle_goes_into_the_url_and_back_out():
+    at = open_page("sram_tiling")
+    assert "talk" not in at.query_params
+    at.toggle(key="talk").set_value(True).run()
+    assert_clean(at)
+    assert at.query_params["talk"] == "true" and loop_spec_index(at) == 0
+    at.toggle(key="talk").set_value(False).run()
+    assert "talk" not in at.query_params and loop_spec_index(at) == 1
+
+
+def test_loop_order_comes_from_the_link_and_goes_back_into_it():
+    at = open_page("sram_tiling", sram_order="fa1")
+    assert_clean(at)
+    assert at.radio(key="sram_order").value == "fa1"
+    assert "FlashAttention-1 order: read so far" in json.dumps(specs(at)[loop_spec_index(at)])
+    assert at.query_params["sram_order"] == "fa1"
+    at.radio(key="sram_order").set_value("fa2").run()
+    assert "sram_order" not in at.query_params
+    bad = open_page("sram_tiling", sram_order="fa3")
+    assert_clean(bad)
+    assert any("sram_order" in e.value and "fa2, fa1" in e.value for e in bad.error)

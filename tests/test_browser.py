@@ -308,3 +308,53 @@ def test_page_is_legible_at_projector_sizes(browser, server, name, size):
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         page.close()
+
+
+# ---- talk mode: the main chart and its controls on the first 1280×720 screen --------------
+TALK_FIRST_SCREEN = """() => {
+    const box = e => e.getBoundingClientRect();
+    const side = document.querySelector('[data-testid="stSidebar"]');
+    const chart = document.querySelector('[data-testid="stVegaLiteChart"]');
+    const inside = r => r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight + 1
+                        && r.right <= innerWidth + 1;
+    const controls = [...document.querySelectorAll('[data-testid="stCheckbox"], '
+                                                   + '[data-testid="stSlider"]')]
+        .filter(e => !e.closest('[data-testid="stSidebar"]'));
+    return {sidebar: side ? box(side).width : 0, scrolled: scrollY,
+            chart: chart ? [box(chart).top, box(chart).bottom, inside(box(chart))] : null,
+            controls: controls.map(e => [(e.innerText || '').split('\\n')[0], inside(box(e))])};
+}"""
+
+
+@pytest.mark.parametrize("name", [n for n, (_, draws) in PAGES.items() if draws]
+                         + ["overview"])
+def test_talk_mode_fits_the_main_chart_on_one_screen(browser, server, name):
+    """?talk=true at 1280×720: the sidebar folded away, the page's main chart (its first)
+    whole on the first screen, and the chart's own controls (Play, speed, loop step) there
+    too; nothing overlaps and nothing scrolls sideways."""
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    try:
+        path = PAGES[name][0]
+        page.goto(f"{server}/{path}?talk=true")
+        page.wait_for_selector("h1", timeout=30000)
+        _settle(page)
+        got = page.evaluate(TALK_FIRST_SCREEN)
+        assert got["sidebar"] < 5, f"{name}: the sidebar is open in talk mode ({got})"
+        assert got["chart"] is not None and got["chart"][2], (
+            f"{name}: the main chart spans y = {got['chart']} px, not inside 0–720")
+        loop = [c for c in got["controls"] if c[0] in ("Play", "speed", "loop step")]
+        assert all(inside for _, inside in loop), f"{name}: controls off screen: {loop}"
+        if name in ("sram-tiling", "backward"):
+            assert len(loop) == 3, f"{name}: the loop's controls are missing: {got['controls']}"
+        layout = page.evaluate(LAYOUT)
+        assert not layout["sideways"], f"{name}: scrolls sideways: {layout['sideways']}"
+        leaves = layout["leaves"]
+        for i, a in enumerate(leaves):
+            for b in leaves[i + 1:]:
+                assert _overlap(a["b"], b["b"]) <= 4, f"{name}: {a['text']!r} over {b['text']!r}"
+        assert page.locator('[data-testid="stException"]').count() == 0
+        if os.environ.get("FA_LAB_SCREENSHOTS") == "1":
+            (SHOTS / "talk").mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(SHOTS / "talk" / f"{name}.png"))
+    finally:
+        page.close()
