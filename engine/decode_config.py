@@ -18,7 +18,7 @@ MAX_DECODE_QUERIES = 4         # query tokens per step (speculative decoding che
 MAX_GROUP_ROWS = 32            # query rows one thread block holds: heads/kv_heads × seq_q
 MAX_SPLITS = 128
 MAX_DECODE_SEQ = 1 << 20
-MAX_DECODE_BATCH_HEADS = 1 << 16
+MAX_DECODE_BATCH_HEADS = 65535   # so that kv_heads and batch fit gridDim.y and .z
 PAGE_SIZES = (8, 16, 32, 64, 128, 256)
 AUTO = "auto"
 # The "auto" rule: enough thread blocks (batch · kv_heads · splits) for BLOCKS_PER_SM on

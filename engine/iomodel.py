@@ -417,6 +417,19 @@ def decode_model_ms(cfg: DecodeConfig, num_splits: int, gpu: GpuProfile) -> floa
     return decode_hbm(cfg, num_splits).total / (gpu.hbm_gbps * 1e9 * busy) * 1e3
 
 
+def decode_smem_parts(cfg: DecodeConfig, threads: int = 128) -> dict:
+    """Dynamic shared memory of one block of the split kernel (kernels/flash_decode.cu), in
+    its order: K_j and V_j, two stages each of Bc rows padded by 16 bytes (input dtype); Q_i,
+    the partial dot products of the threads/Bc parts of each key, O_acc (float32); m_i, l_i
+    and the tile's rescale per row."""
+    from .decode_config import decode_block_k
+    Bc, d, e, rows = decode_block_k(cfg.head_dim), cfg.head_dim, cfg.itemsize, cfg.rows
+    stage = 2 * Bc * (d + 16 // e) * e
+    return {"K_j (2 stages)": stage, "V_j (2 stages)": stage, "Q_i": rows * d * 4,
+            "S_ij parts": (threads // Bc) * rows * Bc * 4, "O_acc": rows * d * 4,
+            "m_i, l_i, rescale": 3 * rows * 4}
+
+
 def decode_elements(cfg: DecodeConfig) -> int:
     """Elements of q and of the two caches (with a paged cache's padding rows)."""
     cache = 1
