@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...config import ConfigError
-from ...decode_config import DecodeConfig, decode_block_k, split_length
+from ...decode_config import (MAX_SPLITS, DecodeConfig, decode_block_k, split_length,
+                              splits_without_empty)
 from ...devices import GpuProfile
 from ...iomodel import decode_smem_parts, format_bytes
 from ..catalog import decode_build
@@ -69,9 +70,10 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
     """(run, outputs): run() enqueues the split kernel and the merge. Q (B, H, seq_q, d) and
     the caches (cfg.cache_shape) in cfg.dtype; table (B, pages_per_seq) int32 when paged
     (None or ignored when contiguous). Compiles on first use."""
-    if not isinstance(num_splits, int) or not 1 <= num_splits <= cfg.seq_k:
-        raise ConfigError(f"num_splits must be a whole number from 1 to seq_k={cfg.seq_k}; got "
-                          f"{num_splits!r}.")
+    if (not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS
+            or not splits_without_empty(cfg.seq_k, num_splits)):
+        raise ConfigError(f"num_splits must be a whole number from 1 to {MAX_SPLITS} that leaves "
+                          f"no split of seq_k={cfg.seq_k} keys empty; got {num_splits!r}.")
     gpu = live_gpu()
     split_build, merge_build = builds(cfg, gpu)
     core.check_operands(cfg.dtype, Q=(Q, cfg.q_shape), K=(K, cfg.cache_shape),
