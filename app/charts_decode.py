@@ -17,11 +17,12 @@ MERGED = "datum.split < step"
 
 
 def cache_chart(strip: pd.DataFrame, seq_k: int, page_size: int | None,
-                width: int = 1100) -> alt.LayerChart:
+                width: int = 820) -> alt.LayerChart:
     """The KV cache of one sequence as a strip of seq_k keys, cut into splits (one thread
     block each), with the page boundaries of a paged cache as ticks."""
     data = strip.assign(parity=strip.split % 2, mid=(strip.k0 + strip.k1) / 2)
-    x = alt.X("k0:Q", title="key position in the cache", scale=alt.Scale(domain=[0, seq_k]))
+    x = alt.X("k0:Q", title="key position in the cache", scale=alt.Scale(domain=[0, seq_k]),
+              axis=alt.Axis(format="~s", tickCount=8))
     bars = alt.Chart(data).mark_rect(stroke="white", strokeWidth=1).encode(
         x=x, x2="k1:Q", color=alt.Color("parity:N", legend=None,
                                         scale=alt.Scale(domain=[0, 1], range=SPLIT_COLORS)),
@@ -42,7 +43,7 @@ def cache_chart(strip: pd.DataFrame, seq_k: int, page_size: int | None,
     return finish(chart, width)
 
 
-def merge_chart(states: pd.DataFrame, start: int = 0, width: int = 520) -> alt.HConcatChart:
+def merge_chart(states: pd.DataFrame, start: int = 0, width: int = 320) -> alt.HConcatChart:
     """The log-sum-exp merge, split by split: left, each split's max m_s and the running max
     of the merged ones; right, each merged split's sum l_s rescaled to that running max,
     exp(m_s - m) · l_s, stacked into the running sum. At the last step m = m_final and the
@@ -63,7 +64,7 @@ def merge_chart(states: pd.DataFrame, start: int = 0, width: int = 520) -> alt.H
     running = alt.Chart(states, transform=merged).mark_rule(color=ALARM, strokeWidth=3).encode(
         y="m_run:Q", tooltip=[alt.Tooltip("m_run:Q", title="running max m")])
     left = alt.layer(points, running, width=width, height=280,
-                     title="Each split's max; red: the max of the merged ones")
+                     title="Max m_s; red: running max m")
     sums = merged + [{"calculate": "exp(datum.m_s - datum.m_run) * datum.l_s", "as": "part"}]
     bars = alt.Chart(states, transform=sums).mark_bar(color=TILE_COLORS["l_i"]).encode(
         x=alt.X("split:O", title="split s", scale=alt.Scale(domain=list(range(n))),
@@ -79,7 +80,7 @@ def merge_chart(states: pd.DataFrame, start: int = 0, width: int = 520) -> alt.H
         align="left", baseline="top", fontSize=FONT["text"], color=INK, dx=4, dy=4).encode(
         text="label:N", x=alt.value(0), y=alt.value(0))
     right = alt.layer(bars, total, width=width, height=280,
-                      title="Sums rescaled to the running max, adding up to l")
+                      title="exp(m_s − m)·l_s, summing to l")
     chart = alt.hconcat(left, right).resolve_scale(color="independent")
     return finish(chart, params=[step_param(n, start)])
 
@@ -90,7 +91,7 @@ def _ticks(n: int) -> list[int]:
     return list(range(0, n, every))
 
 
-def pool_chart(cells: pd.DataFrame, columns: int, width: int = 1100) -> alt.LayerChart:
+def pool_chart(cells: pd.DataFrame, columns: int, width: int = 820) -> alt.LayerChart:
     """The paged pool: physical pages in order, coloured by the sequence that owns them and
     labelled with their logical page (the block table read backwards)."""
     rows = int(cells.row.max()) + 1
@@ -112,14 +113,13 @@ def pool_chart(cells: pd.DataFrame, columns: int, width: int = 1100) -> alt.Laye
         layers.append(alt.Chart(cells).mark_text(fontSize=12, color="white").encode(
             **enc, text="logical:Q"))
     chart = alt.layer(*layers, height=rows * cellsize,
-                      title="The page pool: each cell a physical page, its number the logical "
-                            "page it holds")
-    return finish(chart, min(width, columns * 34))
+                      title="Page pool: cell = physical page, number = logical page")
+    return finish(chart, min(width, columns * 24))
 
 
-def bytes_chart(table: pd.DataFrame, width: int = 520) -> alt.Chart:
+def bytes_chart(table: pd.DataFrame, width: int = 200) -> alt.Chart:
     """K and V bytes read per generated token, by KV-head layout."""
-    chart = alt.Chart(table, title="K and V bytes read per generated token").mark_bar(
+    chart = alt.Chart(table, title="K, V bytes per token").mark_bar(
         color=TILE_COLORS["K_j"]).encode(
         y=alt.Y("layout:N", title=None, sort=None),
         x=alt.X("bytes_per_token:Q", title="bytes per token"),
@@ -129,10 +129,10 @@ def bytes_chart(table: pd.DataFrame, width: int = 520) -> alt.Chart:
     return finish(chart, width)
 
 
-def floor_chart(sweep: pd.DataFrame, width: int = 520) -> alt.Chart:
+def floor_chart(sweep: pd.DataFrame, width: int = 290) -> alt.Chart:
     """Time of one step against cache length: the HBM floor and the model with and without
     splitting (log–log)."""
-    chart = alt.Chart(sweep, title="One step against the HBM floor (model)").mark_line(
+    chart = alt.Chart(sweep, title="Step time vs HBM floor (model)").mark_line(
         point=True).encode(
         x=alt.X("seq_k:Q", title="cached keys seq_k", scale=alt.Scale(type="log", base=2),
                 axis=alt.Axis(labelAngle=-45, format="~s")),
@@ -147,8 +147,8 @@ def floor_chart(sweep: pd.DataFrame, width: int = 520) -> alt.Chart:
     return finish(chart, width)
 
 
-def splits_chart(table: pd.DataFrame, title: str, auto: int | None = None,
-                 width: int = 520) -> alt.LayerChart:
+def splits_chart(table: pd.DataFrame, title: str | list, auto: int | None = None,
+                 width: int = 290) -> alt.LayerChart:
     """Time of one step against the number of splits (log2 axis), one line per series
     (model, floor, measured kernels), with the auto rule's count marked."""
     names = list(dict.fromkeys(table.series))

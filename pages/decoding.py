@@ -130,9 +130,9 @@ if s.on_gpu:
         measured = measured_table(records, counts)
         left, right = st.columns(2)
         with left:
-            chart(splits_chart, measured, f"Measured on {s.device.name}", auto)
+            chart(splits_chart, measured, ["Measured on", s.device.name], auto)
         with right:
-            chart(splits_chart, model, "Model", auto)
+            chart(splits_chart, model, ["Model", "(not measured)"], auto)
         best = min((r for r in records if r["kernel"] == "flash_decode"),
                    key=lambda r: r["median_ms"])
         st.caption(f"Fastest: {best['num_splits']} splits, {best['median_ms']:.4f} ms, "
@@ -156,8 +156,9 @@ else:
         left, right = st.columns(2)
         with left:
             chart(splits_chart, spread_unsplit(rows[rows["shape"] == shape]),
-                  f"Recorded on {info.get('device', {}).get('name', '?')}, "
-                  f"{info.get('date', '?')}")
+                  [f"Recorded on {info.get('device', {}).get('name', '?')}",
+                   str(info.get("date", "?"))])
         with right:
-            chart(splits_chart, model, f"Model of {gpu.name} for this page's config", auto)
+            chart(splits_chart, model, ["Model of this page's config", "(not measured)"],
+                  auto)
         st.caption(f"Method: {info.get('method', 'not stated')}")
