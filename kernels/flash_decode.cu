@@ -10,7 +10,7 @@
 //
 // Compile-time parameters (-D):
 //   HEAD_DIM  = d                     ELEM_T  = float, half_bits or bf16_bits
-//   QUERY_ROWS      = query rows per block: (heads / kv_heads) · SEQ_Q, at most 32
+//   QUERY_ROWS = query rows per block: (heads / kv_heads) · SEQ_Q, at most 32
 //   SEQ_Q     = query tokens per sequence (the cache's last SEQ_Q positions; token t sees
 //               keys c <= seq_k - SEQ_Q + t)
 //   BLOCK_K   = Bc, keys per tile     PAGE_SIZE = rows per page, 0 for a contiguous cache
@@ -20,7 +20,7 @@
 
 #if !defined(HEAD_DIM) || !defined(ELEM_T) || !defined(QUERY_ROWS) || !defined(SEQ_Q) || \
     !defined(BLOCK_K) || !defined(PAGE_SIZE)
-#error "compile with -DHEAD_DIM= -DELEM_T=float|half_bits|bf16_bits -DROWS= -DSEQ_Q= -DBLOCK_K= -DPAGE_SIZE="
+#error "compile with -DHEAD_DIM= -DELEM_T=float|half_bits|bf16_bits -DQUERY_ROWS= -DSEQ_Q= -DBLOCK_K= -DPAGE_SIZE="
 #endif
 
 #include "common.cuh"
@@ -43,7 +43,8 @@ constexpr int PAIRS = d / 2;                        // P_ij V_j: each thread own
 constexpr int KEY_PHASES = NUM_THREADS / PAIRS;     // ... of every KEY_PHASES-th key
 static_assert(NUM_THREADS % Bc == 0 && d % (PARTS * CHUNK) == 0, "Bc and d must split evenly");
 static_assert(NUM_THREADS % PAIRS == 0, "head_dim must be at most 2 * NUM_THREADS");
-static_assert(QUERY_ROWS >= 1 && QUERY_ROWS <= 32 && QUERY_ROWS % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q, at most 32");
+static_assert(QUERY_ROWS >= 1 && QUERY_ROWS <= 32 && QUERY_ROWS % SEQ_Q == 0,
+              "QUERY_ROWS = group · SEQ_Q, at most 32");
 
 // One 32-bit word of two 16-bit elements, or one float32, as floats.
 __device__ __forceinline__ float2 unpack_word(unsigned u, half_bits) {
@@ -107,7 +108,8 @@ __device__ __forceinline__ void load_tile(elem_t* K_j, elem_t* V_j, const elem_t
 
 extern "C" __global__ void __launch_bounds__(NUM_THREADS)
 flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
-                   const elem_t* __restrict__ K,        // (B, kv, seq_k, d) or (pages, kv, PAGE_SIZE, d)
+                   const elem_t* __restrict__ K,        // (B, kv, seq_k, d), or paged
+                                                        // (pages, kv, PAGE_SIZE, d)
                    const elem_t* __restrict__ V,
                    const int* __restrict__ block_table, // (B, pages_per_seq); PAGE_SIZE > 0 only
                    float* __restrict__ O_part,          // (B, H, SEQ_Q, S, d): O_s, normalised
@@ -120,21 +122,23 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int k_begin = s * split_len, k_end = min(k_begin + split_len, seq_k);
     const int n_tiles = (k_end - k_begin + Bc - 1) / Bc;
-    // The QUERY_ROWS query rows of KV head g are contiguous in Q: heads g·group.., SEQ_Q tokens each.
+    // The QUERY_ROWS rows of KV head g are contiguous in Q: heads g·group.., SEQ_Q tokens each.
     const long long row0 = ((long long)b * kv_heads + g) * QUERY_ROWS;
 
+    // Dynamic shared memory, in the order engine/iomodel.py's decode_smem_parts lists it.
     extern __shared__ __align__(16) unsigned char smem[];
-    elem_t* K_j = (elem_t*)smem;                         // 2 stages × Bc × KV_STRIDE
-    elem_t* V_j = K_j + 2 * Bc * KV_STRIDE;              // 2 stages × Bc × KV_STRIDE
-    float* Q_i = (float*)(V_j + 2 * Bc * KV_STRIDE);     // QUERY_ROWS × d, scaled to log2 units
-    float* S_ij = Q_i + QUERY_ROWS * d;                        // PARTS × QUERY_ROWS × Bc: partial dots,
-                                                         // then P_ij in part 0
-    float* O_acc = S_ij + PARTS * QUERY_ROWS * Bc;             // QUERY_ROWS × d: the key phases' sum
-    float* m_i = O_acc + QUERY_ROWS * d;                       // QUERY_ROWS: running max (log2 units)
-    float* l_i = m_i + QUERY_ROWS;                             // QUERY_ROWS: running sum
-    float* alpha = l_i + QUERY_ROWS;                           // QUERY_ROWS: this tile's rescale
+    elem_t* K_j = (elem_t*)smem;                        // 2 stages × Bc × KV_STRIDE
+    elem_t* V_j = K_j + 2 * Bc * KV_STRIDE;             // 2 stages × Bc × KV_STRIDE
+    float* Q_i = (float*)(V_j + 2 * Bc * KV_STRIDE);    // QUERY_ROWS × d, in log2 units
+    float* S_ij = Q_i + QUERY_ROWS * d;                 // PARTS × QUERY_ROWS × Bc: partial
+                                                        // dots, then P_ij in part 0
+    float* O_acc = S_ij + PARTS * QUERY_ROWS * Bc;      // QUERY_ROWS × d: key phases' sum
+    float* m_i = O_acc + QUERY_ROWS * d;                // QUERY_ROWS: running max (log2)
+    float* l_i = m_i + QUERY_ROWS;                      // QUERY_ROWS: running sum
+    float* alpha = l_i + QUERY_ROWS;                    // QUERY_ROWS: this tile's rescale
 
-    // Q_i with scale · log2(e) folded in, so the softmax runs in exp2; m_i = -inf, l_i = 0.
+    // Start fetching the first key tile; meanwhile Q_i with scale · log2(e) folded in (the
+    // softmax runs in exp2), m_i = -inf, l_i = 0.
     load_tile(K_j, V_j, K, V, block_table, b, g, k_begin, k_begin, k_end, 0, kv_heads, seq_k,
               pages_per_seq);
     for (int idx = tid; idx < QUERY_ROWS * d; idx += NUM_THREADS)
@@ -195,7 +199,8 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
                 float x = neg_inf();
                 if (c < Bc && k0 + c < k_end && k0 + c <= last_key) {
                     x = 0.f;
-                    for (int part = 0; part < PARTS; ++part) x += S_ij[(part * QUERY_ROWS + r) * Bc + c];
+                    for (int part = 0; part < PARTS; ++part)
+                        x += S_ij[(part * QUERY_ROWS + r) * Bc + c];
                 }
                 s_val[u] = x;
                 tile_max = fmaxf(tile_max, x);
