@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import engine
 import seeds
 from engine import iomodel
-from engine.decode import gather_pages, make_decode_inputs, run_decode
+from engine.decode import gather_pages, make_decode_inputs, run_decode, scatter_pages
 from engine.decode_config import (AUTO, MAX_SPLITS, MIN_SPLIT_KEYS, DecodeConfig, auto_splits,
                                   block_table, split_bounds, splits_without_empty)
 from reference import decode64, rel_err
@@ -137,6 +137,7 @@ def test_paged_inputs_scatter_pages_and_pad_with_nan():
     assert np.isnan(last[:, :, 100 - 6 * 16:]).all() and np.isfinite(last[:, :, :4]).all()
     flat = make_decode_inputs(cfg.with_(page_size=None))[1]
     assert np.array_equal(gather_pages(cfg, k, table), flat)
+    assert np.array_equal(scatter_pages(cfg, flat, table), k, equal_nan=True)  # decode-bench
 
 
 def test_auto_split_rule():
