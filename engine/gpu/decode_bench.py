@@ -89,7 +89,6 @@ def time_sdpa(cfg: DecodeConfig, inputs: tuple, reps: int, warmup: int,
                            enable_gqa=cfg.kv_heads != cfg.heads)
 
         totals, _ = time_stages([("sdpa", run)], reps, warmup, budget_s)
-        del q, k, v, keep
     return totals
 
 
