@@ -9,10 +9,14 @@ from dataclasses import dataclass
 
 from engine import BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, KERNELS, PROFILES
 from engine.config import MAX_LOGIT_SCALE, MAX_SEED
+from engine.decode_config import MAX_DECODE_QUERIES
 
 MAX_BATCH = 64
 MAX_HEADS = 64
 MAX_SEQ_UI = 65536
+MAX_DECODE_SEQ_UI = 1 << 17           # the Decoding page's cache length
+SPLIT_CHOICES = ("auto", 1, 2, 4, 8, 16, 32, 64, 128)
+PAGE_CHOICES = ("none", 8, 16, 32, 64, 128, 256)
 BACKEND_LABELS = {"auto": "auto (GPU when usable)", "cupy": "GPU (CuPy)",
                   "numpy": "CPU emulation (NumPy)"}
 NAMED_KERNELS = {"teaching": "teaching kernel", "tensorcore": "tensor-core kernel"}
@@ -76,6 +80,12 @@ PAGE_CONTROLS = {
                                           choices=("fa2", "fa1"))),
     "bw_row": ("backward", Control("bw_row", "int", None, 0, MAX_SEQ_UI - 1)),
     "bw_key": ("backward", Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1)),
+    "dec_seq_k": ("decoding", Control("dec_seq_k", "int", None, 1, MAX_DECODE_SEQ_UI)),
+    "dec_seq_q": ("decoding", Control("dec_seq_q", "int", None, 1, MAX_DECODE_QUERIES)),
+    "dec_kv_heads": ("decoding", Control("dec_kv_heads", "int", None, 1, MAX_HEADS)),
+    "dec_splits": ("decoding", Control("dec_splits", "choice", None, choices=SPLIT_CHOICES)),
+    "dec_page": ("decoding", Control("dec_page", "choice", None, choices=PAGE_CHOICES)),
+    "dec_head": ("decoding", Control("dec_head", "int", None, 0, MAX_HEADS - 1)),
 }
 
 

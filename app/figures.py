@@ -95,4 +95,6 @@ PAGE_GUIDE = (
     ("Downloads", "this session's output, trace and timings as files."),
     ("Backward pass", "the gradients: P rebuilt from the saved log-sum-exp, key tiles outer, "
                       "and its cost against naive's."),
+    ("Decoding", "one new token against a long KV cache: Flash-Decoding's splits merged by "
+                 "their log-sum-exps, a paged cache and grouped-query heads."),
 )

@@ -21,6 +21,7 @@ page = st.navigation([
     st.Page(PAGES / "kernel.py", title="Kernel", url_path="kernel"),
     st.Page(PAGES / "downloads.py", title="Downloads", url_path="downloads"),
     st.Page(PAGES / "backward.py", title="Backward pass", url_path="backward"),
+    st.Page(PAGES / "decoding.py", title="Decoding", url_path="decoding"),
 ])
 st.session_state[sidebar.PAGE_KEY] = page.url_path
 st.session_state[SETTINGS_KEY] = sidebar.render()

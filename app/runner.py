@@ -64,3 +64,31 @@ def backward_timing(cfg: engine.AttentionConfig, algorithm: str, backend: str, k
                     reps: int) -> engine.Timing:
     return engine.benchmark(cfg, algorithm=algorithm, backend=backend, kernel=kernel,
                             trace=False, reps=reps, direction="backward")
+
+
+@st.cache_data(**CACHE)
+def decode(cfg: engine.DecodeConfig, backend: str, profile: str) -> engine.DecodeResult:
+    """The traced decode step the Decoding page shows; on the CPU "auto" splits for the
+    emulated profile's SMs."""
+    return engine.run_decode(cfg, backend=backend, trace=True,
+                             gpu=engine.PROFILES[profile] if backend == "numpy" else None)
+
+
+@st.cache_data(max_entries=8, show_spinner="Timing the decode step on the GPU…")
+def decode_timings(cfg: engine.DecodeConfig, counts: tuple, auto: int) -> list[dict]:
+    """GPU only: the decode step timed at each split count, and PyTorch's SDPA on the same
+    shape (left out when PyTorch cannot run it), as decode records."""
+    from engine.gpu.decode_bench import decode_record, time_flash_decode, time_sdpa
+    from engine.limits import check_decode_limits
+    check_decode_limits(cfg, max(counts))
+    inputs = engine.make_decode_inputs(cfg)
+    records = [decode_record(cfg, "flash_decode", s,
+                             time_flash_decode(cfg, s, inputs, 20, 2, budget_s=0.3), s == auto)
+               for s in counts]
+    flat = cfg.with_(page_size=None)
+    try:
+        times = time_sdpa(flat, engine.make_decode_inputs(flat), 20, 2, budget_s=0.3)
+        records.append(decode_record(flat, "torch_sdpa", None, times, False))
+    except ValueError:            # PyTorch missing, or it does not run this shape
+        pass
+    return records

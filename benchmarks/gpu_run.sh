@@ -13,6 +13,9 @@
 #   tiles     tile-size grid of the teaching and tensor-core kernels (tiles_<gpu>.json)
 #   fairness  the naive baseline against PyTorch's matmul-softmax-matmul (fairness_<gpu>.json)
 #   schedule  traced runs whose block-to-SM schedules the Kernel page shows (schedule_*.json)
+#   decode    the Flash-Decoding gpu tests (tests/test_gpu_decode.py), then the issue's H200
+#             decode sweep: batch 1-8, seq_k 32k-128k, heads 32, kv_heads 8, d 128, float16;
+#             split counts, paged caches and PyTorch SDPA (decode_<gpu>_<date>.json)
 # Every timing goes through engine.timing (python -m engine ...), the project's timing method.
 set -u
 export PYTHONUNBUFFERED=1
@@ -76,7 +79,14 @@ for mode in "$@"; do
     schedule)
       timeout 240 bash benchmarks/record_kernel_page.sh "$OUT" > "$OUT/schedule.log" 2>&1
       summary+=("schedule and compile facts rc=$?: $(grep -c FAILED "$OUT/schedules.log") failed") ;;
-    *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule)"; exit 2 ;;
+    decode)
+      timeout "${DECODE_TESTS_S:-240}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+        -p no:cacheprovider -m gpu tests/test_gpu_decode.py > "$OUT/decode_tests.log" 2>&1
+      summary+=("decode gpu tests rc=$?: $(tail -1 "$OUT/decode_tests.log")")
+      timeout "${DECODE_S:-420}" python3 -m engine decode-bench \
+        --out "$OUT/decode_${gpu}_$(date -u +%F).json" > "$OUT/decode.log" 2> "$OUT/decode_progress.log"
+      summary+=("decode sweep rc=$?") ; tail -80 "$OUT/decode.log" ;;
+    *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule, decode)"; exit 2 ;;
   esac
 done
 echo "---- summary"

@@ -6,15 +6,19 @@ from .api import (ALGORITHMS, BACKENDS, KERNELS, GpuUnavailableError, benchmark,
                   run_backward)
 from .config import (BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, AttentionConfig,
                      ConfigError, LimitError)
+from .decode import make_decode_inputs, run_decode
+from .decode_config import DecodeConfig
 from .devices import PROFILES, DeviceInfo, GpuProfile, device_info, probe_gpu
 from .inputs import make_dout, make_inputs
 from .limits import LIMITS, check_limits
-from .results import BackwardTrace, Gradients, Result, Schedule, Timing, Trace
+from .results import (BackwardTrace, DecodeResult, DecodeTrace, Gradients, Result, Schedule,
+                      Timing, Trace)
 
 __all__ = [
     "ALGORITHMS", "BACKENDS", "BLOCK_SIZES", "DTYPES", "HEAD_DIMS", "INPUT_PRESETS", "KERNELS",
-    "LIMITS", "PROFILES", "AttentionConfig", "BackwardTrace", "ConfigError", "DeviceInfo",
+    "LIMITS", "PROFILES", "AttentionConfig", "BackwardTrace", "ConfigError", "DecodeConfig",
+    "DecodeResult", "DecodeTrace", "DeviceInfo",
     "GpuProfile", "GpuUnavailableError", "Gradients", "LimitError", "Result", "Schedule",
-    "Timing", "Trace", "benchmark", "check_limits", "device_info", "make_dout", "make_inputs",
-    "probe_gpu", "run", "run_backward",
+    "Timing", "Trace", "benchmark", "check_limits", "device_info", "make_decode_inputs", "make_dout",
+    "make_inputs", "probe_gpu", "run", "run_backward", "run_decode",
 ]

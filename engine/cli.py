@@ -10,6 +10,8 @@
   python -m engine facts --out benchmarks/results/kernel_facts_h200.json   (compile facts)
   python -m engine tiles --seq 4096 --head-dim 64 --dtype float16 \\
       --kernels teaching,tensorcore --out benchmarks/results/tiles_h200_<date>.json
+  python -m engine decode-bench --out benchmarks/results/decode_h200_<date>.json
+      (Flash-Decoding: the issue's H200 sweep, split counts, paged against contiguous, SDPA)
 
 bench writes its JSON after every configuration (the format engine/recorded.py reads), so
 an interrupted sweep keeps what it measured. Sizes whose naive S and P (backward: P, dP and
@@ -357,6 +359,71 @@ def cmd_merge(args) -> int:
     return 0
 
 
+def _decode_lines(cfg, args, sms: int) -> list[tuple]:
+    """(label, config, num_splits, auto) of every timing of one decode shape: the auto split
+    count, each count of --sweep-splits that leaves no split empty, the paged caches (auto),
+    then PyTorch's SDPA."""
+    from .decode_config import splits_without_empty
+    auto = cfg.splits_on(sms)
+    lines = [("flash_decode", cfg, auto, True)]
+    lines += [("flash_decode", cfg, s, False) for s in args.sweep_splits
+              if s <= cfg.seq_k and splits_without_empty(cfg.seq_k, s)]
+    lines += [("flash_decode", cfg.with_(page_size=p), auto, True) for p in args.page_sizes]
+    if args.torch:
+        lines.append(("torch_sdpa", cfg, None, False))
+    return lines
+
+
+def cmd_decode_bench(args) -> int:
+    from .decode import make_decode_inputs, scatter_pages
+    from .decode_config import DecodeConfig, block_table
+    from .gpu.decode_bench import decode_method, decode_record, time_flash_decode, time_sdpa
+    from .gpu.runtime import live_gpu
+    from .gpu.torch_reference import release_memory
+    sms = live_gpu().sms
+    out = Path(args.out)
+    data = {"kind": "decode", "device": device_record(), "date": _today(),
+            "method": decode_method(args.reps, args.warmup), "command": " ".join(sys.argv[1:]),
+            "results": [], "skipped": []}
+    shapes = [DecodeConfig(batch=b, heads=args.heads, kv_heads=args.kv_heads, seq_q=args.seq_q,
+                           seq_k=n, head_dim=args.head_dim, dtype=args.dtype)
+              for n in args.seq_k for b in args.batch]
+    plan = [(cfg, _decode_lines(cfg, args, sms)) for cfg in shapes]
+    bar = Progress(sum(len(lines) for _, lines in plan))
+    for base, lines in plan:
+        inputs = {}
+        for label, cfg, splits, auto in lines:
+            bar.step(f"{label} B={cfg.batch} seq_k={cfg.seq_k} splits={splits} "
+                     f"page={cfg.page_size}")
+            try:
+                if None not in inputs:
+                    release_memory()
+                    inputs[None] = make_decode_inputs(base)
+                if cfg.page_size not in inputs:      # the same cache, scattered over pages
+                    q, k, v = inputs[None]
+                    table = block_table(cfg)
+                    inputs[cfg.page_size] = (q, scatter_pages(cfg, k, table),
+                                             scatter_pages(cfg, v, table))
+                if label == "torch_sdpa":
+                    times = time_sdpa(cfg, inputs[None], args.reps, args.warmup, args.budget)
+                else:
+                    times = time_flash_decode(cfg, splits, inputs[cfg.page_size], args.reps,
+                                              args.warmup, args.budget)
+                data["results"].append(decode_record(cfg, label, splits, times, auto))
+            except (ValueError, RuntimeError, MemoryError) as exc:   # the sweep goes on
+                data["skipped"].append({"kernel": label, "config": cfg.to_dict(),
+                                        "num_splits": splits,
+                                        "reason": f"{type(exc).__name__}: {exc}"})
+            _write_json(out, data)
+        del inputs
+    bar.close()
+    for r in data["results"]:
+        print(f"{r['kernel']:>12} B={r['batch']} seq_k={r['seq_k']:>6} page={r['page_size']} "
+              f"splits={r['num_splits']} {r['median_ms']:.4f} ms "
+              f"({100 * r['floor_fraction']:.0f}% of the HBM floor)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -437,6 +504,28 @@ def parser() -> argparse.ArgumentParser:
                                      "registers, spills, shared memory and blocks per SM")
     k.add_argument("--out", required=True)
     k.set_defaults(func=cmd_facts)
+
+    dc = sub.add_parser("decode-bench", help="time Flash-Decoding steps (split counts, paged "
+                                             "caches) beside PyTorch SDPA; write JSON")
+    dc.add_argument("--batch", type=_ints, default=[1, 2, 4, 8])
+    dc.add_argument("--seq-k", type=_ints, default=[32768, 65536, 131072])
+    dc.add_argument("--heads", type=int, default=32)
+    dc.add_argument("--kv-heads", type=int, default=8)
+    dc.add_argument("--seq-q", type=int, default=1)
+    dc.add_argument("--head-dim", type=int, default=128, choices=HEAD_DIMS)
+    dc.add_argument("--dtype", default="float16", choices=DTYPES)
+    dc.add_argument("--sweep-splits", type=_ints, default=[1, 2, 4, 8, 16, 32, 64, 128],
+                    help="split counts timed beside the auto rule's (1 = the plain kernel)")
+    dc.add_argument("--page-sizes", type=_ints, default=[16, 64],
+                    help="paged caches timed at the auto split count")
+    dc.add_argument("--no-torch", dest="torch", action="store_false",
+                    help="leave out PyTorch's SDPA")
+    dc.add_argument("--reps", type=int, default=50)
+    dc.add_argument("--warmup", type=int, default=3)
+    dc.add_argument("--budget", type=float, default=0.3,
+                    help="seconds per line; repetitions are cut to fit, never below 20")
+    dc.add_argument("--out", required=True)
+    dc.set_defaults(func=cmd_decode_bench)
 
     f = sub.add_parser("fairness", help="naive baseline vs PyTorch matmul-softmax-matmul")
     f.add_argument("--reps", type=int, default=30)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .config import AttentionConfig
+from .decode_config import DecodeConfig
 from .devices import GpuProfile
 
 RESERVED_SMEM_PER_BLOCK = 1024  # the CUDA runtime reserves 1 KB per block (cc 8.0 and later)
@@ -365,6 +366,91 @@ def flash_backward_hbm(cfg: AttentionConfig) -> HbmTraffic:
     read = (2 * qo + 2 * kv + 2 * stream + 2 * vec + acc + bh * cfg.seq_q * d * 4)
     written = bh * cfg.seq_q * 4 + acc + 2 * kv + qo
     return HbmTraffic(read=read, written=written, parts=parts)
+
+
+# ---- decoding (engine.run_decode): one step of seq_q tokens against a KV cache -----------
+def decode_kv_bytes(cfg: DecodeConfig) -> int:
+    """K and V bytes one decode step reads: every cached key and value of every KV head of
+    every sequence, once (a thread block serves all query heads of its KV head group, and the
+    seq_q tokens share the read), 2 · B · kv_heads · seq_k · d · itemsize. Padding rows of a
+    ragged last page are never read."""
+    return 2 * cfg.batch * cfg.kv_heads * cfg.seq_k * cfg.head_dim * cfg.itemsize
+
+
+def decode_bytes_per_token(cfg: DecodeConfig) -> float:
+    """K and V bytes read per generated token: decode_kv_bytes / (batch · seq_q)."""
+    return decode_kv_bytes(cfg) / (cfg.batch * cfg.seq_q)
+
+
+def decode_floor_ms(cfg: DecodeConfig, bytes_per_s: float) -> float:
+    """The HBM bandwidth floor of a decode step: its K and V bytes at bytes_per_s."""
+    return decode_kv_bytes(cfg) / bytes_per_s * 1e3
+
+
+def decode_partial_bytes(cfg: DecodeConfig, num_splits: int) -> int:
+    """The split kernel's float32 partials, O_s (d values), m_s and l_s per query row and
+    split: 4 · B · H · seq_q · S · (d + 2)."""
+    return 4 * cfg.batch * cfg.heads * cfg.seq_q * num_splits * (cfg.head_dim + 2)
+
+
+def decode_hbm(cfg: DecodeConfig, num_splits: int) -> HbmTraffic:
+    """A decode step's HBM traffic: the split kernel reads Q, K, V (and the block table when
+    paged) and writes the partials; the merge reads them and writes O and lse."""
+    q = cfg.batch * cfg.heads * cfg.seq_q * cfg.head_dim * cfg.itemsize
+    kv = decode_kv_bytes(cfg) // 2
+    part = decode_partial_bytes(cfg, num_splits)
+    lse = 4 * cfg.batch * cfg.heads * cfg.seq_q
+    table = 4 * cfg.num_pages
+    parts = {"read Q": q, "read K": kv, "read V": kv, "write partials": part,
+             "read partials": part, "write O": q, "write lse": lse}
+    if cfg.paged:
+        parts["read block table"] = table
+    return HbmTraffic(read=q + 2 * kv + part + (table if cfg.paged else 0),
+                      written=part + q + lse, parts=parts)
+
+
+def decode_model_ms(cfg: DecodeConfig, num_splits: int, gpu: GpuProfile) -> float:
+    """A model of a decode step's time (not a measurement): its HBM bytes (decode_hbm) at the
+    datasheet bandwidth, when every SM draws at most its own share of it, so that B · kv_heads
+    · num_splits thread blocks on fewer SMs than the GPU has leave the rest of it unused."""
+    busy = min(1.0, cfg.batch * cfg.kv_heads * num_splits / gpu.sms)
+    return decode_hbm(cfg, num_splits).total / (gpu.hbm_gbps * 1e9 * busy) * 1e3
+
+
+def decode_smem_parts(cfg: DecodeConfig, threads: int = 128) -> dict:
+    """Dynamic shared memory of one block of the split kernel (kernels/flash_decode.cu), in
+    its order: K_j and V_j, two stages each of Bc rows padded by 16 bytes (input dtype); Q_i,
+    the partial dot products of the threads/Bc parts of each key, O_acc (float32); m_i, l_i
+    and the tile's rescale per row."""
+    from .decode_config import decode_block_k
+    Bc, d, e, rows = decode_block_k(cfg.head_dim), cfg.head_dim, cfg.itemsize, cfg.rows
+    stage = 2 * Bc * (d + 16 // e) * e
+    return {"K_j (2 stages)": stage, "V_j (2 stages)": stage, "Q_i": rows * d * 4,
+            "S_ij parts": (threads // Bc) * rows * Bc * 4, "O_acc": rows * d * 4,
+            "m_i, l_i, rescale": 3 * rows * 4}
+
+
+def decode_elements(cfg: DecodeConfig) -> int:
+    """Elements of q and of the two caches (with a paged cache's padding rows)."""
+    cache = 1
+    for n in cfg.cache_shape:
+        cache *= n
+    return cfg.batch * cfg.heads * cfg.seq_q * cfg.head_dim + 2 * cache
+
+
+def decode_trace_bytes(cfg: DecodeConfig, num_splits: int) -> int:
+    """The decode trace: split_max, split_sum, rescale (S values per row), split_out (S · d)
+    and m_final, l_final, float32: 4 · B · H · seq_q · (S · (d + 3) + 2)."""
+    return 4 * cfg.batch * cfg.heads * cfg.seq_q * (num_splits * (cfg.head_dim + 3) + 2)
+
+
+def decode_peak_memory(cfg: DecodeConfig, num_splits: int, trace: bool = False) -> int:
+    """Device bytes a decode step holds: q, both caches, O, lse, the partials, the block table
+    and, traced, the merge's trace arrays."""
+    rows = cfg.batch * cfg.heads * cfg.seq_q
+    held = (decode_elements(cfg) * cfg.itemsize + rows * cfg.head_dim * cfg.itemsize + 4 * rows
+            + decode_partial_bytes(cfg, num_splits) + 4 * cfg.num_pages)
+    return held + (4 * rows * (num_splits + 2) if trace else 0)
 
 
 def format_bytes(n: float) -> str:

@@ -9,8 +9,9 @@ import os
 from dataclasses import dataclass
 
 from .config import DIRECTIONS, AttentionConfig, LimitError, _check_choice
-from .iomodel import (backward_trace_bytes, format_bytes, naive_backward_bytes, naive_bytes,
-                      qkv_elements, trace_bytes)
+from .decode_config import DecodeConfig
+from .iomodel import (backward_trace_bytes, decode_elements, decode_trace_bytes, format_bytes,
+                      naive_backward_bytes, naive_bytes, qkv_elements, trace_bytes)
 
 
 @dataclass(frozen=True)
@@ -77,3 +78,21 @@ def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = F
                 f"this server allows {lim.show(lim.value)}. "
                 f"Use smaller sizes, or raise it with the environment variable "
                 f"{lim.env}=<{lim.unit}> before starting the app.")
+
+
+def check_decode_limits(cfg: DecodeConfig, num_splits: int, trace: bool = False) -> None:
+    """The limits of a decode step (engine.run_decode), before anything is allocated: q and
+    the two caches against qkv_elements, and the decode trace against trace_bytes."""
+    asked = [("qkv_elements", decode_elements(cfg), "q and the K and V caches together would "
+                                                     "hold")]
+    if trace:
+        asked.append(("trace_bytes", decode_trace_bytes(cfg, num_splits),
+                      "the decode trace would take"))
+    for key, val, what in asked:
+        lim = LIMITS[key]
+        if val > lim.value:
+            raise LimitError(
+                f"Limit {lim.name} exceeded: {what} {lim.show(val)}; this server allows "
+                f"{lim.show(lim.value)}. Use a shorter cache, fewer heads or a smaller batch, "
+                f"or raise it with the environment variable {lim.env}=<{lim.unit}> before "
+                f"starting the app.")

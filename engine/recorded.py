@@ -27,6 +27,12 @@ holds:
    "traced", "config", "kernel_source", "compile_options", "registers_per_thread",
    "local_bytes_per_thread", "threads_per_block", "dynamic_smem_bytes", "static_smem_bytes",
    "grid", "blocks_per_sm"}, ...], "failures": [...]}
+A decode file (benchmarks/results/decode_*.json, from `python -m engine decode-bench`) holds:
+  {"kind": "decode", "device": {...}, "date": ..., "method": ..., "command": ...,
+   "results": [{"kernel": "flash_decode" | "torch_sdpa", "batch", "heads", "kv_heads",
+                "seq_q", "seq_k", "head_dim", "dtype", "page_size" (null: contiguous),
+                "num_splits" (null for SDPA), "auto_splits", "median_ms", "p10_ms", "p90_ms",
+                "reps", "kv_bytes", "floor_ms", "floor_fraction"}, ...], "skipped": [...]}
 """
 from __future__ import annotations
 
@@ -106,3 +112,15 @@ def load_kernel_facts(directory: Path = BENCH_DIR) -> dict | None:
         if data and isinstance(data.get("facts"), list):
             found.append({**data, "file": path.name})
     return max(found, key=lambda d: str(d.get("date", "")), default=None)
+
+
+def load_decode_benchmarks(directory: Path = BENCH_DIR) -> list[dict]:
+    """Every readable decode file (benchmarks/results/decode_*.json), newest date first, each
+    with its 'file' name added."""
+    out = []
+    for path in sorted(Path(directory).glob("decode_*.json")):
+        data = _load(path)
+        if data and data.get("kind") == "decode" and isinstance(data.get("results"), list):
+            out.append({**data, "file": path.name})
+    out.sort(key=lambda d: str(d.get("date", "")), reverse=True)
+    return out

@@ -107,3 +107,35 @@ def timing_record(cfg, kernel: str, t: Timing, direction: str = "forward") -> di
             "trace": False, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
             "reps": t.reps, "tflops": t.tflops, "peak_bytes": t.peak_bytes,
             "stages": t.stages}
+
+
+# The decode trace (engine.run_decode): per split, then the merge (see docs/DESIGN.md).
+DECODE_TRACE_FIELDS = ("split_max", "split_sum", "split_out", "m_final", "rescale", "l_final")
+
+
+@dataclass
+class DecodeTrace:
+    """Each split's partial softmax state and the log-sum-exp merge, float32, in natural-log
+    units of the scaled scores. Per split s (last axis S): split_max m_s, split_sum l_s
+    (B, H, seq_q, S); split_out O_s (B, H, seq_q, S, d), each split's own normalised output.
+    The merge: m_final = max_s m_s and l_final = Σ_s rescale_s · l_s (B, H, seq_q);
+    rescale_s = exp(m_s - m_final) (B, H, seq_q, S)."""
+
+    split_max: np.ndarray
+    split_sum: np.ndarray
+    split_out: np.ndarray
+    m_final: np.ndarray
+    rescale: np.ndarray
+    l_final: np.ndarray
+
+
+@dataclass
+class DecodeResult:
+    output: np.ndarray        # (B, H, seq_q, d), input dtype
+    lse: np.ndarray           # (B, H, seq_q) float32: m_final + log(l_final)
+    num_splits: int           # the split count that ran ("auto" resolved)
+    bounds: np.ndarray        # (num_splits + 1,) split s holds keys [bounds[s], bounds[s+1])
+    block_table: np.ndarray   # (batch, pages_per_seq) int32; (batch, 0) when contiguous
+    backend: str              # "numpy" or "cupy"
+    trace: DecodeTrace | None = None
+    info: dict = field(default_factory=dict)

@@ -95,3 +95,22 @@ def loss64(q, k, v, dout, scale, causal) -> float:
     """sum(O ∘ dout) in float64: the scalar whose gradients attention_grads64 gives."""
     O, _ = attention64(q, k, v, scale, causal)
     return float((O * dout.astype(np.float64)).sum())
+
+
+def decode64(q, k, v):
+    """A decode step in float64, written from the definition: q (B, H, Nq, d) are the last Nq
+    positions of a contiguous cache k, v (B, KVH, Nk, d); query head h uses KV head
+    h // (H / KVH); token t sees keys c <= Nk - Nq + t. Scores are scale·q·k with scale
+    1/sqrt(d). Returns output (B, H, Nq, d), lse (B, H, Nq) and the scores (B, H, Nq, Nk)
+    with hidden keys at -inf (for traces)."""
+    B, H, nq, d = q.shape
+    group = H // k.shape[1]
+    K = np.repeat(k.astype(np.float64), group, axis=1)
+    V = np.repeat(v.astype(np.float64), group, axis=1)
+    nk = K.shape[2]
+    S = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), K) / np.sqrt(d)
+    S[..., np.arange(nk)[None, :] > (nk - nq + np.arange(nq))[:, None]] = -np.inf
+    m = S.max(-1, keepdims=True)
+    P = np.exp(S - m)
+    l = P.sum(-1, keepdims=True)
+    return (P @ V) / l, (m + np.log(l))[..., 0], S

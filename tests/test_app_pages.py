@@ -21,11 +21,11 @@ FIXTURES = Path(__file__).resolve().parent / "data"
 PAGES = {"overview": "FlashAttention Lab", "sram_tiling": "SRAM tiling",
          "online_softmax": "Online softmax", "timings": "Timings", "kernel": "Kernel",
          "downloads": "Downloads", "backward": "Backward pass",
-         "tile_sizes": "Tile sizes"}
+         "tile_sizes": "Tile sizes", "decoding": "Decoding"}
 # charts drawn with the default config and the test fixtures (the kernel page draws the
 # recorded schedule on CPU and the live one on a GPU)
 CHARTS = {"overview": 0, "sram_tiling": 3, "online_softmax": 3, "timings": 3, "kernel": 1,
-          "downloads": 0, "backward": 7, "tile_sizes": 8}
+          "downloads": 0, "backward": 7, "tile_sizes": 8, "decoding": 6}
 
 
 @pytest.fixture(autouse=True)
@@ -693,7 +693,8 @@ def shown_step(at: AppTest) -> int:
     return spec["params"][0]["value"]
 
 
-@pytest.mark.parametrize("page,key", [("sram_tiling", "sram"), ("backward", "bw")])
+@pytest.mark.parametrize("page,key", [("sram_tiling", "sram"), ("backward", "bw"),
+                                      ("decoding", "dec")])
 def test_loop_player_step_buttons_move_the_step(page, key):
     at = open_page(page)
     assert shown_step(at) == 1 and at.slider(key=f"{key}_step").value == 1
@@ -862,3 +863,80 @@ def test_loop_order_comes_from_the_link_and_goes_back_into_it():
     bad = open_page("sram_tiling", sram_order="fa3")
     assert_clean(bad)
     assert any("sram_order" in e.value and "fa2, fa1" in e.value for e in bad.error)
+def metric(at: AppTest, label: str):
+    return next(m for m in at.metric if m.label == label)
+
+
+def test_decoding_page_follows_its_controls_from_the_url():
+    at = open_page("decoding", heads=4, dec_seq_k=1001, dec_splits=8, dec_page=32,
+                   dec_kv_heads=1, dec_seq_q=2)
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert str(metric(at, "num_splits").value) == "8"
+    assert metric(at, "keys per split").value == "126"                  # ⌈1001/8⌉, last 119
+    assert str(metric(at, "query rows per block").value) == "8"       # 4 heads × 2 tokens
+    assert "32 pages of 32 keys" in texts(at)                            # ⌈1001/32⌉, batch 1
+    assert url(at)["dec_splits"] == "8" and url(at)["dec_page"] == "32"
+    at.select_slider(key="dec_page").set_value("none").run()
+    assert_clean(at)
+    assert "The cache is contiguous" in texts(at) and url(at)["dec_page"] == "none"
+    at.switch_page("../pages/timings.py").run()                          # not in its URL
+    assert "dec_splits" not in url(at)
+
+
+@pytest.mark.parametrize("params,words", [
+    (dict(heads=4, dec_kv_heads=3), "heads must be a multiple of kv_heads"),
+    (dict(dec_seq_k=100, dec_splits=128), "every split must hold a key"),
+    (dict(heads=64, dec_kv_heads=1, dec_seq_q=2), "must be at most 32"),
+])
+def test_decoding_page_bad_combination_is_a_message(params, words):
+    at = open_page("decoding", **params)
+    assert_clean(at)
+    assert any(words in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_decoding_page_auto_splits_follow_the_emulated_profile():
+    h200 = open_page("decoding", backend="numpy", dec_seq_k=32768, heads=32, dec_kv_heads=8)
+    t4 = open_page("decoding", backend="numpy", dec_seq_k=32768, heads=32, dec_kv_heads=8,
+                   profile="T4")
+    assert str(metric(h200, "num_splits").value) == "33"                 # ⌈2·132 / 8⌉
+    assert str(metric(t4, "num_splits").value) == "10"                   # ⌈2·40 / 8⌉
+
+
+def test_decoding_page_merge_chart_carries_every_split_once():
+    from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+    at = open_page("decoding", dec_seq_k=2000, dec_splits=8)
+    assert_clean(at)
+    board = next(c.proto for c in at.get("vega_lite_chart")
+                 if json.loads(c.proto.spec).get("params", [{}])[0].get("name") == "step")
+    states = convert_arrow_bytes_to_pandas_df(board.datasets[0].data.data)
+    assert sorted(states.split) == list(range(8)) and len(board.datasets) == 1
+    assert abs(states.share.sum() - 1) < 1e-5 and (states.rescale <= 1).all()
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows live decode timings instead")
+def test_decoding_page_says_no_recorded_decode_results_exist():
+    at = open_page("decoding")
+    assert "No recorded H200 decode results exist yet" in texts(at)
+    assert any("Model of NVIDIA H200 (not measured)" in json.dumps(s) for s in specs(at))
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows live decode timings instead")
+def test_decoding_page_shows_recorded_decode_results(monkeypatch, tmp_path):
+    rows = [{"kernel": "flash_decode", "batch": 1, "heads": 32, "kv_heads": 8, "seq_q": 1,
+             "seq_k": 32768, "head_dim": 128, "dtype": "float16", "page_size": None,
+             "num_splits": n, "auto_splits": n == 32, "median_ms": 1.0 / n + 0.02,
+             "p10_ms": 0.0, "p90_ms": 0.0, "reps": 20, "kv_bytes": 1, "floor_ms": 0.02,
+             "floor_fraction": 0.5} for n in (1, 2, 4, 32)]
+    rows.append({**rows[0], "kernel": "torch_sdpa", "num_splits": None, "median_ms": 0.1})
+    (tmp_path / "decode_fixture.json").write_text(json.dumps(
+        {"kind": "decode", "device": {"name": "Fixture GPU"}, "date": "2000-01-01",
+         "method": "fixture method", "results": rows}))
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    at = open_page("decoding")
+    assert_clean(at)
+    body = texts(at)
+    assert "No recorded H200 decode results" not in body and "fixture method" in body
+    assert at.selectbox(key="dec_rec_file").value == "decode_fixture.json"
+    assert any("Recorded on Fixture GPU" in json.dumps(s) and "2000-01-01" in json.dumps(s)
+               for s in specs(at))

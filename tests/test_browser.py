@@ -27,7 +27,8 @@ SHOTS = (ROOT / "docs" / "screenshots" if os.environ.get("FA_LAB_SCREENSHOTS") =
 PAGES = {"overview": ("", False), "sram-tiling": ("sram-tiling", True),
          "online-softmax": ("online-softmax", True), "timings": ("timings", True),
          "kernel": ("kernel", True), "downloads": ("downloads", False),
-         "backward": ("backward", True), "tile-sizes": ("tile-sizes", True)}
+         "backward": ("backward", True), "tile-sizes": ("tile-sizes", True),
+         "decoding": ("decoding", True)}
 CHART = ".vega-embed canvas, .vega-embed svg"
 
 
@@ -110,11 +111,11 @@ def _step_forward(page, times: int):
         _settle(page, quiet_polls=2)
 
 
-@pytest.mark.parametrize("path", ["sram-tiling", "backward"])
+@pytest.mark.parametrize("path", ["sram-tiling", "backward", "decoding"])
 def test_step_buttons_change_the_loop_chart(browser, server, path):
     page = _open(browser, f"{server}/{path}")
     try:
-        embed = page.locator(".vega-embed").nth(1 if path == "sram-tiling" else 0)
+        embed = page.locator(".vega-embed").nth(0 if path == "backward" else 1)
         before = embed.screenshot()
         _step_forward(page, 3)
         step = page.locator('[data-testid="stSlider"]').filter(

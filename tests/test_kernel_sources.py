@@ -86,6 +86,21 @@ def backward_mma_examples():
             for d, bq, bk in catalog.BACKWARD_MMA.shapes for dt in catalog.BACKWARD_MMA.dtypes]
 
 
+def decode_examples():
+    """The Flash-Decoding kernels in float16 and bfloat16 at head_dim 64 and 128 (one query
+    row per block, contiguous; four rows of a GQA group, paged), and the extremes: float32 at
+    head_dim 256 with 32 rows, float16 at head_dim 16 with four query tokens."""
+    from engine.decode_config import DecodeConfig
+    from engine.gpu.launchers import decode
+    shapes = [dict(head_dim=d, dtype=dt, **layout) for d in (64, 128)
+              for dt in ("float16", "bfloat16")
+              for layout in (dict(heads=8, kv_heads=8), dict(heads=32, kv_heads=8,
+                                                             page_size=16))]
+    shapes += [dict(head_dim=256, dtype="float32", heads=32, kv_heads=1, page_size=256),
+               dict(head_dim=16, dtype="float16", heads=4, kv_heads=2, seq_q=4, seq_k=64)]
+    return [decode.compile_options(DecodeConfig(**kw)) for kw in shapes]
+
+
 def nvcc(source, options):
     # wgmma needs the architecture-specific sm_90a target; everything else builds for sm_90.
     arch = "-gencode=arch=compute_90a,code=sm_90a" if source == "flash_wgmma.cu" else \
@@ -98,7 +113,7 @@ def examples_of(source: str) -> list:
     """The compile options a source is checked with: the catalogued builds for the tensor-core
     kernels, EXAMPLES for the others."""
     built = {"flash_tensorcore.cu": tensorcore_examples, "flash_wgmma.cu": wgmma_examples,
-             "flash_backward_mma.cu": backward_mma_examples}
+             "flash_backward_mma.cu": backward_mma_examples, "flash_decode.cu": decode_examples}
     return built[source]() if source in built else EXAMPLES[source]
 
 
@@ -139,7 +154,8 @@ def required_defines(source):
 
 @pytest.mark.parametrize("source", ["flash_teaching.cu", "flash_tensorcore.cu",
                                     "naive_softmax.cu", "flash_backward_teaching.cu",
-                                    "naive_backward.cu", "flash_backward_mma.cu"])
+                                    "naive_backward.cu", "flash_backward_mma.cu",
+                                    "flash_decode.cu"])
 def test_launcher_options_define_every_macro_the_source_requires(source):
     options = examples_of(source)
     need = required_defines(source)
@@ -174,3 +190,21 @@ def test_backward_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
     assert "teaching backward" in msg and "330,240 bytes" in msg
     assert "block_q=128, block_k=32" in msg and "block_q=64, block_k=64" in msg
     assert backward_teaching.check_fits(c.with_(block_k=32), H200) == 231_680
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
+def test_decode_split_kernel_fits_two_blocks_per_sm_on_the_issue_shape():
+    """heads 32, kv_heads 8, d = 128, float16 (the issue's H200 target): shared memory and
+    registers leave room for the auto rule's two blocks per SM."""
+    from engine.decode_config import BLOCKS_PER_SM, DecodeConfig
+    from engine.gpu.launchers import decode
+    cfg = DecodeConfig(heads=32, kv_heads=8, head_dim=128, dtype="float16")
+    smem = decode.check_fits(cfg, H200)
+    assert BLOCKS_PER_SM * (smem + 1024) <= H200.smem_per_sm
+    done = nvcc("flash_decode.cu", (*decode.compile_options(cfg), "-Xptxas", "-v"))
+    assert done.returncode == 0, done.stderr
+    report = done.stderr.split("Function properties for flash_decode_split")[1]
+    regs = int(report.split("Used ")[1].split(" registers")[0])
+    assert BLOCKS_PER_SM * regs * decode.NUM_THREADS <= H200.regs_per_sm
+    assert "0 bytes spill stores" in report.split("ptxas")[0], report

@@ -49,7 +49,8 @@ def test_any_link_renders_without_exception(params):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(page=st_h.sampled_from(["online_softmax", "timings", "backward", "tile_sizes"]),
+@given(page=st_h.sampled_from(["online_softmax", "timings", "backward", "tile_sizes",
+                               "decoding"]),
        params=st_h.dictionaries(
            st_h.sampled_from(sorted(PAGE_CONTROLS) + ["heads", "batch", "seq_q"]), raw_values,
            max_size=4))

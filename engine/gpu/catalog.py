@@ -117,3 +117,33 @@ def tensorcore_takes(cfg: AttentionConfig, hopper: bool) -> bool:
     except ConfigError:
         return False
     return True
+
+
+@dataclass(frozen=True)
+class DecodeBuild:
+    """The Flash-Decoding kernels (kernels/flash_decode.cu): a split kernel, one block per
+    (split, KV head, sequence), and the merge kernel; compiled per head_dim, dtype, query rows
+    per block, query tokens and page size."""
+
+    name: str
+    source: str
+    functions: tuple[str, str]
+    dtypes: tuple[str, ...]
+    head_dims: tuple[int, ...]
+
+    def text(self) -> str:
+        return (f"dtype {', '.join(self.dtypes)}; head_dim {', '.join(map(str, self.head_dims))}"
+                f"; any num_splits, kv_heads and page size that DecodeConfig allows")
+
+
+DECODE = DecodeBuild("flash-decoding", "flash_decode.cu",
+                     ("flash_decode_split", "flash_decode_merge"),
+                     ("float32", "float16", "bfloat16"), (16, 32, 64, 128, 256))
+
+
+def decode_build(cfg) -> DecodeBuild:
+    """The decode build for a DecodeConfig; ConfigError naming what it takes otherwise."""
+    if cfg.dtype in DECODE.dtypes and cfg.head_dim in DECODE.head_dims:
+        return DECODE
+    raise ConfigError(f"The Flash-Decoding kernel does not take dtype={cfg.dtype}, head_dim="
+                      f"{cfg.head_dim}. It supports {DECODE.text()}.")

@@ -1,0 +1,183 @@
+"""Data of the Decoding page: a DecodeConfig from the sidebar and the page's controls, the
+splits of the cache, each split's softmax state for the merge, the paged pool and its block
+table, bytes per token, and times (model, measured, recorded). Pure functions: DataFrames out;
+byte counts from engine.iomodel."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from engine import AttentionConfig, GpuProfile, iomodel
+from engine.decode_config import AUTO, MAX_SPLITS, DecodeConfig, splits_without_empty
+from engine.results import DecodeResult
+
+POOL_COLUMNS = 32          # physical pages drawn per row of the pool
+POOL_CAP = 4096            # pages drawn at most (the rest named in a caption)
+
+
+def default_kv_heads(heads: int, seq_q: int) -> int:
+    """The page's first view shows grouped-query attention: the largest group of 4, 2 or 1
+    query heads per KV head that divides heads and keeps group · seq_q rows under 32."""
+    for group in (4, 2, 1):
+        if heads % group == 0 and group * seq_q <= 32:
+            return heads // group
+    return heads
+
+
+def decode_config(cfg: AttentionConfig, seq_k: int, seq_q: int, kv_heads: int, splits,
+                  page) -> DecodeConfig:
+    """The decode step of the sidebar's batch, heads, head_dim, dtype, scale and seed and
+    the page's cache length, query tokens, KV heads, split count and page size (ConfigError
+    when the combination is not allowed)."""
+    return DecodeConfig(batch=cfg.batch, heads=cfg.heads, kv_heads=kv_heads, seq_q=seq_q,
+                        seq_k=seq_k, head_dim=cfg.head_dim, dtype=cfg.dtype,
+                        num_splits=splits, page_size=None if page == "none" else page,
+                        scale=cfg.scale, seed=cfg.seed)
+
+
+def split_strip(res: DecodeResult) -> pd.DataFrame:
+    """One row per split: its keys [k0, k1)."""
+    b = res.bounds
+    return pd.DataFrame({"split": np.arange(res.num_splits), "k0": b[:-1], "k1": b[1:],
+                         "keys": np.diff(b)})
+
+
+def split_states(res: DecodeResult, b: int, h: int, t: int) -> pd.DataFrame:
+    """The trace of query row (b, h, t), one row per split: its keys, m_s, l_s (seen=False
+    for a split the row does not see; m_s is then drawn at the smallest seen m_s), the
+    rescale exp(m_s - m_final) and its share rescale·l_s / l_final of the final sum."""
+    tr = res.trace
+    m, l = tr.split_max[b, h, t].astype(float), tr.split_sum[b, h, t].astype(float)
+    seen = np.isfinite(m)
+    table = split_strip(res)
+    table["seen"] = seen
+    table["m_s"] = np.where(seen, m, m[seen].min())
+    table["l_s"] = l
+    table["rescale"] = tr.rescale[b, h, t].astype(float)
+    table["share"] = table["rescale"] * l / float(tr.l_final[b, h, t])
+    table["m_final"] = float(tr.m_final[b, h, t])
+    table["l_final"] = float(tr.l_final[b, h, t])
+    return table
+
+
+def pool_cells(cfg: DecodeConfig, table: np.ndarray, bounds: np.ndarray) -> pd.DataFrame:
+    """The physical pages of the paged pool (the first POOL_CAP), POOL_COLUMNS a row: which
+    sequence owns each, its logical page, its keys and the split of its first key."""
+    seq, logical = np.divmod(np.argsort(table.ravel(), kind="stable"), cfg.pages_per_seq)
+    n = min(cfg.num_pages, POOL_CAP)
+    page = np.arange(n)
+    first = logical[:n] * cfg.page_size
+    split = np.searchsorted(bounds, first, side="right") - 1
+    return pd.DataFrame({"page": page, "col": page % POOL_COLUMNS, "row": page // POOL_COLUMNS,
+                         "sequence": seq[:n], "logical": logical[:n], "k0": first,
+                         "k1": np.minimum(first + cfg.page_size, cfg.seq_k), "split": split})
+
+
+def layouts(cfg: DecodeConfig) -> list[tuple[str, DecodeConfig]]:
+    """This config beside multi-head (kv_heads = heads) and multi-query (kv_heads = 1)."""
+    out = [(f"multi-head (kv_heads = {cfg.heads})", cfg.with_(kv_heads=cfg.heads,
+                                                                num_splits=1)),
+           (f"this config (kv_heads = {cfg.kv_heads})", cfg),
+           ("multi-query (kv_heads = 1)", cfg.with_(kv_heads=1, num_splits=1))]
+    seen, unique = set(), []
+    for name, c in out:
+        if c.kv_heads not in seen:
+            seen.add(c.kv_heads)
+            unique.append((name, c))
+    return unique
+
+
+def bytes_table(cfg: DecodeConfig, gpu: GpuProfile) -> pd.DataFrame:
+    """K and V bytes read per generated token and the step's HBM floor at the datasheet
+    bandwidth, for this config and the multi-head and multi-query layouts of its heads."""
+    rows = []
+    for name, c in layouts(cfg):
+        rows.append({"layout": name, "kv_heads": c.kv_heads,
+                     "bytes_per_token": iomodel.decode_bytes_per_token(c),
+                     "floor_us": 1e3 * iomodel.decode_floor_ms(c, gpu.hbm_gbps * 1e9)})
+    return pd.DataFrame(rows)
+
+
+def split_counts(cfg: DecodeConfig, sms: int) -> list[int]:
+    """Powers of two up to MAX_SPLITS, and the auto rule's count, that leave no split empty."""
+    wanted = {2 ** k for k in range(8) if 2 ** k <= MAX_SPLITS} | {cfg.splits_on(sms)}
+    return sorted(s for s in wanted if s <= cfg.seq_k and splits_without_empty(cfg.seq_k, s))
+
+
+def splits_model(cfg: DecodeConfig, gpu: GpuProfile) -> pd.DataFrame:
+    """The model's time of one step (iomodel.decode_model_ms) per split count, beside the
+    HBM floor."""
+    counts = split_counts(cfg, gpu.sms)
+    floor = iomodel.decode_floor_ms(cfg, gpu.hbm_gbps * 1e9)
+    model = pd.DataFrame({"num_splits": counts, "series": "model",
+                          "ms": [iomodel.decode_model_ms(cfg, s, gpu) for s in counts]})
+    floor_rows = pd.DataFrame({"num_splits": counts, "series": "HBM floor", "ms": floor})
+    return pd.concat([model, floor_rows], ignore_index=True)
+
+
+def floor_sweep(cfg: DecodeConfig, gpu: GpuProfile) -> pd.DataFrame:
+    """Over cache lengths 1k to 128k: the HBM floor and the model's time with the auto split
+    count and with one split."""
+    rows = []
+    for n in (2 ** k for k in range(10, 18)):
+        c = cfg.with_(seq_k=n, num_splits=AUTO)
+        auto = c.splits_on(gpu.sms)
+        rows += [{"seq_k": n, "series": "HBM floor (K, V bytes ÷ bandwidth)",
+                  "ms": iomodel.decode_floor_ms(c, gpu.hbm_gbps * 1e9)},
+                 {"seq_k": n, "series": "model, auto splits",
+                  "ms": iomodel.decode_model_ms(c, auto, gpu)},
+                 {"seq_k": n, "series": "model, num_splits = 1",
+                  "ms": iomodel.decode_model_ms(c, 1, gpu)}]
+    return pd.DataFrame(rows)
+
+
+def measured_table(records: list[dict], counts: list[int]) -> pd.DataFrame:
+    """Timing records (engine.gpu.decode_bench.decode_record) as chart rows; a record without
+    a split count (PyTorch's SDPA) becomes a flat line across `counts`."""
+    rows = [{"num_splits": s, "series": _series(r), "ms": r["median_ms"],
+             "p10_ms": r["p10_ms"], "p90_ms": r["p90_ms"],
+             "floor_fraction": r["floor_fraction"]}
+            for r in records
+            for s in ([r["num_splits"]] if r["num_splits"] else [min(counts), max(counts)])]
+    return pd.DataFrame(rows, columns=["num_splits", "series", "ms", "p10_ms", "p90_ms",
+                                       "floor_fraction"])
+
+
+def _series(record: dict) -> str:
+    if record["kernel"] == "torch_sdpa":
+        return "PyTorch SDPA"
+    page = record.get("page_size")
+    return "flash-decoding, " + (f"pages of {page}" if page else "contiguous")
+
+
+SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim", "dtype")
+
+
+def recorded_table(files: list[dict]) -> pd.DataFrame:
+    """Every recorded decode timing with the fields the charts need, one row each, with its
+    file and shape in words."""
+    rows = []
+    for f in files:
+        for r in f.get("results", []):
+            if not isinstance(r, dict) or not all(k in r for k in (*SHAPE_FIELDS, "kernel",
+                                                                    "median_ms")):
+                continue
+            shape = (f"B={r['batch']}, H={r['heads']}, kv_heads={r['kv_heads']}, "
+                     f"seq_q={r['seq_q']}, seq_k={r['seq_k']}, d={r['head_dim']}, {r['dtype']}")
+            rows.append({"file": f["file"], "shape": shape, "series": _series(r),
+                         "num_splits": r.get("num_splits"), "ms": r["median_ms"],
+                         "floor_fraction": r.get("floor_fraction")})
+    return pd.DataFrame(rows, columns=["file", "shape", "series", "num_splits", "ms",
+                                       "floor_fraction"])
+
+
+def spread_unsplit(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows without a split count (PyTorch's SDPA) drawn as flat lines across the split
+    counts of the other rows."""
+    split = rows[rows.num_splits.notna()]
+    flat = rows[rows.num_splits.isna()]
+    if flat.empty or split.empty:
+        return split
+    lo, hi = split.num_splits.min(), split.num_splits.max()
+    spread = pd.concat([flat.assign(num_splits=lo), flat.assign(num_splits=hi)])
+    return pd.concat([split, spread], ignore_index=True)
