@@ -11,13 +11,15 @@ from app.decode_data import (POOL_CAP, POOL_COLUMNS, bytes_table, decode_config,
                              default_kv_heads, floor_sweep, measured_table, pool_cells,
                              recorded_table, split_counts, split_states, split_strip,
                              splits_model, spread_unsplit)
-from app.ui import chart, guarded, linked_choice, linked_number, loop_player, usable_settings
+from app.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes, on_stage,
+                    stage, usable_settings)
 from engine import iomodel, recorded
 from engine.decode_config import BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
 from app.timing_data import bench_dir
 
 st.title("Decoding")
 s = usable_settings()
+slot = stage()
 cfg, gpu = s.cfg, s.device.gpu
 
 st.markdown(
@@ -71,15 +73,19 @@ m4.metric("query rows per block", dcfg.rows,
           delta_color="off", help="the query heads sharing one KV head read its K_j, V_j once")
 chart(cache_chart, split_strip(res), dcfg.seq_k, dcfg.page_size)
 
-st.subheader("Each split's softmax state, merged")
-h = linked_number(st, "query head", "dec_head", 0, dcfg.heads - 1, 0)
-t = dcfg.seq_q - 1
-states = split_states(res, 0, h, t)
-st.caption(f"Sequence 0, query head {h} (KV head {h // dcfg.group}), the last new token. "
-           "Step through the merge: each step merges one more split. When a split's max is "
-           "above the running max, the sums merged so far shrink by exp(m_old − m_new), "
-           "exactly as a new key tile rescales the online softmax.")
-loop_player("dec", res.num_splits, merge_chart, states, reset_on=(dcfg, h))
+with on_stage(slot):
+    if not s.talk:
+        st.subheader("Each split's softmax state, merged")
+    h = linked_number(st.columns([1, 4])[0], "query head", "dec_head", 0, dcfg.heads - 1, 0)
+    t = dcfg.seq_q - 1
+    states = split_states(res, 0, h, t)
+    above = st.container()
+    loop_player("dec", res.num_splits, merge_chart, states, reset_on=(dcfg, h))
+    notes(above).caption(
+        f"Sequence 0, query head {h} (KV head {h // dcfg.group}), the last new token. Step "
+        "through the merge: each step merges one more split. When a split's max is above the "
+        "running max, the sums merged so far shrink by exp(m_old − m_new), exactly as a new "
+        "key tile rescales the online softmax.")
 tr = res.trace
 gap = float(abs((tr.split_sum * tr.rescale).sum(-1) - tr.l_final).max() / tr.l_final.max())
 st.caption(f"From the trace: Σ_s l_s·exp(m_s − m_final) equals l_final to {gap:.1e} "
