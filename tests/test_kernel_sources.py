@@ -121,8 +121,12 @@ def examples_of(source: str) -> list:
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
 @pytest.mark.parametrize("source", source_names())
 def test_every_kernel_source_compiles_for_sm90(source):
-    for options in examples_of(source):
-        done = nvcc(source, options)
+    # nvcc runs one compile per core at a time: the examples are independent processes.
+    from concurrent.futures import ThreadPoolExecutor
+    examples = examples_of(source)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        builds = list(pool.map(lambda options: nvcc(source, options), examples))
+    for options, done in zip(examples, builds):
         assert done.returncode == 0, f"{source} {' '.join(options)}:\n{done.stderr}"
 
 
