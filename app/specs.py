@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import altair as alt
+import numpy as np
 import pandas as pd
 from streamlit import dataframe_util
 
@@ -56,9 +57,38 @@ def arrow_bytes(values: list) -> bytes:
     return dataframe_util.convert_anything_to_arrow_bytes(values)
 
 
+def _column_values(col: pd.Series) -> list | None:
+    """A column's values as Altair's sanitizer leaves them (Python numbers, bools and strings;
+    None for NaN, inf and missing), for the dtypes the app's charts use; None for others."""
+    dtype = col.dtype
+    if isinstance(dtype, np.dtype) and dtype.kind in "iub":
+        return col.to_numpy().tolist()
+    if isinstance(dtype, np.dtype) and dtype.kind == "f":
+        values = col.to_numpy()
+        bad = ~np.isfinite(values)
+    elif str(dtype) in ("str", "string"):
+        values, bad = col.to_numpy(dtype=object), col.isna().to_numpy()
+    else:
+        return None
+    out = values.tolist()
+    for i in np.flatnonzero(bad).tolist():
+        out[i] = None
+    return out
+
+
 def records(frame: pd.DataFrame) -> list[dict]:
-    """A DataFrame's values as Altair writes them into a spec (its active data transformer)."""
-    return alt.data_transformers.get()(frame)["values"]
+    """A DataFrame's values as Altair writes them into a spec: what its default data
+    transformer gives, without its per-column copies where every dtype is a plain one."""
+    names = list(frame.columns)
+    if (isinstance(frame.index, pd.MultiIndex) or not names or len(set(names)) < len(names)
+            or not all(isinstance(n, str) for n in names)
+            or alt.data_transformers.active != "default"
+            or len(frame) > (alt.data_transformers.options.get("max_rows") or len(frame))):
+        return alt.data_transformers.get()(frame)["values"]
+    columns = [_column_values(frame[n]) for n in names]
+    if any(c is None for c in columns):
+        return alt.data_transformers.get()(frame)["values"]
+    return [dict(zip(names, row)) for row in zip(*columns)]
 
 
 def from_dict(spec: dict) -> SentChart:

@@ -160,6 +160,27 @@ def test_templated_softmax_charts_equal_altairs(fresh, salt):
             assert_same(cached_sent(builder, *args), want, "cached")
 
 
+def test_records_are_altairs():
+    """specs.records gives what Altair's data transformer gives: Python numbers, bools and
+    strings, None for NaN, inf and missing values, for every dtype kind the charts use."""
+    import altair as alt
+    import numpy as np
+    import pandas as pd
+    g = rng(12)
+    x = g.standard_normal(40)
+    x[[3, 7]] = np.nan
+    x[11] = np.inf
+    frame = pd.DataFrame({"f": x, "f32": (-x).astype(np.float32), "i": g.integers(-9, 9, 40),
+                          "u": g.integers(0, 9, 40).astype(np.uint8), "b": x > 0,
+                          "s": [None if i % 5 == 0 else f"k{i}" for i in range(40)],
+                          "c": pd.Categorical(["a", "b"] * 20)})
+    for cols in (["f", "f32", "i", "u", "b", "s"], ["f", "c"], ["s"]):
+        want = alt.data_transformers.get()(frame[cols])["values"]
+        got = specs.records(frame[cols])
+        assert got == want and all(type(got[r][c]) is type(want[r][c])
+                                   for r in range(40) for c in cols), cols
+
+
 def test_cache_tells_inputs_apart(fresh):
     """Equal inputs share one SentChart; a changed value or kwarg draws a new one."""
     g = rng(11)
