@@ -29,7 +29,10 @@ import numpy as np
 import pandas as pd
 from streamlit import dataframe_util
 
-MAX_CHARTS = 64          # finished charts kept (the loop chart's largest is about 1 MB of Arrow)
+# Finished charts kept: per-seed charts (a few kB each) must not push out the loop charts
+# (up to about 1 MB of Arrow each), which every visitor of a shape and every tick of Play use.
+MAX_CHARTS = 2048
+MAX_CHART_BYTES = 128 * 2**20
 MAX_TEMPLATES = 64       # layouts kept
 
 
@@ -187,10 +190,12 @@ def _fill(t: _Template, frames: dict[str, pd.DataFrame], layout: tuple) -> SentC
 
 
 class _Lru:
-    """A small thread-safe LRU map."""
+    """A small thread-safe LRU map, bounded by entries and by the bytes `size` counts."""
 
-    def __init__(self, size: int):
-        self.size, self.items, self.lock = size, OrderedDict(), threading.Lock()
+    def __init__(self, entries: int, max_bytes: float = float("inf"),
+                 size: Callable[[object], int] = lambda value: 0):
+        self.entries, self.max_bytes, self.size = entries, max_bytes, size
+        self.items, self.bytes, self.lock = OrderedDict(), 0, threading.Lock()
 
     def get(self, key):
         with self.lock:
@@ -201,17 +206,25 @@ class _Lru:
 
     def put(self, key, value) -> None:
         with self.lock:
+            if key in self.items:
+                self.bytes -= self.size(self.items.pop(key))
             self.items[key] = value
-            self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
+            self.bytes += self.size(value)
+            while len(self.items) > 1 and (len(self.items) > self.entries
+                                           or self.bytes > self.max_bytes):
+                self.bytes -= self.size(self.items.popitem(last=False)[1])
 
     def clear(self) -> None:
         with self.lock:
             self.items.clear()
+            self.bytes = 0
 
 
-_CHARTS = _Lru(MAX_CHARTS)
+def _sent_bytes(sent: SentChart) -> int:
+    return sum(len(b) for b in sent.datasets.values())
+
+
+_CHARTS = _Lru(MAX_CHARTS, MAX_CHART_BYTES, _sent_bytes)
 _TEMPLATES = _Lru(MAX_TEMPLATES)
 
 

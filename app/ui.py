@@ -2,14 +2,18 @@
 from, and drawing a chart with the app's own fonts."""
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Callable, TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
 from app import specs
 from app.controls import kernel_label
 from app.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
+from engine.gpu.lock import GPU_LOCK
 from engine.gpu.runtime import GpuRunError
 
 T = TypeVar("T")
@@ -62,11 +66,42 @@ def linked_choice(where, label: str, key: str, options: list, default) -> object
     return value
 
 
+GPU_WAIT = ("Waiting for the GPU: another run is using it (one run at a time keeps every "
+            "timing honest). This run starts as soon as it is free.")
+
+
+@contextlib.contextmanager
+def gpu_wait_notice():
+    """While the block runs on a GPU backend, a wait for GPU_LOCK (another session or app
+    process is using the GPU) shows GPU_WAIT here until the block ends. The notice is written
+    from a helper thread, outside any st.cache_data function the wait happens in (an element
+    written there would be replayed on every later cache hit)."""
+    if not settings().on_gpu:
+        yield
+        return
+    slot = st.empty()
+    ctx = get_script_run_ctx()
+
+    def show():
+        writer = threading.Thread(target=slot.info, args=(GPU_WAIT,), kwargs={"icon": "⏳"})
+        add_script_run_ctx(writer, ctx)
+        writer.start()
+        writer.join()
+
+    try:
+        with GPU_LOCK.notify_waits(show):
+            yield
+    finally:
+        slot.empty()
+
+
 def guarded(fn: Callable[..., T], *args, show: Callable = st.error) -> T | None:
     """Call fn; a ValueError (bad config, limit, unsupported shape, GPU failure) becomes a
-    message (st.error unless `show` says otherwise); a GPU failure also offers the emulation."""
+    message (st.error unless `show` says otherwise); a GPU failure also offers the emulation.
+    A wait for the GPU says so meanwhile (gpu_wait_notice)."""
     try:
-        return fn(*args)
+        with gpu_wait_notice():
+            return fn(*args)
     except ValueError as exc:
         msg = str(exc)
         if isinstance(exc, (GpuRunError, GpuUnavailableError)):

@@ -208,3 +208,16 @@ def record() -> None:
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
     record()
+
+
+def test_chart_cache_is_bounded_by_bytes():
+    """Many small charts push out the oldest entries only as far as the byte bound needs."""
+    lru = specs._Lru(entries=10, max_bytes=100, size=len)
+    lru.put("big", "x" * 60)
+    lru.put("small1", "y" * 30)
+    assert lru.get("big") is not None
+    lru.put("small2", "z" * 30)
+    assert lru.get("big") is None and lru.get("small1") and lru.get("small2")
+    for i in range(12):
+        lru.put(i, "")
+    assert len(lru.items) == 10 and lru.bytes == 0
