@@ -211,13 +211,14 @@ if __name__ == "__main__":
 
 
 def test_chart_cache_is_bounded_by_bytes():
-    """Many small charts push out the oldest entries only as far as the byte bound needs."""
+    """Entries leave oldest-used first, only as many as the byte and entry bounds need."""
     lru = specs._Lru(entries=10, max_bytes=100, size=len)
     lru.put("big", "x" * 60)
     lru.put("small1", "y" * 30)
-    assert lru.get("big") is not None
+    assert lru.get("big") is not None           # used: small1 is now the oldest
     lru.put("small2", "z" * 30)
-    assert lru.get("big") is None and lru.get("small1") and lru.get("small2")
+    assert lru.get("small1") is None and lru.get("big") and lru.get("small2")
+    assert lru.bytes == 90
     for i in range(12):
         lru.put(i, "")
     assert len(lru.items) == 10 and lru.bytes == 0
