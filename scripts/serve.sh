@@ -5,8 +5,8 @@
 #   bash scripts/serve.sh                    # one app process per core (at most 16), port 8501
 #   bash scripts/serve.sh --replicas 8 --port 80
 #
-# Options: --replicas N (default: the number of cores, at most 16; 1 runs Streamlit alone,
-# without nginx), --port P (default 8501; replicas listen on 127.0.0.1:P+101...),
+# Options: --replicas N (default: $FA_LAB_REPLICAS, else the number of cores, at most 16;
+# 1 runs Streamlit alone, without nginx), --port P (default 8501; replicas listen on 127.0.0.1:P+101...),
 # --python PATH (an interpreter that already has the app's packages; default: .venv, made
 # by scripts/start.sh's setup on first use), --run-dir DIR (logs, nginx's config and pid;
 # default /tmp/fa-lab-serve-P).
@@ -27,7 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cores=$(nproc 2>/dev/null || echo 2)
-replicas=$(( cores < 16 ? cores : 16 ))
+replicas="${FA_LAB_REPLICAS:-$(( cores < 16 ? cores : 16 ))}"
 port=8501
 python=""
 run_dir=""
@@ -66,6 +66,9 @@ fi
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 export FA_LAB_GPU_LOCK="${FA_LAB_GPU_LOCK:-${TMPDIR:-/tmp}/fa_lab_gpu.lock}"
 export PYTHONUNBUFFERED=1
+# One cookie secret for every replica, so a cookie one of them signs is good at all of them.
+STREAMLIT_SERVER_COOKIE_SECRET="${STREAMLIT_SERVER_COOKIE_SECRET:-$(od -An -N32 -tx1 /dev/urandom | tr -d ' \n')}"
+export STREAMLIT_SERVER_COOKIE_SECRET
 
 if [ "$replicas" -eq 1 ]; then
   echo "serve.sh: one app process on port $port (no proxy)"
