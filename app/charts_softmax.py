@@ -10,6 +10,7 @@ import math
 import altair as alt
 import pandas as pd
 
+from app.specs import Hole, TemplateChart
 from app.style import ALARM, DONE, FONT, INK, LABEL_NAMES, PENDING, TILE_COLORS, finish, slider
 
 UPTO = "upto"
@@ -55,21 +56,28 @@ def _now(n_tiles: int):
         color=INK, strokeDash=[4, 4], strokeWidth=2).encode(x=_x(n_tiles))
 
 
-def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280,
-                height: int = 190) -> alt.VConcatChart:
-    """Tile max vs running max, rescale factor (below 1 in red), running sum, and the partial
-    output's error against the exact answer, over key tiles. Key tiles the row's query tile
-    skips (causal) are drawn as grey bands, not as computed values."""
-    n = len(rows)
-    x = _x(n)
+def _stats_split(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280,
+                 height: int = 190):
     ran = rows.processed.to_numpy(dtype=bool)
-    skipped = rows.loc[~ran, ["tile"]]
-    errors = errors[errors.tile.isin(rows.tile[ran])]
-    rows = rows[ran]
-    long_max = rows.melt(id_vars=["tile"], value_vars=["tile_max", "running_max"],
-                         var_name="series", value_name="value").dropna()
-    long_max["series"] = long_max.series.map(LABEL_NAMES)
-    maxes = _panel(long_max, "tile max vs running max m_i", width, height)
+    kept = rows[ran]
+    frames = {
+        "skipped": rows.loc[~ran, ["tile"]],
+        "long_max": kept.melt(id_vars=["tile"], value_vars=["tile_max", "running_max"],
+                              var_name="series", value_name="value").dropna().assign(
+                                  series=lambda f: f.series.map(LABEL_NAMES)),
+        "flagged": kept.assign(moved=kept.rescale < 1,
+                               fill=[ALARM if f < 1 else DONE for f in kept.rescale]),
+        "rows": kept,
+        "errors": errors[errors.tile.isin(rows.tile[ran])],
+    }
+    return frames, (len(rows), bool((~ran).any()), width, height)
+
+
+def _stats_draw(frames: dict[str, pd.DataFrame], n: int, any_skipped: bool,
+                width: int, height: int) -> alt.VConcatChart:
+    x = _x(n)
+    skipped = frames["skipped"]
+    maxes = _panel(frames["long_max"], "tile max vs running max m_i", width, height)
     max_color = alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom"),
                           scale=alt.Scale(domain=[LABEL_NAMES["tile_max"],
                                                   LABEL_NAMES["running_max"]],
@@ -78,47 +86,58 @@ def stats_chart(rows: pd.DataFrame, errors: pd.DataFrame, width: int = 280,
         x=x, y=alt.Y("value:Q", title="score (scaled)", scale=alt.Scale(zero=False)),
         color=max_color, tooltip=["tile:Q", "series:N", alt.Tooltip("value:Q", format=".4f")]))
         + _now(n))
-    if len(skipped):
+    if any_skipped:
         maxes = _skipped(skipped, n, width) + maxes
 
-    flagged = rows.assign(moved=rows.rescale < 1,
-                          fill=[ALARM if f < 1 else DONE for f in rows.rescale])
-    rescale = (_seen(_panel(flagged, "rescale factor exp(m_old − m_new)", width, height).mark_bar(
+    rescale = (_seen(_panel(frames["flagged"], "rescale factor exp(m_old − m_new)",
+                            width, height).mark_bar(
         size=max(4, 0.6 * width / max(n, 1))).encode(
         x=x, y=alt.Y("rescale:Q", title="factor", scale=alt.Scale(domain=[0, 1.05])),
         color=alt.Color("fill:N", scale=None),
         tooltip=["tile:Q", alt.Tooltip("rescale:Q", format=".6f"), "moved:N"]))
         + _now(n))
-    if len(skipped):
+    if any_skipped:
         rescale = _skipped(skipped, n, width) + rescale
 
-    sums = (_seen(_panel(rows, "running sum l_i", width, height).mark_line(
+    sums = (_seen(_panel(frames["rows"], "running sum l_i", width, height).mark_line(
         point=alt.OverlayMarkDef(size=90), strokeWidth=3, color=TILE_COLORS["l_i"]).encode(
         x=x, y=alt.Y("running_sum:Q", title="l_i"),
         tooltip=["tile:Q", alt.Tooltip("running_sum:Q", format=".6g")])) + _now(n))
-    if len(skipped):
+    if any_skipped:
         sums = _skipped(skipped, n, width) + sums
 
-    err = (_seen(_panel(errors, "error of the partial output vs exact", width, height).mark_line(
+    err = (_seen(_panel(frames["errors"], "error of the partial output vs exact",
+                        width, height).mark_line(
         point=alt.OverlayMarkDef(size=90), strokeWidth=3, color=TILE_COLORS["O_i"]).encode(
         x=x, y=alt.Y("rel_error:Q", title="relative error"),
         tooltip=["tile:Q", alt.Tooltip("rel_error:Q", format=".3e")])) + _now(n))
-    if len(skipped):
+    if any_skipped:
         err = _skipped(skipped, n, width) + err
 
     chart = alt.vconcat(alt.hconcat(maxes, rescale), alt.hconcat(sums, err))
     return finish(chart, params=[tile_param(n)])
 
 
-def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 640) -> alt.LayerChart:
-    """The row's scores by key with its key tiles marked as alternating bands."""
-    bands = alt.Chart(tiles.assign(odd=tiles.tile % 2 == 1)).mark_rect(opacity=0.25).encode(
+# stats_chart(rows, errors, width=280, height=190): tile max vs running max, rescale factor
+# (below 1 in red), running sum, and the partial output's error against the exact answer, over
+# key tiles. Key tiles the row's query tile skips (causal) are drawn as grey bands, not as
+# computed values.
+stats_chart = TemplateChart("stats_chart", _stats_split, _stats_draw)
+
+
+def _scores_split(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 640):
+    return ({"bands": tiles.assign(odd=tiles.tile % 2 == 1),
+             "scores": scores.dropna(subset=["score"])}, (width,))
+
+
+def _scores_draw(frames: dict[str, pd.DataFrame], width: int) -> alt.LayerChart:
+    bands = alt.Chart(frames["bands"]).mark_rect(opacity=0.25).encode(
         x=alt.X("k0:Q", title="key index"), x2="k1:Q",
         color=alt.Color("odd:N", legend=None,
                         scale=alt.Scale(domain=[False, True],
                                         range=[TILE_COLORS["K_j"], "#FFFFFF"])),
         tooltip=[alt.Tooltip("tile:Q", title="key tile j"), "k0:Q", "k1:Q"])
-    line = alt.Chart(scores.dropna(subset=["score"])).mark_line(
+    line = alt.Chart(frames["scores"]).mark_line(
         color=TILE_COLORS["S_ij"], strokeWidth=2).encode(
         x="key:Q", y=alt.Y("score:Q", title="score s = scale·q·k"),
         tooltip=["key:Q", alt.Tooltip("score:Q", format=".4f"), "tile:Q"])
@@ -127,12 +146,19 @@ def scores_chart(scores: pd.DataFrame, tiles: pd.DataFrame, width: int = 640) ->
     return finish(chart, width=width)
 
 
-def safe_softmax_chart(scores: pd.DataFrame, width: int = 290) -> alt.HConcatChart:
-    """exp(k·s) without and with the max subtracted, as log10, against float16's largest
-    number; a browser slider multiplies the scores (a temperature) to show the overflow."""
-    mult = slider("mult", 1, 1, 40, 0.5, "multiply the scores by ")
+# scores_chart(scores, tiles, width=640): the row's scores by key with its key tiles marked as
+# alternating bands.
+scores_chart = TemplateChart("scores_chart", _scores_split, _scores_draw)
+
+
+def _safe_split(scores: pd.DataFrame, width: int = 290):
     top = float(scores.score.max()) if scores.score.notna().any() else 0.0
-    base = alt.Chart(scores.dropna(subset=["score"])).transform_calculate(
+    return {"scores": scores.dropna(subset=["score"])}, (Hole(top), width)
+
+
+def _safe_draw(frames: dict[str, pd.DataFrame], top: float, width: int) -> alt.HConcatChart:
+    mult = slider("mult", 1, 1, 40, 0.5, "multiply the scores by ")
+    base = alt.Chart(frames["scores"]).transform_calculate(
         naive="mult * datum.score / " + repr(LN10),
         safe="mult * (datum.score - " + repr(top) + ") / " + repr(LN10),
         overflow=f"datum.naive > {LOG10_FP16_MAX!r}",
@@ -157,3 +183,9 @@ def safe_softmax_chart(scores: pd.DataFrame, width: int = 290) -> alt.HConcatCha
         x=alt.X("key:Q", title="key index"), y=alt.Y("safe:Q", title="log10 exp(s − max)")),
         limit).properties(width=width, height=220, title="with max subtraction (safe)")
     return finish(alt.hconcat(naive, safe), params=[mult])
+
+
+# safe_softmax_chart(scores, width=290): exp(k·s) without and with the max subtracted, as
+# log10, against float16's largest number; a browser slider multiplies the scores (a
+# temperature) to show the overflow.
+safe_softmax_chart = TemplateChart("safe_softmax_chart", _safe_split, _safe_draw)

@@ -2,13 +2,18 @@
 from, and drawing a chart with the app's own fonts."""
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Callable, TypeVar
 
 import streamlit as st
+from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
 
+from app import specs
 from app.controls import kernel_label
 from app.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
+from engine.gpu.lock import GPU_LOCK
 from engine.gpu.runtime import GpuRunError
 
 T = TypeVar("T")
@@ -92,11 +97,42 @@ def linked_choice(where, label: str, key: str, options: list, default) -> object
     return value
 
 
+GPU_WAIT = ("Waiting for the GPU: another run is using it (one run at a time keeps every "
+            "timing honest). This run starts as soon as it is free.")
+
+
+@contextlib.contextmanager
+def gpu_wait_notice():
+    """While the block runs on a GPU backend, a wait for GPU_LOCK (another session or app
+    process is using the GPU) shows GPU_WAIT here until the block ends. The notice is written
+    from a helper thread, outside any st.cache_data function the wait happens in (an element
+    written there would be replayed on every later cache hit)."""
+    if not settings().on_gpu:
+        yield
+        return
+    slot = st.empty()
+    ctx = get_script_run_ctx()
+
+    def show():
+        writer = threading.Thread(target=slot.info, args=(GPU_WAIT,), kwargs={"icon": "⏳"})
+        add_script_run_ctx(writer, ctx)
+        writer.start()
+        writer.join()
+
+    try:
+        with GPU_LOCK.notify_waits(show):
+            yield
+    finally:
+        slot.empty()
+
+
 def guarded(fn: Callable[..., T], *args, show: Callable = st.error) -> T | None:
     """Call fn; a ValueError (bad config, limit, unsupported shape, GPU failure) becomes a
-    message (st.error unless `show` says otherwise); a GPU failure also offers the emulation."""
+    message (st.error unless `show` says otherwise); a GPU failure also offers the emulation.
+    A wait for the GPU says so meanwhile (gpu_wait_notice)."""
     try:
-        return fn(*args)
+        with gpu_wait_notice():
+            return fn(*args)
     except ValueError as exc:
         msg = str(exc)
         if isinstance(exc, (GpuRunError, GpuUnavailableError)):
@@ -116,25 +152,16 @@ def source_line(s: Settings, backend: str) -> str:
             f"{s.device.name.removeprefix('CPU emulation of ')}.{extra}")
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def vega_spec(_builder: Callable, name: str, *args, **kwargs) -> dict:
-    """The Vega-Lite spec of _builder(*args, **kwargs), built once per distinct input and
-    shared by every session; `name` (the builder's qualified name) keys the cache. The
-    largest specs (the loop chart at its 4096-cell cap) pickle to about 1 MB, so 64 entries
-    bound the cache near 70 MB. Not validated against the Vega-Lite schema here (that takes
-    about 0.2 s a chart); the chart tests build every builder's chart with validation on."""
-    return _builder(*args, **kwargs).to_dict(validate=False)
-
-
 def chart(builder: Callable, *args, slider_values: dict | None = None, **kwargs) -> None:
-    """Draw builder(*args, **kwargs), a chart builder of app.charts_*. Building and
-    serialising the chart is most of a run's CPU (the SRAM loop chart alone takes about 0.3 s),
-    so its spec is cached; `slider_values` sets where the chart's browser sliders start, so a
-    playing animation reuses one spec."""
-    spec = vega_spec(builder, f"{builder.__module__}.{builder.__qualname__}", *args, **kwargs)
-    for param in spec.get("params", []):
-        if param["name"] in (slider_values or {}):
-            param["value"] = slider_values[param["name"]]
+    """Draw builder(*args, **kwargs), a chart builder of app.charts_*, from the process-wide
+    cache of charts in their sent form (app.specs: built and converted once, shared by every
+    session); `slider_values` sets where the chart's browser sliders start, so a playing
+    animation reuses one spec."""
+    spec = specs.sent_chart(builder, *args, **kwargs).spec_with_data()
+    if slider_values and "params" in spec:
+        spec["params"] = [{**param, "value": slider_values[param["name"]]}
+                          if param["name"] in slider_values else param
+                          for param in spec["params"]]
     st.vega_lite_chart(spec=spec, theme=None, width="content")
 
 
@@ -142,7 +169,7 @@ def picking_chart(builder: Callable, *args, key: str, param: str,
                   pick: Callable[[dict], None], **kwargs) -> None:
     """Draw builder(*args, **kwargs) like `chart`, and on a click in its point selection
     `param` call pick(first selected point) before the rerun."""
-    spec = vega_spec(builder, f"{builder.__module__}.{builder.__qualname__}", *args, **kwargs)
+    spec = specs.sent_chart(builder, *args, **kwargs).spec_with_data()
 
     def picked():
         points = st.session_state[key]["selection"].get(param) or []

@@ -16,6 +16,12 @@
 #   decode    the Flash-Decoding gpu tests (tests/test_gpu_decode.py), then the issue's H200
 #             decode sweep: batch 1-8, seq_k 32k-128k, heads 32, kv_heads 8, d 128, float16;
 #             split counts, paged caches and PyTorch SDPA (decode_<gpu>_<date>.json)
+#   serve     server load (tests/server_load.py) on this machine, server and clients together:
+#             the mixed load (30 sessions x 60 s) on one app process, first on the code in
+#             $BEFORE (a `git archive` tarball of an earlier commit; skipped when unset), then
+#             on this tree; then the class (100 x 120 s) and the talk (200 within 30 s) on
+#             $REPLICAS (default 12) processes behind nginx (server_load_*_<gpu>.json). nginx
+#             comes from the system, or from Debian packages carried in .deb/ (dpkg -x).
 # Every timing goes through engine.timing (python -m engine ...), the project's timing method.
 set -u
 export PYTHONUNBUFFERED=1
@@ -80,13 +86,51 @@ for mode in "$@"; do
       timeout 240 bash benchmarks/record_kernel_page.sh "$OUT" > "$OUT/schedule.log" 2>&1
       summary+=("schedule and compile facts rc=$?: $(grep -c FAILED "$OUT/schedules.log") failed") ;;
     decode)
-      timeout "${DECODE_TESTS_S:-240}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+      [ "${DECODE_TESTS_S:-240}" = 0 ] || timeout "${DECODE_TESTS_S:-240}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
         -p no:cacheprovider -m gpu tests/test_gpu_decode.py > "$OUT/decode_tests.log" 2>&1
       summary+=("decode gpu tests rc=$?: $(tail -1 "$OUT/decode_tests.log")")
       timeout "${DECODE_S:-420}" python3 -m engine decode-bench \
         --out "$OUT/decode_${gpu}_$(date -u +%F).json" > "$OUT/decode.log" 2> "$OUT/decode_progress.log"
       summary+=("decode sweep rc=$?") ; tail -80 "$OUT/decode.log" ;;
-    *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule, decode)"; exit 2 ;;
+    serve)
+      export STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false
+      if ! command -v nginx >/dev/null && ls .deb/*.deb >/dev/null 2>&1; then
+        for f in .deb/*.deb; do dpkg -x "$f" /tmp/ngx; done
+        mkdir -p /tmp/ngx/bin
+        printf '#!/bin/sh\nLD_LIBRARY_PATH=/tmp/ngx/usr/lib/x86_64-linux-gnu:/tmp/ngx/lib/x86_64-linux-gnu exec /tmp/ngx/usr/sbin/nginx "$@"\n' \
+          > /tmp/ngx/bin/nginx && chmod +x /tmp/ngx/bin/nginx && export PATH=/tmp/ngx/bin:$PATH
+      fi
+      nginx -v >> "$OUT/serve.log" 2>&1
+      where="$(nproc)-core GPU machine ($(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)); clients on the same machine"
+      if [ -n "${BEFORE:-}" ]; then
+        mkdir -p /tmp/before && tar -xzf "$BEFORE" -C /tmp/before
+        port=8590
+        (cd /tmp/before && PYTHONPATH="/tmp/site:/tmp/before" exec python3 -m streamlit run app/main.py \
+          --server.headless true --server.port $port --browser.gatherUsageStats false \
+          > "$OUT/before_server.log" 2>&1) &
+        python3 -c "import sys, time, urllib.request as u
+for _ in range(240):
+    try: u.urlopen(sys.argv[1], timeout=2); break
+    except OSError: time.sleep(0.5)" "http://127.0.0.1:$port/_stcore/health"
+        timeout 200 python3 tests/server_load.py --scenario mixed --url "http://127.0.0.1:$port" \
+          --machine "$where" --note "before: ${BEFORE_NOTE:-$BEFORE}" \
+          --out "$OUT/server_load_mixed_before_${gpu}.json" >> "$OUT/serve.log" 2>&1
+        summary+=("mixed, before, 1 process rc=$?")
+        pkill -f "server.port $port" ; sleep 2
+      fi
+      timeout 200 python3 tests/server_load.py --scenario mixed --replicas 1 --machine "$where" \
+        --out "$OUT/server_load_mixed_1_${gpu}.json" >> "$OUT/serve.log" 2>&1
+      summary+=("mixed, 1 process rc=$?")
+      timeout 260 python3 tests/server_load.py --scenario class --replicas "${REPLICAS:-12}" \
+        --machine "$where" --out "$OUT/server_load_class_${REPLICAS:-12}_${gpu}.json" >> "$OUT/serve.log" 2>&1
+      summary+=("class rc=$?")
+      timeout 200 python3 tests/server_load.py --scenario talk --replicas "${REPLICAS:-12}" \
+        --machine "$where" --out "$OUT/server_load_talk_${REPLICAS:-12}_${gpu}.json" >> "$OUT/serve.log" 2>&1
+      summary+=("talk rc=$?")
+      for f in "$OUT"/server_load_*.json; do
+        python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].rsplit('/',1)[-1], d['runs_per_s'], 'runs/s p50/p95/p99', d['p50_ms_to_finished_run'], d['p95_ms_to_finished_run'], d['p99_ms_to_finished_run'], 'ms; first', d['first_page_ms'], 'later', d['later_actions_ms'], 'cpu/run', d['cpu_ms_per_run'], 'ms; errors', d['error_count'], 'wrong', d['wrong_count'], 'exc', d['exceptions'], 'rss', d['server_rss_peak_mb'], 'MB; gpu', d['gpu_busy_fraction'])" "$f"
+      done ;;
+    *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule, decode, serve)"; exit 2 ;;
   esac
 done
 echo "---- summary"

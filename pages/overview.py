@@ -6,9 +6,8 @@ from app.charts_timing import headline_chart
 from app.controls import PRESETS
 from app.figures import PAGE_GUIDE, device_sentence, gib, hbm_text, key_figures, kib
 from app.sidebar import apply_preset
-from app.timing_data import bench_dir, headline
+from app.timing_data import bench_dir, recorded_headline
 from app.ui import chart, on_stage, settings, stage, usable_settings
-from engine import recorded
 
 st.title("FlashAttention Lab")
 slot = stage()
@@ -21,7 +20,7 @@ st.markdown(
     "rounding; the memory drops from N² to N, and the HBM traffic shrinks but, as K and V "
     "are read once per query tile, still grows as N² (see the config's figures below).")
 
-rows, subtitle = headline(recorded.load_benchmarks(bench_dir()))
+rows, subtitle = recorded_headline(bench_dir())
 with on_stage(slot):
     if rows.empty:
         st.info("No GPU results are recorded in benchmarks/ yet: the headline chart appears "
