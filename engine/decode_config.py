@@ -26,12 +26,25 @@ AUTO = "auto"
 # O_s, m_s, l_s and the merge then cost little beside the keys it reads).
 BLOCKS_PER_SM = 2
 MIN_SPLIT_KEYS = 256
+# The split kernel's K_j and V_j ring: at most STAGE_BYTES of stages (so that two blocks of the
+# issue's shape, with their Q_i and O_acc, share an H200 SM's 228 KiB), MAX_STAGES deep.
+STAGE_BYTES = 104 * 1024
+MAX_STAGES = 4
 
 
 def decode_block_k(head_dim: int) -> int:
     """Keys per tile inside a split (the kernel's Bc, and the emulation's): 64, or 32 at
     head_dim 256 so that the double-buffered K_j and V_j tiles keep two blocks on an SM."""
     return 32 if head_dim > 128 else 64
+
+
+def decode_stages(head_dim: int, itemsize: int) -> int:
+    """Key tiles one block of the split kernel keeps in flight (its cp.async ring of K_j and
+    V_j buffers): as many as fit in STAGE_BYTES, at least 2 (double buffering) and at most
+    MAX_STAGES; 3 at head_dim 128 in 16 bits."""
+    Bc = decode_block_k(head_dim)
+    per_stage = 2 * Bc * (head_dim + 16 // itemsize) * itemsize
+    return max(2, min(MAX_STAGES, STAGE_BYTES // per_stage))
 
 
 def split_length(seq_k: int, num_splits: int) -> int:
