@@ -21,30 +21,24 @@ MAX_DECODE_SEQ = 1 << 20
 MAX_DECODE_BATCH_HEADS = 65535   # so that kv_heads and batch fit gridDim.y and .z
 PAGE_SIZES = (8, 16, 32, 64, 128, 256)
 AUTO = "auto"
-# The "auto" rule: enough thread blocks (batch · kv_heads · splits) for BLOCKS_PER_SM on
-# every SM of the device profile, but no split shorter than MIN_SPLIT_KEYS keys (its partial
-# O_s, m_s, l_s and the merge then cost little beside the keys it reads).
-BLOCKS_PER_SM = 2
+# The "auto" rule: as many splits as fill one wave of thread blocks (batch · kv_heads ·
+# splits <= BLOCKS_PER_SM on every SM of the device profile), never a partial second wave,
+# and no split shorter than MIN_SPLIT_KEYS keys (its partial O_s, m_s, l_s and the merge then
+# cost little beside the keys it reads). BLOCKS_PER_SM is what fits an H200 SM at the issue's
+# shape (d 128, 16 bits: 75 KB of shared memory per block). Measured on the H200
+# (benchmarks/NOTES.md, "Flash-Decoding (H200)"): a wave and a bit (1.3 waves) is the worst
+# count, up to 20% slower than a full wave or fewer blocks.
+BLOCKS_PER_SM = 3
 MIN_SPLIT_KEYS = 256
-# The split kernel's K_j and V_j ring: at most STAGE_BYTES of stages (so that two blocks of the
-# issue's shape, with their Q_i and O_acc, share an H200 SM's 228 KiB), MAX_STAGES deep.
-STAGE_BYTES = 104 * 1024
-MAX_STAGES = 4
+# Key tiles of K_j and V_j one block keeps in its cp.async ring: 2 (double buffering). Three
+# and four were slower on the H200 (fewer blocks fit an SM; benchmarks/NOTES.md).
+DECODE_STAGES = 2
 
 
 def decode_block_k(head_dim: int) -> int:
     """Keys per tile inside a split (the kernel's Bc, and the emulation's): 64, or 32 at
     head_dim 256 so that the double-buffered K_j and V_j tiles keep two blocks on an SM."""
     return 32 if head_dim > 128 else 64
-
-
-def decode_stages(head_dim: int, itemsize: int) -> int:
-    """Key tiles one block of the split kernel keeps in flight (its cp.async ring of K_j and
-    V_j buffers): as many as fit in STAGE_BYTES, at least 2 (double buffering) and at most
-    MAX_STAGES; 3 at head_dim 128 in 16 bits."""
-    Bc = decode_block_k(head_dim)
-    per_stage = 2 * Bc * (head_dim + 16 // itemsize) * itemsize
-    return max(2, min(MAX_STAGES, STAGE_BYTES // per_stage))
 
 
 def split_length(seq_k: int, num_splits: int) -> int:
@@ -66,10 +60,10 @@ def largest_full_split_count(seq_k: int, at_most: int) -> int:
 
 
 def auto_splits(batch: int, kv_heads: int, seq_k: int, sms: int) -> int:
-    """The rule of num_splits="auto": ceil(BLOCKS_PER_SM · SMs / (batch · kv_heads)) splits,
-    at most seq_k / MIN_SPLIT_KEYS and MAX_SPLITS, at least 1, lowered to the nearest count
-    with no empty split."""
-    fill = -(-BLOCKS_PER_SM * sms // (batch * kv_heads))
+    """The rule of num_splits="auto": floor(BLOCKS_PER_SM · SMs / (batch · kv_heads))
+    splits (one wave of blocks), at most seq_k / MIN_SPLIT_KEYS and MAX_SPLITS, at least 1,
+    lowered to the nearest count with no empty split."""
+    fill = BLOCKS_PER_SM * sms // (batch * kv_heads)
     longest = max(1, seq_k // MIN_SPLIT_KEYS)
     return largest_full_split_count(seq_k, max(1, min(fill, longest, MAX_SPLITS)))
 

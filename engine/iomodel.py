@@ -417,15 +417,14 @@ def decode_model_ms(cfg: DecodeConfig, num_splits: int, gpu: GpuProfile) -> floa
     return decode_hbm(cfg, num_splits).total / (gpu.hbm_gbps * 1e9 * busy) * 1e3
 
 
-def decode_smem_parts(cfg: DecodeConfig, threads: int = 128,
-                      stages: int | None = None) -> dict:
+def decode_smem_parts(cfg: DecodeConfig, threads: int = 128) -> dict:
     """Dynamic shared memory of one block of the split kernel (kernels/flash_decode.cu), in
-    its order: K_j and V_j, `stages` buffers each of Bc rows padded by 16 bytes (input dtype;
-    decode_stages by default); Q_i, P_ij (Bc keys × rows), O_acc (float32); each warp's m and
-    l per row, and the block's."""
-    from .decode_config import decode_block_k, decode_stages
+    its order: K_j and V_j, DECODE_STAGES buffers each of Bc rows padded by 16 bytes (input
+    dtype); Q_i, P_ij (Bc keys × rows), O_acc (float32); each warp's m and l per row, and the
+    block's."""
+    from .decode_config import DECODE_STAGES, decode_block_k
     Bc, d, e, rows = decode_block_k(cfg.head_dim), cfg.head_dim, cfg.itemsize, cfg.rows
-    stages = stages or decode_stages(d, e)
+    stages = DECODE_STAGES
     ring = stages * Bc * (d + 16 // e) * e
     return {f"K_j ({stages} stages)": ring, f"V_j ({stages} stages)": ring,
             "Q_i": rows * d * 4, "P_ij": Bc * rows * 4, "O_acc": rows * d * 4,

@@ -22,7 +22,7 @@
 //   NUM_THREADS = threads per block (a multiple of 32)   STAGES = key tiles in flight, >= 2
 // Launch: flash_decode_split grid (num_splits, kv_heads, batch), NUM_THREADS threads, dynamic
 // shared memory as laid out below; flash_decode_merge grid (batch · heads · SEQ_Q),
-// MERGE_THREADS threads.
+// MERGE_THREADS threads, num_splits at most MAX_SPLITS.
 
 #if !defined(HEAD_DIM) || !defined(ELEM_T) || !defined(QUERY_ROWS) || !defined(SEQ_Q) || \
     !defined(BLOCK_K) || !defined(PAGE_SIZE) || !defined(NUM_THREADS) || !defined(STAGES)
@@ -34,6 +34,7 @@
 typedef ELEM_T elem_t;
 
 #define MERGE_THREADS 128
+#define MAX_SPLITS 128          // engine.decode_config.MAX_SPLITS: the merge's weights
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
@@ -349,25 +350,37 @@ flash_decode_merge(const float* __restrict__ O_part, const float* __restrict__ m
                    float* __restrict__ trace_rescale,   // (B, H, SEQ_Q, S) or NULL
                    float* __restrict__ trace_l_final)   // (B, H, SEQ_Q) or NULL
 {
+    __shared__ float weight[MAX_SPLITS];                // rescale_s · l_s
+    __shared__ float partials[MERGE_THREADS / 32 + 1];
     const long long row = blockIdx.x;
     const float* m_s = m_part + row * S;
     const float* l_s = l_part + row * S;
-    float m_final = neg_inf();
-    for (int s = 0; s < S; ++s) m_final = fmaxf(m_final, m_s[s]);
-    float l_final = 0.f;
-    for (int s = 0; s < S; ++s) l_final += expf(m_s[s] - m_final) * l_s[s];
 
+    // m_final: the threads read the splits' m_s at once, then reduce across the block.
+    float m = neg_inf();
+    for (int s = threadIdx.x; s < S; s += MERGE_THREADS) m = fmaxf(m, m_s[s]);
+    const float m_final = block_reduce<MERGE_THREADS / 32>(m, true, partials);
+
+    // Each split's rescale and weight (kept in shared memory); l_final, the weights' sum.
+    float l = 0.f;
+    for (int s = threadIdx.x; s < S; s += MERGE_THREADS) {
+        const float rescale = expf(m_s[s] - m_final);
+        weight[s] = rescale * l_s[s];
+        l += weight[s];
+        if (trace_rescale) trace_rescale[row * S + s] = rescale;
+    }
+    const float l_final = block_reduce<MERGE_THREADS / 32>(l, false, partials);  // its barriers
+                                                        // also publish every weight
+
+    // O: each thread its dimensions over all splits, several loads of O_s in flight.
     for (int x = threadIdx.x; x < d; x += MERGE_THREADS) {
         float o = 0.f;
-        for (int s = 0; s < S; ++s)
-            o += expf(m_s[s] - m_final) * l_s[s] * O_part[(row * S + s) * d + x];
+        #pragma unroll 8
+        for (int s = 0; s < S; ++s) o += weight[s] * O_part[(row * S + s) * d + x];
         store_as(O + row * d + x, o / l_final);
     }
     if (threadIdx.x == 0) {
         lse[row] = m_final + logf(l_final);
         if (trace_m_final) { trace_m_final[row] = m_final; trace_l_final[row] = l_final; }
     }
-    if (trace_rescale)
-        for (int s = threadIdx.x; s < S; s += MERGE_THREADS)
-            trace_rescale[row * S + s] = expf(m_s[s] - m_final);
 }

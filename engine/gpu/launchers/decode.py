@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...config import ConfigError
-from ...decode_config import (MAX_SPLITS, DecodeConfig, decode_block_k, decode_stages,
+from ...decode_config import (DECODE_STAGES, MAX_SPLITS, DecodeConfig, decode_block_k,
                               split_length, splits_without_empty)
 from ...devices import GpuProfile
 from ...iomodel import decode_smem_parts, format_bytes
@@ -30,7 +30,7 @@ def compile_options(cfg: DecodeConfig) -> tuple[str, ...]:
             f"-DQUERY_ROWS={cfg.rows}", f"-DSEQ_Q={cfg.seq_q}",
             f"-DBLOCK_K={decode_block_k(cfg.head_dim)}", f"-DPAGE_SIZE={cfg.page_size or 0}",
             f"-DNUM_THREADS={NUM_THREADS}",
-            f"-DSTAGES={decode_stages(cfg.head_dim, cfg.itemsize)}")
+            f"-DSTAGES={DECODE_STAGES}")
 
 
 def check_fits(cfg: DecodeConfig, gpu: GpuProfile) -> int:
