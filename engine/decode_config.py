@@ -21,11 +21,18 @@ MAX_DECODE_SEQ = 1 << 20
 MAX_DECODE_BATCH_HEADS = 65535   # so that kv_heads and batch fit gridDim.y and .z
 PAGE_SIZES = (8, 16, 32, 64, 128, 256)
 AUTO = "auto"
-# The "auto" rule: enough thread blocks (batch · kv_heads · splits) for BLOCKS_PER_SM on
-# every SM of the device profile, but no split shorter than MIN_SPLIT_KEYS keys (its partial
-# O_s, m_s, l_s and the merge then cost little beside the keys it reads).
-BLOCKS_PER_SM = 2
+# The "auto" rule: as many splits as fill one wave of thread blocks (batch · kv_heads ·
+# splits <= BLOCKS_PER_SM on every SM of the device profile), never a partial second wave,
+# and no split shorter than MIN_SPLIT_KEYS keys (its partial O_s, m_s, l_s and the merge then
+# cost little beside the keys it reads). BLOCKS_PER_SM is what fits an H200 SM at the issue's
+# shape (d 128, 16 bits: 75 KB of shared memory per block). Measured on the H200
+# (benchmarks/NOTES.md, "Flash-Decoding (H200)"): a wave and a bit (1.3 waves) is the worst
+# count, up to 20% slower than a full wave or fewer blocks.
+BLOCKS_PER_SM = 3
 MIN_SPLIT_KEYS = 256
+# Key tiles of K_j and V_j one block keeps in its cp.async ring: 2 (double buffering). Three
+# and four were slower on the H200 (fewer blocks fit an SM; benchmarks/NOTES.md).
+DECODE_STAGES = 2
 
 
 def decode_block_k(head_dim: int) -> int:
@@ -53,10 +60,10 @@ def largest_full_split_count(seq_k: int, at_most: int) -> int:
 
 
 def auto_splits(batch: int, kv_heads: int, seq_k: int, sms: int) -> int:
-    """The rule of num_splits="auto": ceil(BLOCKS_PER_SM · SMs / (batch · kv_heads)) splits,
-    at most seq_k / MIN_SPLIT_KEYS and MAX_SPLITS, at least 1, lowered to the nearest count
-    with no empty split."""
-    fill = -(-BLOCKS_PER_SM * sms // (batch * kv_heads))
+    """The rule of num_splits="auto": floor(BLOCKS_PER_SM · SMs / (batch · kv_heads))
+    splits (one wave of blocks), at most seq_k / MIN_SPLIT_KEYS and MAX_SPLITS, at least 1,
+    lowered to the nearest count with no empty split."""
+    fill = BLOCKS_PER_SM * sms // (batch * kv_heads)
     longest = max(1, seq_k // MIN_SPLIT_KEYS)
     return largest_full_split_count(seq_k, max(1, min(fill, longest, MAX_SPLITS)))
 

@@ -419,15 +419,16 @@ def decode_model_ms(cfg: DecodeConfig, num_splits: int, gpu: GpuProfile) -> floa
 
 def decode_smem_parts(cfg: DecodeConfig, threads: int = 128) -> dict:
     """Dynamic shared memory of one block of the split kernel (kernels/flash_decode.cu), in
-    its order: K_j and V_j, two stages each of Bc rows padded by 16 bytes (input dtype); Q_i,
-    the partial dot products of the threads/Bc parts of each key, O_acc (float32); m_i, l_i
-    and the tile's rescale per row."""
-    from .decode_config import decode_block_k
+    its order: K_j and V_j, DECODE_STAGES buffers each of Bc rows padded by 16 bytes (input
+    dtype); Q_i, P_ij (Bc keys × rows), O_acc (float32); each warp's m and l per row, and the
+    block's."""
+    from .decode_config import DECODE_STAGES, decode_block_k
     Bc, d, e, rows = decode_block_k(cfg.head_dim), cfg.head_dim, cfg.itemsize, cfg.rows
-    stage = 2 * Bc * (d + 16 // e) * e
-    return {"K_j (2 stages)": stage, "V_j (2 stages)": stage, "Q_i": rows * d * 4,
-            "S_ij parts": (threads // Bc) * rows * Bc * 4, "O_acc": rows * d * 4,
-            "m_i, l_i, rescale": 3 * rows * 4}
+    stages = DECODE_STAGES
+    ring = stages * Bc * (d + 16 // e) * e
+    return {f"K_j ({stages} stages)": ring, f"V_j ({stages} stages)": ring,
+            "Q_i": rows * d * 4, "P_ij": Bc * rows * 4, "O_acc": rows * d * 4,
+            "m, l per warp and block": 2 * (threads // 32 + 1) * rows * 4}
 
 
 def decode_elements(cfg: DecodeConfig) -> int:

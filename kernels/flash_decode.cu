@@ -8,43 +8,52 @@
 // of its KV head group, so K_j and V_j are read once for all of them. Paged cache (vLLM's
 // PagedAttention): keys live in pages of PAGE_SIZE rows, found through a block table.
 //
+// Inside a block the warps share nothing while they walk the split: warp w owns keys
+// [w·KW, (w+1)·KW) of every key tile, copies them itself (cp.async, STAGES tiles deep) and
+// runs its own online softmax over them (m, l and its part of O in registers), so the main
+// loop has no block-wide barrier; the warps' states are merged by their maxima at the end.
+//
 // Compile-time parameters (-D):
 //   HEAD_DIM  = d                     ELEM_T  = float, half_bits or bf16_bits
 //   QUERY_ROWS = query rows per block: (heads / kv_heads) · SEQ_Q, at most 32
 //   SEQ_Q     = query tokens per sequence (the cache's last SEQ_Q positions; token t sees
 //               keys c <= seq_k - SEQ_Q + t)
 //   BLOCK_K   = Bc, keys per tile     PAGE_SIZE = rows per page, 0 for a contiguous cache
+//   NUM_THREADS = threads per block (a multiple of 32)   STAGES = key tiles in flight, >= 2
 // Launch: flash_decode_split grid (num_splits, kv_heads, batch), NUM_THREADS threads, dynamic
 // shared memory as laid out below; flash_decode_merge grid (batch · heads · SEQ_Q),
-// MERGE_THREADS threads.
+// MERGE_THREADS threads, num_splits at most MAX_SPLITS.
 
 #if !defined(HEAD_DIM) || !defined(ELEM_T) || !defined(QUERY_ROWS) || !defined(SEQ_Q) || \
-    !defined(BLOCK_K) || !defined(PAGE_SIZE)
-#error "compile with -DHEAD_DIM= -DELEM_T=float|half_bits|bf16_bits -DQUERY_ROWS= -DSEQ_Q= -DBLOCK_K= -DPAGE_SIZE="
+    !defined(BLOCK_K) || !defined(PAGE_SIZE) || !defined(NUM_THREADS) || !defined(STAGES)
+#error "compile with -DHEAD_DIM= -DELEM_T=float|half_bits|bf16_bits -DQUERY_ROWS= -DSEQ_Q= -DBLOCK_K= -DPAGE_SIZE= -DNUM_THREADS= -DSTAGES="
 #endif
 
 #include "common.cuh"
 
 typedef ELEM_T elem_t;
 
-#define NUM_THREADS 128
 #define MERGE_THREADS 128
+#define MAX_SPLITS 128          // engine.decode_config.MAX_SPLITS: the merge's weights
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
 
-constexpr int d = HEAD_DIM, Bc = BLOCK_K;
+constexpr int d = HEAD_DIM, Bc = BLOCK_K, R = QUERY_ROWS;
+constexpr int WARPS = NUM_THREADS / 32;
 constexpr int CHUNK = 16 / sizeof(elem_t);          // elements per 16-byte copy
 constexpr int CHUNKS = d / CHUNK;                   // 16-byte copies per key row
 constexpr int KV_STRIDE = d + CHUNK;                // a K_j / V_j row in shared memory, padded
                                                     // by 16 bytes so 8 rows hit 8 bank groups
-constexpr int PARTS = NUM_THREADS / Bc;             // threads sharing one key's dot products
-constexpr int PART_DIMS = d / PARTS;
-constexpr int PAIRS = d / 2;                        // P_ij V_j: each thread owns 2 dimensions
-constexpr int KEY_PHASES = NUM_THREADS / PAIRS;     // ... of every KEY_PHASES-th key
-static_assert(NUM_THREADS % Bc == 0 && d % (PARTS * CHUNK) == 0, "Bc and d must split evenly");
-static_assert(NUM_THREADS % PAIRS == 0, "head_dim must be at most 2 * NUM_THREADS");
-static_assert(QUERY_ROWS >= 1 && QUERY_ROWS <= 32 && QUERY_ROWS % SEQ_Q == 0,
-              "QUERY_ROWS = group · SEQ_Q, at most 32");
+constexpr int KW = Bc / WARPS;                      // keys of each tile one warp owns
+// S_ij = Q_i K_jᵀ: LPK lanes per key, each summing DL dimensions (lane = part · KW + key).
+constexpr int LPK = 32 / KW, DL = d / LPK;
+// P_ij V_j: each lane owns DPL dimensions of every row for keys c ≡ its key group (mod KG).
+constexpr int DPL = d / 32 > 2 ? d / 32 : 2, LPR = d / DPL, KG = 32 / LPR;
+static_assert(NUM_THREADS % 32 == 0 && Bc % WARPS == 0 && 32 % KW == 0,
+              "each warp owns a power-of-two share (at most 32) of a tile's keys");
+static_assert(DL % 4 == 0 && DL * sizeof(elem_t) % 4 == 0, "Q_i is read 4 floats at a time");
+static_assert(KW % KG == 0 && STAGES >= 2, "key groups split a warp's keys evenly");
+static_assert(R >= 1 && R <= 32 && R % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q, at most 32");
 
 // One 32-bit word of two 16-bit elements, or one float32, as floats.
 __device__ __forceinline__ float2 unpack_word(unsigned u, half_bits) {
@@ -54,18 +63,27 @@ __device__ __forceinline__ float2 unpack_word(unsigned u, bf16_bits) {
     return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
 }
 
-// Two consecutive elements as floats (one 32- or 64-bit shared-memory load).
-__device__ __forceinline__ float2 load_pair(const elem_t* p) {
-    if constexpr (sizeof(elem_t) == 4) return *(const float2*)p;
-    else return unpack_word(*(const unsigned*)p, elem_t{});
-}
-
-// CHUNK consecutive elements (16 bytes, one 128-bit load) as floats.
-__device__ __forceinline__ void load_chunk(const elem_t* p, float (&out)[16 / sizeof(elem_t)]) {
-    const uint4 raw = *(const uint4*)p;
-    const unsigned word[4] = {raw.x, raw.y, raw.z, raw.w};
+// N consecutive elements as floats, from shared memory in 16-, 8- or 4-byte loads.
+template <int N>
+__device__ __forceinline__ void load_floats(const elem_t* p, float (&out)[N]) {
+    constexpr int BYTES = N * sizeof(elem_t), WORDS = BYTES / 4;
+    static_assert(BYTES % 4 == 0, "whole 32-bit words");
+    unsigned word[WORDS];
+    if constexpr (BYTES % 16 == 0) {
+        #pragma unroll
+        for (int v = 0; v < WORDS / 4; ++v) {
+            const uint4 raw = ((const uint4*)p)[v];
+            word[4 * v] = raw.x; word[4 * v + 1] = raw.y;
+            word[4 * v + 2] = raw.z; word[4 * v + 3] = raw.w;
+        }
+    } else if constexpr (BYTES == 8) {
+        const uint2 raw = *(const uint2*)p;
+        word[0] = raw.x; word[1] = raw.y;
+    } else {
+        word[0] = *(const unsigned*)p;
+    }
     #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < WORDS; ++w) {
         if constexpr (sizeof(elem_t) == 4) {
             out[w] = __uint_as_float(word[w]);
         } else {
@@ -87,21 +105,27 @@ __device__ __forceinline__ long long key_row(const int* __restrict__ block_table
 #endif
 }
 
-// Stage the key tile starting at key k0 into buffer `stage` of K_j and V_j with cp.async;
-// rows past the split's last key k_end are zero-filled, never read.
+// Stage this warp's KW keys of the tile starting at key k0 into buffer `stage` of K_j and V_j
+// with cp.async, one commit group per call (empty past the last tile); rows past the split's
+// last key k_end are zero-filled, never read.
 __device__ __forceinline__ void load_tile(elem_t* K_j, elem_t* V_j, const elem_t* __restrict__ K,
                                           const elem_t* __restrict__ V,
                                           const int* __restrict__ block_table, int b, int g,
-                                          int k0, int k_begin, int k_end, int stage,
-                                          int kv_heads, int seq_k, int pages_per_seq) {
-    for (int idx = threadIdx.x; idx < Bc * CHUNKS; idx += NUM_THREADS) {
-        const int row = idx / CHUNKS, chunk = idx % CHUNKS;
-        const bool valid = k0 + row < k_end;
-        const long long src = key_row(block_table, b, g, valid ? k0 + row : k_begin, kv_heads,
-                                      seq_k, pages_per_seq) + chunk * CHUNK;
-        const int dst = (stage * Bc + row) * KV_STRIDE + chunk * CHUNK;
-        cp_async16(smem_addr(K_j + dst), K + src, valid);
-        cp_async16(smem_addr(V_j + dst), V + src, valid);
+                                          int k0, int k_begin, int k_end, int stage, int warp,
+                                          int lane, int kv_heads, int seq_k, int pages_per_seq) {
+    if (k0 < k_end) {
+        #pragma unroll
+        for (int i = 0; i < (KW * CHUNKS + 31) / 32; ++i) {
+            const int idx = lane + 32 * i;
+            if (KW * CHUNKS % 32 != 0 && idx >= KW * CHUNKS) break;
+            const int row = warp * KW + idx / CHUNKS, chunk = idx % CHUNKS;
+            const bool valid = k0 + row < k_end;
+            const long long src = key_row(block_table, b, g, valid ? k0 + row : k_begin,
+                                          kv_heads, seq_k, pages_per_seq) + chunk * CHUNK;
+            const int dst = (stage * Bc + row) * KV_STRIDE + chunk * CHUNK;
+            cp_async16(smem_addr(K_j + dst), K + src, valid);
+            cp_async16(smem_addr(V_j + dst), V + src, valid);
+        }
     }
     cp_async_commit();
 }
@@ -122,149 +146,194 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int k_begin = s * split_len, k_end = min(k_begin + split_len, seq_k);
     const int n_tiles = (k_end - k_begin + Bc - 1) / Bc;
-    // The QUERY_ROWS rows of KV head g are contiguous in Q: heads g·group.., SEQ_Q tokens each.
-    const long long row0 = ((long long)b * kv_heads + g) * QUERY_ROWS;
+    // The R rows of KV head g are contiguous in Q: heads g·group.., SEQ_Q tokens each.
+    const long long row0 = ((long long)b * kv_heads + g) * R;
 
     // Dynamic shared memory, in the order engine/iomodel.py's decode_smem_parts lists it.
     extern __shared__ __align__(16) unsigned char smem[];
-    elem_t* K_j = (elem_t*)smem;                        // 2 stages × Bc × KV_STRIDE
-    elem_t* V_j = K_j + 2 * Bc * KV_STRIDE;             // 2 stages × Bc × KV_STRIDE
-    float* Q_i = (float*)(V_j + 2 * Bc * KV_STRIDE);    // QUERY_ROWS × d, in log2 units
-    float* S_ij = Q_i + QUERY_ROWS * d;                 // PARTS × QUERY_ROWS × Bc: partial
-                                                        // dots, then P_ij in part 0
-    float* O_acc = S_ij + PARTS * QUERY_ROWS * Bc;      // QUERY_ROWS × d: key phases' sum
-    float* m_i = O_acc + QUERY_ROWS * d;                // QUERY_ROWS: running max (log2)
-    float* l_i = m_i + QUERY_ROWS;                      // QUERY_ROWS: running sum
-    float* alpha = l_i + QUERY_ROWS;                    // QUERY_ROWS: this tile's rescale
+    elem_t* K_j = (elem_t*)smem;                        // STAGES × Bc × KV_STRIDE
+    elem_t* V_j = K_j + STAGES * Bc * KV_STRIDE;        // STAGES × Bc × KV_STRIDE
+    float* Q_i = (float*)(V_j + STAGES * Bc * KV_STRIDE);   // R × d, in log2 units
+    float* P_ij = Q_i + R * d;                          // Bc × R: warp w's keys at w·KW..
+    float* O_acc = P_ij + Bc * R;                       // R × d: the warps' sum
+    float* m_w = O_acc + R * d;                         // WARPS × R: each warp's max (log2)
+    float* l_w = m_w + WARPS * R;                       // WARPS × R: each warp's sum
+    float* m_blk = l_w + WARPS * R;                     // R: the block's max, sum
+    float* l_blk = m_blk + R;
 
-    // Start fetching the first key tile; meanwhile Q_i with scale · log2(e) folded in (the
-    // softmax runs in exp2), m_i = -inf, l_i = 0.
-    load_tile(K_j, V_j, K, V, block_table, b, g, k_begin, k_begin, k_end, 0, kv_heads, seq_k,
-              pages_per_seq);
-    for (int idx = tid; idx < QUERY_ROWS * d; idx += NUM_THREADS)
-        Q_i[idx] = to_f32(Q[row0 * d + idx]) * (scale * LOG2E);
-    if (tid < QUERY_ROWS) { m_i[tid] = neg_inf(); l_i[tid] = 0.f; }
-
-    // P_ij V_j accumulators: dimensions 2·pair, 2·pair + 1 of every row, over keys
-    // c ≡ phase (mod KEY_PHASES) of each tile.
-    const int pair = tid % PAIRS, phase = tid / PAIRS;
-    float acc[QUERY_ROWS][2];
+    // Start fetching the first STAGES - 1 tiles (each warp its own keys); meanwhile Q_i with
+    // scale · log2(e) folded in (the softmax runs in exp2).
     #pragma unroll
-    for (int r = 0; r < QUERY_ROWS; ++r) acc[r][0] = acc[r][1] = 0.f;
+    for (int j = 0; j < STAGES - 1; ++j)
+        load_tile(K_j, V_j, K, V, block_table, b, g, k_begin + j * Bc, k_begin, k_end, j, warp,
+                  lane, kv_heads, seq_k, pages_per_seq);
+    for (int idx = tid; idx < R * d; idx += NUM_THREADS)
+        Q_i[idx] = to_f32(Q[row0 * d + idx]) * (scale * LOG2E);
+    __syncthreads();  // Q_i is in shared memory before any warp's dot products read it
+
+    // The warp's running state: m_i, l_i per row (the same in every lane) and O_i, the lane's
+    // DPL dimensions of every row over its key group's keys.
+    const int c = lane % KW, part = lane / KW;          // S_ij: key c, dimensions of `part`
+    const int kg = lane / LPR, dl = lane % LPR;         // P_ij V_j: key group, dimensions
+    float m_i[R], l_i[R], acc[R][DPL];
+    #pragma unroll
+    for (int r = 0; r < R; ++r) {
+        m_i[r] = neg_inf(); l_i[r] = 0.f;
+        #pragma unroll
+        for (int e = 0; e < DPL; ++e) acc[r][e] = 0.f;
+    }
+    float* P_w = P_ij + warp * KW * R;                  // this warp's KW × R probabilities
 
     for (int j = 0; j < n_tiles; ++j) {
-        const int k0 = k_begin + j * Bc, stage = j & 1;
-        // Prefetch the next tile into the other buffer, then wait for this one.
-        if (j + 1 < n_tiles) {
-            load_tile(K_j, V_j, K, V, block_table, b, g, k0 + Bc, k_begin, k_end, stage ^ 1,
-                      kv_heads, seq_k, pages_per_seq);
-            cp_async_wait<1>();
-        }
-        else cp_async_wait<0>();
-        __syncthreads();  // tile j (every thread's copies) and Q_i, m_i, l_i are in shared memory
+        const int k0 = k_begin + j * Bc, stage = j % STAGES;
+        cp_async_wait<STAGES - 2>();
+        __syncwarp();  // tile j (every lane's copies) has landed, and every lane is done with
+                       // tile j - 1's buffer and P_w before they are overwritten
+        // Keep STAGES - 1 tiles in flight: fetch tile j + STAGES - 1 into tile j - 1's buffer.
+        load_tile(K_j, V_j, K, V, block_table, b, g, k0 + (STAGES - 1) * Bc, k_begin, k_end,
+                  (j + STAGES - 1) % STAGES, warp, lane, kv_heads, seq_k, pages_per_seq);
 
-        // S_ij = Q_i K_jᵀ: thread (part, c) sums dimensions [part·PART_DIMS, ...) of key c for
-        // every row; one conversion of each K element serves all QUERY_ROWS rows.
+        // S_ij = Q_i K_jᵀ: lane (part, c) sums dimensions [part·DL, ...) of the warp's key c
+        // for every row, then the LPK parts add up by shuffles; one conversion of each K
+        // element serves all R rows.
+        const int key = warp * KW + c;
+        float dot[R];
+        #pragma unroll
+        for (int r = 0; r < R; ++r) dot[r] = 0.f;
         {
-            const int c = tid % Bc, part = tid / Bc;
-            float dot[QUERY_ROWS];
+            constexpr int QCH = DL < CHUNK ? DL : CHUNK;
+            const elem_t* k_row = K_j + (stage * Bc + key) * KV_STRIDE + part * DL;
             #pragma unroll
-            for (int r = 0; r < QUERY_ROWS; ++r) dot[r] = 0.f;
-            if (k0 + c < k_end) {
-                const elem_t* k_row = K_j + (stage * Bc + c) * KV_STRIDE + part * PART_DIMS;
-                for (int x = 0; x < PART_DIMS; x += CHUNK) {
-                    float kx[CHUNK];
-                    load_chunk(k_row + x, kx);   // 16 bytes; rows 16 bytes apart in banks
+            for (int x = 0; x < DL; x += QCH) {
+                float kx[QCH];
+                load_floats<QCH>(k_row + x, kx);    // 16 bytes; rows 16 bytes apart in banks
+                #pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const float4* qx = (const float4*)(Q_i + r * d + part * DL + x);  // broadcast
                     #pragma unroll
-                    for (int r = 0; r < QUERY_ROWS; ++r) {
-                        const float* qx = Q_i + r * d + part * PART_DIMS + x;   // broadcast
-                        #pragma unroll
-                        for (int e = 0; e < CHUNK; ++e) dot[r] += qx[e] * kx[e];
+                    for (int e = 0; e < QCH; e += 4) {
+                        const float4 q4 = qx[e / 4];
+                        dot[r] = fmaf(q4.x, kx[e], dot[r]);
+                        dot[r] = fmaf(q4.y, kx[e + 1], dot[r]);
+                        dot[r] = fmaf(q4.z, kx[e + 2], dot[r]);
+                        dot[r] = fmaf(q4.w, kx[e + 3], dot[r]);
                     }
                 }
             }
-            #pragma unroll
-            for (int r = 0; r < QUERY_ROWS; ++r) S_ij[(part * QUERY_ROWS + r) * Bc + c] = dot[r];
         }
-        __syncthreads();  // every part of every dot product is written before the softmax sums them
-
-        // Online softmax, one warp per row: mask, tile max, new running max, P_ij = exp2(S - m),
-        // rescale of the old state, new running sum.
-        for (int r = warp; r < QUERY_ROWS; r += NUM_THREADS / 32) {
-            const int last_key = seq_k - SEQ_Q + r % SEQ_Q;   // causal among the new tokens
-            float s_val[(Bc + 31) / 32], tile_max = neg_inf();
-            #pragma unroll
-            for (int u = 0; u < (Bc + 31) / 32; ++u) {
-                const int c = lane + 32 * u;
-                float x = neg_inf();
-                if (c < Bc && k0 + c < k_end && k0 + c <= last_key) {
-                    x = 0.f;
-                    for (int part = 0; part < PARTS; ++part)
-                        x += S_ij[(part * QUERY_ROWS + r) * Bc + c];
-                }
-                s_val[u] = x;
-                tile_max = fmaxf(tile_max, x);
-            }
-            tile_max = warp_max(tile_max);
-            const float m_old = m_i[r], m_new = fmaxf(m_old, tile_max);
-            const float m_use = m_new == neg_inf() ? 0.f : m_new;  // no key seen yet: P = 0
-            float row_sum = 0.f;
-            #pragma unroll
-            for (int u = 0; u < (Bc + 31) / 32; ++u) {
-                const int c = lane + 32 * u;
-                const float p = fast_exp2(s_val[u] - m_use);     // exp2(-inf) = 0
-                if (c < Bc) S_ij[r * Bc + c] = p;
-                row_sum += p;
-            }
-            row_sum = warp_sum(row_sum);
-            if (lane == 0) {
-                const float a = m_new == m_old ? 1.f : fast_exp2(m_old - m_new);
-                alpha[r] = a;
-                l_i[r] = a * l_i[r] + row_sum;
-                m_i[r] = m_new;
-            }
-        }
-        __syncthreads();  // P_ij and the rescale factors are written before P_ij V_j reads them
-
-        // O_i = alpha · O_i + P_ij V_j, the thread's two dimensions over its keys of the tile.
         #pragma unroll
-        for (int r = 0; r < QUERY_ROWS; ++r) { acc[r][0] *= alpha[r]; acc[r][1] *= alpha[r]; }
-        for (int c = phase; c < Bc; c += KEY_PHASES) {
-            const float2 vx = load_pair(V_j + (stage * Bc + c) * KV_STRIDE + 2 * pair);
+        for (int r = 0; r < R; ++r) {
             #pragma unroll
-            for (int r = 0; r < QUERY_ROWS; ++r) {
-                const float p = S_ij[r * Bc + c];
-                acc[r][0] += p * vx.x;
-                acc[r][1] += p * vx.y;
-            }
+            for (int off = KW; off < 32; off *= 2)
+                dot[r] += __shfl_xor_sync(0xffffffffu, dot[r], off);
         }
-        __syncthreads();  // every thread is done with this stage and with S_ij before the next
-                          // tile's prefetch or dot products overwrite them
-    }
 
-    // Sum the key phases' accumulators in O_acc, one phase at a time (a fixed order).
-    for (int ph = 0; ph < KEY_PHASES; ++ph) {
-        if (phase == ph) {
+        // Online softmax over the warp's KW keys, every row: mask, the keys' max, new running
+        // max, P_ij = exp2(S - m), rescale of the old state, new running sum.
+        #pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const int last_key = seq_k - SEQ_Q + r % SEQ_Q;   // causal among the new tokens
+            const bool seen = k0 + key < k_end && k0 + key <= last_key;
+            const float x = seen ? dot[r] : neg_inf();
+            float tile_max = x;
             #pragma unroll
-            for (int r = 0; r < QUERY_ROWS; ++r) {
-                float* o = O_acc + r * d + 2 * pair;
-                o[0] = ph == 0 ? acc[r][0] : o[0] + acc[r][0];
-                o[1] = ph == 0 ? acc[r][1] : o[1] + acc[r][1];
+            for (int off = KW / 2; off > 0; off /= 2)
+                tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+            const float m_new = fmaxf(m_i[r], tile_max);
+            const float m_use = m_new == neg_inf() ? 0.f : m_new;  // no key seen yet: P = 0
+            const float p = fast_exp2(x - m_use);                  // exp2(-inf) = 0
+            float row_sum = p;
+            #pragma unroll
+            for (int off = KW / 2; off > 0; off /= 2)
+                row_sum += __shfl_xor_sync(0xffffffffu, row_sum, off);
+            const float alpha = m_new == m_i[r] ? 1.f : fast_exp2(m_i[r] - m_new);
+            l_i[r] = alpha * l_i[r] + row_sum;
+            m_i[r] = m_new;
+            #pragma unroll
+            for (int e = 0; e < DPL; ++e) acc[r][e] *= alpha;
+            if (part == 0) P_w[c * R + r] = p;
+        }
+        __syncwarp();  // P_w is written before the lanes read every key's probabilities
+
+        // O_i += P_ij V_j: the lane's DPL dimensions over its key group's keys.
+        #pragma unroll
+        for (int i = 0; i < KW / KG; ++i) {
+            const int cc = kg + i * KG;
+            float vx[DPL];
+            load_floats<DPL>(V_j + (stage * Bc + warp * KW + cc) * KV_STRIDE + dl * DPL, vx);
+            float p[R];
+            if constexpr (R % 4 == 0) {
+                #pragma unroll
+                for (int r = 0; r < R; r += 4) {
+                    const float4 p4 = *(const float4*)(P_w + cc * R + r);   // broadcast
+                    p[r] = p4.x; p[r + 1] = p4.y; p[r + 2] = p4.z; p[r + 3] = p4.w;
+                }
+            } else {
+                #pragma unroll
+                for (int r = 0; r < R; ++r) p[r] = P_w[cc * R + r];
+            }
+            #pragma unroll
+            for (int r = 0; r < R; ++r) {
+                #pragma unroll
+                for (int e = 0; e < DPL; ++e) acc[r][e] += p[r] * vx[e];
             }
         }
-        __syncthreads();  // phase ph has added its part before phase ph + 1 reads O_acc
+    }
+    cp_async_wait<0>();   // no copy is left in flight (the last groups are empty)
+
+    // The key groups of a warp add up their dimensions; each warp posts its m_i, l_i.
+    #pragma unroll
+    for (int r = 0; r < R; ++r) {
+        #pragma unroll
+        for (int e = 0; e < DPL; ++e) {
+            #pragma unroll
+            for (int off = LPR; off < 32; off *= 2)
+                acc[r][e] += __shfl_xor_sync(0xffffffffu, acc[r][e], off);
+        }
+        if (lane == 0) { m_w[warp * R + r] = m_i[r]; l_w[warp * R + r] = l_i[r]; }
+    }
+    __syncthreads();  // every warp's m_i, l_i are in shared memory before the merge reads them
+
+    // Merge the warps (a fixed order): the block's max m_s = max_w m_w, each warp's O_i scaled
+    // by exp2(m_w - m_s) and summed in O_acc one warp at a time, l_s = Σ_w exp2(m_w - m_s) l_w.
+    float own[R];
+    #pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float m_s = neg_inf();
+        for (int w = 0; w < WARPS; ++w) m_s = fmaxf(m_s, m_w[w * R + r]);
+        own[r] = m_i[r] == neg_inf() ? 0.f : fast_exp2(m_i[r] - m_s);
+        if (tid == r) {
+            float l_s = 0.f;
+            for (int w = 0; w < WARPS; ++w)
+                if (m_w[w * R + r] != neg_inf())
+                    l_s += fast_exp2(m_w[w * R + r] - m_s) * l_w[w * R + r];
+            m_blk[r] = m_s;
+            l_blk[r] = l_s;
+        }
+    }
+    for (int w = 0; w < WARPS; ++w) {
+        if (warp == w && kg == 0) {
+            #pragma unroll
+            for (int r = 0; r < R; ++r) {
+                float* o = O_acc + r * d + dl * DPL;
+                #pragma unroll
+                for (int e = 0; e < DPL; ++e)
+                    o[e] = (w == 0 ? 0.f : o[e]) + own[r] * acc[r][e];
+            }
+        }
+        __syncthreads();  // warp w has added its part before warp w + 1 reads O_acc
     }
 
     // Write the split's state: O_s = O_acc / l_s (0 for a row that saw no key of the split),
     // m_s in natural-log units, l_s.
-    for (int idx = tid; idx < QUERY_ROWS * d; idx += NUM_THREADS) {
+    for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
         const int r = idx / d, x = idx % d;
-        const float l = l_i[r];
+        const float l = l_blk[r];
         O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? O_acc[idx] / l : 0.f;
     }
-    if (tid < QUERY_ROWS) {
-        m_part[(row0 + tid) * S + s] = m_i[tid] * LN2;
-        l_part[(row0 + tid) * S + s] = l_i[tid];
+    if (tid < R) {
+        m_part[(row0 + tid) * S + s] = m_blk[tid] * LN2;
+        l_part[(row0 + tid) * S + s] = l_blk[tid];
     }
 }
 
@@ -281,25 +350,37 @@ flash_decode_merge(const float* __restrict__ O_part, const float* __restrict__ m
                    float* __restrict__ trace_rescale,   // (B, H, SEQ_Q, S) or NULL
                    float* __restrict__ trace_l_final)   // (B, H, SEQ_Q) or NULL
 {
+    __shared__ float weight[MAX_SPLITS];                // rescale_s · l_s
+    __shared__ float partials[MERGE_THREADS / 32 + 1];
     const long long row = blockIdx.x;
     const float* m_s = m_part + row * S;
     const float* l_s = l_part + row * S;
-    float m_final = neg_inf();
-    for (int s = 0; s < S; ++s) m_final = fmaxf(m_final, m_s[s]);
-    float l_final = 0.f;
-    for (int s = 0; s < S; ++s) l_final += expf(m_s[s] - m_final) * l_s[s];
 
+    // m_final: the threads read the splits' m_s at once, then reduce across the block.
+    float m = neg_inf();
+    for (int s = threadIdx.x; s < S; s += MERGE_THREADS) m = fmaxf(m, m_s[s]);
+    const float m_final = block_reduce<MERGE_THREADS / 32>(m, true, partials);
+
+    // Each split's rescale and weight (kept in shared memory); l_final, the weights' sum.
+    float l = 0.f;
+    for (int s = threadIdx.x; s < S; s += MERGE_THREADS) {
+        const float rescale = expf(m_s[s] - m_final);
+        weight[s] = rescale * l_s[s];
+        l += weight[s];
+        if (trace_rescale) trace_rescale[row * S + s] = rescale;
+    }
+    const float l_final = block_reduce<MERGE_THREADS / 32>(l, false, partials);  // its barriers
+                                                        // also publish every weight
+
+    // O: each thread its dimensions over all splits, several loads of O_s in flight.
     for (int x = threadIdx.x; x < d; x += MERGE_THREADS) {
         float o = 0.f;
-        for (int s = 0; s < S; ++s)
-            o += expf(m_s[s] - m_final) * l_s[s] * O_part[(row * S + s) * d + x];
+        #pragma unroll 8
+        for (int s = 0; s < S; ++s) o += weight[s] * O_part[(row * S + s) * d + x];
         store_as(O + row * d + x, o / l_final);
     }
     if (threadIdx.x == 0) {
         lse[row] = m_final + logf(l_final);
         if (trace_m_final) { trace_m_final[row] = m_final; trace_l_final[row] = l_final; }
     }
-    if (trace_rescale)
-        for (int s = threadIdx.x; s < S; s += MERGE_THREADS)
-            trace_rescale[row * S + s] = expf(m_s[s] - m_final);
 }

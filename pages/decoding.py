@@ -61,8 +61,9 @@ blocks = dcfg.batch * dcfg.kv_heads * res.num_splits
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("num_splits", res.num_splits,
           "auto" if splits == "auto" else "chosen", delta_color="off",
-          help=f"auto: ⌈{BLOCKS_PER_SM} · SMs / (batch · kv_heads)⌉ splits, so that "
-               f"{BLOCKS_PER_SM} thread blocks can run on every SM, but no split under "
+          help=f"auto: ⌊{BLOCKS_PER_SM} · SMs / (batch · kv_heads)⌋ splits, one wave of "
+               f"{BLOCKS_PER_SM} thread blocks on every SM (never a partial second wave), "
+               f"but no split under "
                f"{MIN_SPLIT_KEYS} keys and at most 128.")
 m2.metric("keys per split", f"{int(res.bounds[1] - res.bounds[0]):,}",
           f"last {int(res.bounds[-1] - res.bounds[-2]):,}", delta_color="off")

@@ -142,8 +142,9 @@ def test_paged_inputs_scatter_pages_and_pad_with_nan():
 
 def test_auto_split_rule():
     # the shape on the H200: 8 blocks per token without splitting
-    assert auto_splits(1, 8, 32768, H200.sms) == 33       # ⌈2·132 / 8⌉
-    assert auto_splits(8, 8, 32768, H200.sms) == 5        # ⌈264 / 64⌉
+    assert auto_splits(1, 8, 32768, H200.sms) == 49       # ⌊3·132 / 8⌋: one wave of blocks
+    assert auto_splits(8, 8, 32768, H200.sms) == 6        # ⌊396 / 64⌋, not a partial second
+    assert auto_splits(2, 8, 32768, H200.sms) == 24
     assert auto_splits(1, 8, 1000, H200.sms) == 3         # no split under 256 keys
     assert auto_splits(1, 1, 1 << 20, H200.sms) == MAX_SPLITS
     assert auto_splits(64, 8, 100, H200.sms) == 1
@@ -153,9 +154,9 @@ def test_auto_split_rule():
             assert 1 <= s <= MAX_SPLITS and splits_without_empty(int(seq_k), s)
             assert s == 1 or int(seq_k) // s >= MIN_SPLIT_KEYS - 1
     cfg = DecodeConfig(batch=1, kv_heads=8, heads=32, seq_k=32768)
-    assert cfg.num_splits == AUTO and cfg.splits_on(H200.sms) == 33
+    assert cfg.num_splits == AUTO and cfg.splits_on(H200.sms) == 49
     assert run_decode(cfg.with_(seq_k=4096, head_dim=16), gpu=engine.PROFILES["T4"]).num_splits \
-        == 10                                             # ⌈2·40 / 8⌉, the profile's SMs
+        == 15                                             # ⌊3·40 / 8⌋, the profile's SMs
 
 
 def test_split_bounds_are_ragged_only_at_the_end():

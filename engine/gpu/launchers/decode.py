@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...config import ConfigError
-from ...decode_config import (MAX_SPLITS, DecodeConfig, decode_block_k, split_length,
-                              splits_without_empty)
+from ...decode_config import (DECODE_STAGES, MAX_SPLITS, DecodeConfig, decode_block_k,
+                              split_length, splits_without_empty)
 from ...devices import GpuProfile
 from ...iomodel import decode_smem_parts, format_bytes
 from ..catalog import decode_build
@@ -28,7 +28,9 @@ MERGE_THREADS = 128          # MERGE_THREADS in the source
 def compile_options(cfg: DecodeConfig) -> tuple[str, ...]:
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DELEM_T={ELEM_TYPES[cfg.dtype]}",
             f"-DQUERY_ROWS={cfg.rows}", f"-DSEQ_Q={cfg.seq_q}",
-            f"-DBLOCK_K={decode_block_k(cfg.head_dim)}", f"-DPAGE_SIZE={cfg.page_size or 0}")
+            f"-DBLOCK_K={decode_block_k(cfg.head_dim)}", f"-DPAGE_SIZE={cfg.page_size or 0}",
+            f"-DNUM_THREADS={NUM_THREADS}",
+            f"-DSTAGES={DECODE_STAGES}")
 
 
 def check_fits(cfg: DecodeConfig, gpu: GpuProfile) -> int:
