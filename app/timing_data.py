@@ -267,8 +267,9 @@ def ceilings_note(f: dict, gpu: engine.GpuProfile) -> str:
         return ""
     name = f.get("device", {}).get("name", "") if isinstance(f.get("device"), dict) else ""
     sheet = datasheet_profile(name) or gpu
-    return (f"The ceilings there ({found[1]} TFLOP/s, {found[2]} TB/s) are measured on "
-            f"this kind of GPU (the fastest large matrix product and copy seen, rounded up; "
-            f"engine/gpu/timing.py) and only reject impossible timings; {sheet.name}'s "
+    return (f"The ceilings there ({found[1]} TFLOP/s, {found[2]} TB/s) only reject "
+            f"impossible timings (engine/gpu/timing.py says where each comes from: the "
+            f"fastest large matrix product seen on this kind of GPU, rounded up, and a copy "
+            f"measured there or, in newer files, the datasheet's HBM rate); {sheet.name}'s "
             f"datasheet gives {sheet.fp16_tflops:g} TFLOP/s dense 16-bit and "
             f"{sheet.hbm_gbps / 1000:g} TB/s, the figures the GPU profiles use.")

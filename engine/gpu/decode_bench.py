@@ -100,7 +100,8 @@ def decode_method(reps: int, warmup: int) -> str:
             f"the contiguous cache (enable_gqa); {warmup} warm-up run(s) first (compilation "
             f"stays out); {reps} repetitions (fewer when cut to a time budget, never under 20), "
             f"median with p10/p90; before each, the L2 cache ({gpu.l2_bytes / 2**20:.0f} MiB) is "
-            f"flushed and a {HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead "
-            f"stays outside the events. HBM floor: the K and V bytes at {floor_source}; "
+            f"flushed (a buffer twice its size written, then read back) and a "
+            f"{HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead stays "
+            f"outside the events. HBM floor: the K and V bytes at {floor_source}; "
             f"floor_fraction = floor / median. Times reading K and V faster than "
             f"{ceil.bytes_per_s / 1e12:.1f} TB/s are refused as bugs.")

@@ -42,8 +42,12 @@ class Ceiling:
 # 8192×8192×8192 bf16 matrix product ran at 769-798 TFLOP/s on random data, and a large
 # device-to-device copy moved about 4.3 TB/s counting bytes read and written.
 KNOWN_CEILINGS = {
-    "H200": Ceiling(800e12, 4.4e12, "NVIDIA H200, measured: 798 TFLOP/s bf16 matmul (max "
-                                    "seen), 4.3 TB/s copy; rounded up"),
+    # Bytes: a read-only stream (a decode step reading its KV cache) beats a copy (PyTorch's
+    # SDPA read 4.47 TB/s on 2026-11-23), so the ceiling is the datasheet's 4.8 TB/s, which
+    # no stream can pass.
+    "H200": Ceiling(800e12, 4.8e12, "NVIDIA H200: 798 TFLOP/s bf16 matmul measured (max "
+                                    "seen), rounded up; 4.8 TB/s HBM, the datasheet's (a copy "
+                                    "measured 4.3)"),
 }
 
 
@@ -80,8 +84,9 @@ def time_stages(stages: list, reps: int, warmup: int,
                 budget_s: float | None = None) -> tuple[list, dict]:
     """Time `stages` ([(name, fn)], each fn enqueuing GPU work on the default stream).
 
-    Warm-up runs first; then per repetition: flush L2 (write a buffer of 2× the L2 size),
-    queue a GPU wait of HOLD_NS so the host enqueues the whole region before the GPU reaches
+    Warm-up runs first; then per repetition: flush L2 (write a buffer of 2× the L2 size,
+    then read it back, so the write's dirty lines are written back to HBM before the timed
+    region instead of inside it, where they cost a short kernel microseconds), queue a GPU wait of HOLD_NS so the host enqueues the whole region before the GPU reaches
     it, record an event, and one more after each stage. With budget_s, the repetitions are cut
     to fit it (never below MIN_REPS). Returns (total ms per rep, {stage: ms per rep})."""
     import cupy
@@ -98,6 +103,7 @@ def time_stages(stages: list, reps: int, warmup: int,
     events = [[cupy.cuda.Event() for _ in range(len(stages) + 1)] for _ in range(reps)]
     for rep in range(reps):
         flush.fill(rep % 251 + 1)
+        flush.max()                 # read back: L2 left holding clean lines
         hold((1,), (1,), (np.uint64(HOLD_NS),))
         marks = events[rep]
         marks[0].record()
@@ -166,7 +172,8 @@ def method_text(reps: int, warmup: int, extra: str = "", direction: str = "forwa
             f"{warmup} warm-up run(s) first, so kernel compilation, module loading and cuBLAS "
             f"handle creation stay out; {reps} repetitions, median with p10/p90; before each, "
             f"the L2 cache ({gpu.l2_bytes / 2**20:.0f} MiB) is flushed by writing a "
-            f"{FLUSH_FACTOR * gpu.l2_bytes / 2**20:.0f} MiB buffer and a "
+            f"{FLUSH_FACTOR * gpu.l2_bytes / 2**20:.0f} MiB buffer and reading it back (no "
+            f"dirty lines left to write back inside the timed region) and a "
             f"{HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead stays "
             f"outside the events. TFLOP/s = {flops} / median. Peak "
             f"memory: high-water mark of device allocations (inputs, outputs, temporaries) "
