@@ -27,7 +27,8 @@ from typing import Callable
 import altair as alt
 import numpy as np
 import pandas as pd
-from streamlit import dataframe_util
+
+from app.arrow_ipc import arrow_bytes
 
 # Finished charts kept: per-seed charts (a few kB each) must not push out the loop charts
 # (up to about 1 MB of Arrow each), which every visitor of a shape and every tick of Play use.
@@ -53,11 +54,6 @@ def dataset_name(values: list) -> str:
         return "empty"
     text = json.dumps(values, sort_keys=True, default=str)
     return "data-" + hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def arrow_bytes(values: list) -> bytes:
-    """The Arrow IPC bytes Streamlit makes of a dataset's records."""
-    return dataframe_util.convert_anything_to_arrow_bytes(values)
 
 
 def _column_values(col: pd.Series) -> list | None:

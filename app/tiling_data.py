@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 import engine
+from app.memo import by_shape
 from engine import iomodel
 from engine.cpu.forward import processed_tiles
 
@@ -73,6 +74,7 @@ def _group_sum(a: np.ndarray, g: int) -> np.ndarray:
     return padded.reshape(R, g, C, g).sum(axis=(1, 3))
 
 
+@by_shape
 def loop_view(cfg: engine.AttentionConfig, order: str = "fa2") -> LoopView:
     """The loop's cells in the order of `order` ("fa2": row after row, "fa1": column after
     column), with the HBM bytes moved up to each step in that order."""
@@ -126,6 +128,7 @@ def smem_layout(cfg: engine.AttentionConfig, gpu: engine.GpuProfile, kernel: str
         return "teaching"
 
 
+@by_shape
 def smem_table(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
                layout: str = "teaching") -> pd.DataFrame:
     """Bytes of each tile held in shared memory by one thread block of the kernel whose
@@ -144,6 +147,7 @@ class Waves:
     shown: int
 
 
+@by_shape
 def waves(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
           layout: str = "teaching") -> Waves:
     """Thread blocks (one per batch·head and query tile) filling the SMs wave after wave,

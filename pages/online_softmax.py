@@ -60,7 +60,8 @@ st.caption("The error panel: the partial output after tile j, Σ p·v over the k
            "divided by their sum, against the exact row; it reaches 0 at the last tile "
            "(recomputed in float64 from the inputs).")
 
-chart(scores_chart, score_row(cfg, q, k, b, h, r), rows)
+scores = score_row(cfg, q, k, b, h, r)
+chart(scores_chart, scores, rows)
 
 st.subheader("Why subtract the max: float16 overflows")
 o = fp16_overflow(cfg, q, k, b, h, r)
@@ -72,7 +73,6 @@ st.markdown(
     f"subtracted, **{o.safe_inf}**. "
     + (f"Scores {o.overflow_at:.2f}× larger would overflow — raise the logit scale or use "
        f"the slider below." if o.naive_inf == 0 and o.overflow_at != float("inf") else ""))
-scores = score_row(cfg, q, k, b, h, r)
 if scores["keys"].max() > 1:
     st.caption(f"Each point stands for {scores['keys'].max()} keys (their largest score), so "
                f"the chart's count of overflowing keys is an upper bound.")
