@@ -22,6 +22,7 @@
 #             on this tree; then the class (100 x 120 s) and the talk (200 within 30 s) on
 #             $REPLICAS (default 12) processes behind nginx (server_load_*_<gpu>.json). nginx
 #             comes from the system, or from Debian packages carried in .deb/ (dpkg -x).
+#             SCENARIOS="class talk" runs a subset (default: mixed class talk).
 # Every timing goes through engine.timing (python -m engine ...), the project's timing method.
 set -u
 export PYTHONUNBUFFERED=1
@@ -118,15 +119,12 @@ for _ in range(240):
         summary+=("mixed, before, 1 process rc=$?")
         pkill -f "server.port $port" ; sleep 2
       fi
-      timeout 200 python3 tests/server_load.py --scenario mixed --replicas 1 --machine "$where" \
-        --out "$OUT/server_load_mixed_1_${gpu}.json" >> "$OUT/serve.log" 2>&1
-      summary+=("mixed, 1 process rc=$?")
-      timeout 260 python3 tests/server_load.py --scenario class --replicas "${REPLICAS:-12}" \
-        --machine "$where" --out "$OUT/server_load_class_${REPLICAS:-12}_${gpu}.json" >> "$OUT/serve.log" 2>&1
-      summary+=("class rc=$?")
-      timeout 200 python3 tests/server_load.py --scenario talk --replicas "${REPLICAS:-12}" \
-        --machine "$where" --out "$OUT/server_load_talk_${REPLICAS:-12}_${gpu}.json" >> "$OUT/serve.log" 2>&1
-      summary+=("talk rc=$?")
+      for scenario in ${SCENARIOS:-mixed class talk}; do    # SCENARIOS: a subset, e.g. "class"
+        n=$([ "$scenario" = mixed ] && echo 1 || echo "${REPLICAS:-12}")
+        timeout 260 python3 tests/server_load.py --scenario "$scenario" --replicas "$n" \
+          --machine "$where" --out "$OUT/server_load_${scenario}_${n}_${gpu}.json" >> "$OUT/serve.log" 2>&1
+        summary+=("$scenario, $n process(es) rc=$?")
+      done
       for f in "$OUT"/server_load_*.json; do
         python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].rsplit('/',1)[-1], d['runs_per_s'], 'runs/s p50/p95/p99', d['p50_ms_to_finished_run'], d['p95_ms_to_finished_run'], d['p99_ms_to_finished_run'], 'ms; first', d['first_page_ms'], 'later', d['later_actions_ms'], 'cpu/run', d['cpu_ms_per_run'], 'ms; errors', d['error_count'], 'wrong', d['wrong_count'], 'exc', d['exceptions'], 'rss', d['server_rss_peak_mb'], 'MB; gpu', d['gpu_busy_fraction'])" "$f"
       done ;;

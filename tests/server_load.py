@@ -43,7 +43,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from app_server import ROOT, free_port, percentile, serve
+from app_server import ROOT, percentile, serve
 
 RECORDS = ROOT / "benchmarks" / "records"
 
@@ -371,6 +371,25 @@ def gpu_busy():
                 out["gpu_samples"] = len(samples)
 
 
+def free_port_block(replicas: int) -> int:
+    """A port P for serve.sh such that P and its replicas' ports (P+101..P+100+replicas) are
+    all free: taken below the kernel's range of ephemeral ports, where the load's own client
+    connections (hundreds of them, and their TIME_WAIT) could hold a replica's port."""
+    import socket
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20000, 32000)
+        wanted = [port] + [port + 100 + i for i in range(1, replicas + 1)]
+        try:
+            for p in wanted:
+                with socket.socket() as sock:
+                    sock.bind(("127.0.0.1", p))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free block of ports for serve.sh between 20000 and 32000")
+
+
 @contextlib.contextmanager
 def servers(replicas: int, url: str | None = None):
     """Yield (base URL, root pid of the serving processes or None): a running server at `url`,
@@ -383,11 +402,14 @@ def servers(replicas: int, url: str | None = None):
         with serve(env={"OPENBLAS_NUM_THREADS": "1"}) as (base, proc):
             yield base, proc.pid
         return
-    port = free_port()
+    port = free_port_block(replicas)
     run_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"fa-lab-load-{port}"
-    proc = subprocess.Popen(["bash", "scripts/serve.sh", "--replicas", str(replicas), "--port",
-                             str(port), "--python", sys.executable, "--run-dir", str(run_dir)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "serve.log", "ab") as log:
+        proc = subprocess.Popen(["bash", "scripts/serve.sh", "--replicas", str(replicas),
+                                 "--port", str(port), "--python", sys.executable,
+                                 "--run-dir", str(run_dir)],
+                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 180
@@ -399,7 +421,8 @@ def servers(replicas: int, url: str | None = None):
             except OSError:
                 pass
             if proc.poll() is not None or time.time() > deadline:
-                raise RuntimeError(f"serve.sh did not start; see {run_dir}")
+                tail = (run_dir / "serve.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"serve.sh did not start; see {run_dir}:\n{tail}")
             time.sleep(0.5)
         yield base, proc.pid
     finally:
