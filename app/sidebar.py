@@ -85,7 +85,8 @@ def write_url() -> None:
     """Put every sidebar control that differs from its default, and the shown page's own
     controls that differ from theirs, into the URL."""
     ss = st.session_state
-    wanted = {n: to_text(ss[n]) for n, c in CONTROLS.items() if ss[n] != c.default}
+    values = {n: ss[n] for n in CONTROLS}
+    wanted = {n: to_text(v) for n, v in values.items() if v != CONTROLS[n].default}
     wanted |= {n: text for n, (page, text) in ss.get(PAGE_URL_KEY, {}).items()
                if page == ss.get(PAGE_KEY)}
     if st.query_params.to_dict() != wanted:
@@ -98,7 +99,6 @@ def keep_page_control(name: str, value, default) -> None:
     kept.pop(name, None)
     if value != default:
         kept[name] = (PAGE_CONTROLS[name][0], to_text(value))
-    write_url()
 
 
 def choose_tiles(point: dict) -> None:
@@ -179,7 +179,6 @@ def render() -> Settings:
         ss.setdefault(name, ctl.default)
     with st.sidebar:
         _widgets()
-    write_url()
     error = None
     try:
         cfg = engine.AttentionConfig(**{f: ss[f] for f in CONFIG_FIELDS})
