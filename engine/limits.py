@@ -70,14 +70,19 @@ def check_limits(cfg: AttentionConfig, algorithm: str = "flash", trace: bool = F
                       "the naive backward's P, dP and dS matrices (which flash backward never "
                       "holds) would take")
                      if backward else ("naive_bytes", naive_bytes(cfg), None))
+    _enforce(asked, "Use smaller sizes")
+
+
+def _enforce(asked: list, advice: str) -> None:
+    """Raise LimitError for the first (limit key, amount, what it is) over its limit, saying
+    what was asked, what the server allows, `advice`, and how to raise the limit."""
     for key, val, what in asked:
         lim = LIMITS[key]
         if val > lim.value:
             raise LimitError(
                 f"Limit {lim.name} exceeded: {what or lim.what} {lim.show(val)}; "
-                f"this server allows {lim.show(lim.value)}. "
-                f"Use smaller sizes, or raise it with the environment variable "
-                f"{lim.env}=<{lim.unit}> before starting the app.")
+                f"this server allows {lim.show(lim.value)}. {advice}, or raise it with the "
+                f"environment variable {lim.env}=<{lim.unit}> before starting the app.")
 
 
 def check_decode_limits(cfg: DecodeConfig, num_splits: int, trace: bool = False) -> None:
@@ -88,11 +93,4 @@ def check_decode_limits(cfg: DecodeConfig, num_splits: int, trace: bool = False)
     if trace:
         asked.append(("trace_bytes", decode_trace_bytes(cfg, num_splits),
                       "the decode trace would take"))
-    for key, val, what in asked:
-        lim = LIMITS[key]
-        if val > lim.value:
-            raise LimitError(
-                f"Limit {lim.name} exceeded: {what} {lim.show(val)}; this server allows "
-                f"{lim.show(lim.value)}. Use a shorter cache, fewer heads or a smaller batch, "
-                f"or raise it with the environment variable {lim.env}=<{lim.unit}> before "
-                f"starting the app.")
+    _enforce(asked, "Use a shorter cache, fewer heads or a smaller batch")

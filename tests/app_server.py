@@ -52,12 +52,17 @@ def serve(timeout: float = 60, env: dict | None = None):
             time.sleep(0.5)
         yield base, proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, timeout=10)
         log.close()
+
+
+def stop(proc: subprocess.Popen, timeout: float) -> None:
+    """Terminate a server process; kill it if it has not exited within `timeout` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def rss_bytes(pid: int) -> int:

@@ -43,7 +43,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from app_server import ROOT, percentile, serve
+from app_server import ROOT, percentile, serve, stop
 
 RECORDS = ROOT / "benchmarks" / "records"
 
@@ -426,11 +426,7 @@ def servers(replicas: int, url: str | None = None):
             time.sleep(0.5)
         yield base, proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, timeout=20)       # serve.sh stops its app processes and nginx
 
 
 def run(sessions: int = 30, seconds: float = 60, seed: int = 0, scenario: str = "mixed",
