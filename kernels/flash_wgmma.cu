@@ -1,4 +1,5 @@
-// Hopper (sm_90a) FlashAttention-2 forward pass on warpgroup MMA (float16 in, float32 accumulate).
+// Hopper (sm_90a) FlashAttention-2 forward pass on warpgroup MMA (float16 or bfloat16 in,
+// float32 accumulate).
 //
 // One thread block per (query tile i, batch·head): blockIdx.x picks i (heaviest tiles first under
 // causal), blockIdx.y + bh_offset the batch·head. The block has 1 + Br / 64 warpgroups:
@@ -19,7 +20,8 @@
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 128, two consumers),
 // BLOCK_K (Bc: 64 or 128), TRACE (0 or 1: write the online-softmax trace and the block
 // schedule, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
-// warpgroups take turns issuing their products, so one's softmax overlaps the other's products).
+// warpgroups take turns issuing their products, so one's softmax overlaps the other's products),
+// BF16 (0: float16 inputs and output, 1: bfloat16).
 
 #ifndef HEAD_DIM
 #error "define HEAD_DIM"
@@ -35,6 +37,15 @@
 #endif
 #ifndef PINGPONG
 #define PINGPONG 0
+#endif
+#ifndef BF16
+#define BF16 0
+#endif
+// The wgmma types of the accumulator, A and B.
+#if BF16
+#define MMA_TYPES ".f32.bf16.bf16 "
+#else
+#define MMA_TYPES ".f32.f16.f16 "
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -61,7 +72,7 @@ static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
 
 #include "common.cuh"
 
-typedef unsigned short half_t;   // raw float16 bits
+typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
 // The driver's tensor map (CUtensorMap), opaque here; passed by value as a kernel parameter.
 struct alignas(128) TensorMap { u64 opaque[16]; };
@@ -126,7 +137,7 @@ __device__ __forceinline__ void reg_fence(float (&r)[N]) {
 __device__ __forceinline__ void wgmma_ss(float (&c)[32], u64 a_desc, u64 b_desc, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "wgmma.mma_async.sync.aligned.m64n64k16" MMA_TYPES
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31])
         : "l"(a_desc), "l"(b_desc), "r"(accumulate));
@@ -137,7 +148,7 @@ __device__ __forceinline__ void wgmma_ss(float (&c)[32], u64 a_desc, u64 b_desc,
 __device__ __forceinline__ void wgmma_ss(float (&c)[64], u64 a_desc, u64 b_desc, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "wgmma.mma_async.sync.aligned.m64n128k16" MMA_TYPES
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
         : "l"(a_desc), "l"(b_desc), "r"(accumulate));
@@ -147,7 +158,7 @@ __device__ __forceinline__ void wgmma_ss(float (&c)[64], u64 a_desc, u64 b_desc,
 __device__ __forceinline__ void wgmma_rs(float (&c)[32], const unsigned (&a)[4], u64 b_desc) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+        "wgmma.mma_async.sync.aligned.m64n64k16" MMA_TYPES
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
@@ -157,7 +168,7 @@ __device__ __forceinline__ void wgmma_rs(float (&c)[32], const unsigned (&a)[4],
 __device__ __forceinline__ void wgmma_rs(float (&c)[64], const unsigned (&a)[4], u64 b_desc) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
+        "wgmma.mma_async.sync.aligned.m64n128k16" MMA_TYPES
         "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
@@ -270,7 +281,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 
     float S[S_REGS];                   // raw scores q·k of this tile; then exp2(...) in place
     float O_acc[O_REGS];               // unnormalised O_i
-    unsigned P[Bc / 16][4];            // P_ij as float16 A fragments, one per k-step of 16 keys
+    unsigned P[Bc / 16][4];            // P_ij as 16-bit A fragments, one per k-step of 16 keys
     float m_i[2], l_i[2];              // running max of raw scores; running sum (own columns)
     float tile_max[2], rescale[2], row_sum[2];
     #pragma unroll
@@ -329,7 +340,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         }
     };
 
-    // After the previous P V_j: rescale O_i and l_i, P_ij as float16 fragments, the trace.
+    // After the previous P V_j: rescale O_i and l_i, P_ij as 16-bit fragments, the trace.
     auto finish_tile = [&](int j) {
         #pragma unroll
         for (int e = 0; e < O_REGS; ++e) O_acc[e] *= rescale[(e >> 1) & 1];
@@ -337,10 +348,10 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
         #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
-            P[kk][0] = pack_half2(S[8 * kk + 0], S[8 * kk + 1]);
-            P[kk][1] = pack_half2(S[8 * kk + 2], S[8 * kk + 3]);
-            P[kk][2] = pack_half2(S[8 * kk + 4], S[8 * kk + 5]);
-            P[kk][3] = pack_half2(S[8 * kk + 6], S[8 * kk + 7]);
+            P[kk][0] = pack_pair<BF16>(S[8 * kk + 0], S[8 * kk + 1]);
+            P[kk][1] = pack_pair<BF16>(S[8 * kk + 2], S[8 * kk + 3]);
+            P[kk][2] = pack_pair<BF16>(S[8 * kk + 4], S[8 * kk + 5]);
+            P[kk][3] = pack_pair<BF16>(S[8 * kk + 6], S[8 * kk + 7]);
         }
 #if TRACE
         // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
@@ -440,7 +451,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             unsigned* dst = (unsigned*)(Ob + (u64)row[h] * d + 2 * t);
             #pragma unroll
             for (int n = 0; n < d / 8; ++n)
-                dst[n * 4] = pack_half2(O_acc[4 * n + 2 * h] * inv_l[h],
+                dst[n * 4] = pack_pair<BF16>(O_acc[4 * n + 2 * h] * inv_l[h],
                                         O_acc[4 * n + 2 * h + 1] * inv_l[h]);
         }
     }

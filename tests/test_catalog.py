@@ -64,12 +64,16 @@ def test_unsupported_configs_are_refused_with_the_list(changes):
     assert "head_dim 128 with block_q×block_k 64×32, 64×64, 128×32;" in msg
 
 
-def test_bfloat16_takes_the_mma_sync_shapes_only():
+def test_bfloat16_runs_on_wgmma_on_hopper_and_on_mma_sync_elsewhere():
+    for d, bq, bk in catalog.WGMMA.shapes:
+        cfg = config(dtype="bfloat16", head_dim=d, block_q=bq, block_k=bk)
+        assert catalog.tensorcore_build(cfg, hopper=True) is catalog.WGMMA
+        if (d, bq, bk) not in catalog.MMA_SYNC.shapes:
+            with pytest.raises(ConfigError, match="in float16 or bfloat16, head_dim 64 with "
+                                                  "block_q×block_k 128×128"):
+                catalog.tensorcore_build(cfg, hopper=False)
     cfg = config(dtype="bfloat16", head_dim=128, block_q=128, block_k=32)
     assert catalog.tensorcore_build(cfg, hopper=True) is catalog.MMA_SYNC
-    with pytest.raises(ConfigError, match="in float16, head_dim 64 with block_q×block_k 128×128"):
-        catalog.tensorcore_build(config(dtype="bfloat16", head_dim=64, block_q=128,
-                                        block_k=128), hopper=True)
 
 
 # ---- the tensor-core backward (kernels/flash_backward_mma.cu) --------------------------------

@@ -9,7 +9,8 @@ from engine.gpu.launchers import mma as tensorcore
 from engine.gpu.runtime import device_is_hopper
 from engine.gpu.launchers import wgmma
 from engine.config import ConfigError
-from kernel_checks import TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
+from engine.gpu import catalog
+from kernel_checks import OUT_TOL, TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
 from reference import attention64, rel_err
 import seeds
 
@@ -65,9 +66,10 @@ def run_kernel(cfg, q, k, v, trace, module=wgmma):
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
-def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs, pingpong):
+@pytest.mark.parametrize("dtype", catalog.WGMMA.dtypes)
+def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs, dtype, pingpong):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
-                 inputs=inputs, batch=2)
+                 inputs=inputs, batch=2, dtype=dtype)
     q, k, v = engine.make_inputs(cfg)
     check_output(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=False))
 
@@ -75,9 +77,10 @@ def test_output_and_lse_match_float64(d, bq, bk, nq, nk, causal, inputs, pingpon
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("d,bq,bk,nq,nk,causal,inputs", CASES)
-def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inputs, pingpong):
+@pytest.mark.parametrize("dtype", catalog.WGMMA.dtypes)
+def test_trace_matches_numpy_backend_and_float64(d, bq, bk, nq, nk, causal, inputs, dtype, pingpong):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
-                 inputs=inputs, heads=3)
+                 inputs=inputs, heads=3, dtype=dtype)
     q, k, v = engine.make_inputs(cfg)
     check_trace(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=True),
                 run_kernel(cfg, q, k, v, trace=False))
@@ -107,17 +110,18 @@ def test_repeated_launches_are_identical(pingpong):
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("causal", [False, True])
-def test_long_sequence_agrees_with_mma_sync_kernel(causal, pingpong):
+@pytest.mark.parametrize("dtype", catalog.WGMMA.dtypes)
+def test_long_sequence_agrees_with_mma_sync_kernel(causal, dtype, pingpong):
     """N = 4096 (32 key tiles, the ring refilled many times) against float64 and against the
-    mma.sync kernel on the same inputs."""
-    cfg = config(seq_q=4096, seq_k=4096, causal=causal, heads=4)
+    mma.sync kernel on the same inputs, in each dtype."""
+    cfg = config(seq_q=4096, seq_k=4096, causal=causal, heads=4, dtype=dtype)
     q, k, v = engine.make_inputs(cfg)
     got = run_kernel(cfg, q, k, v, trace=False)
     other = run_kernel(cfg.with_(block_q=128, block_k=32), q, k, v, trace=False,
                        module=tensorcore)
     O64, _ = attention64(q, k, v, cfg.softmax_scale, causal)
-    assert rel_err(got["O"].reshape(O64.shape), O64) <= 2e-3
-    assert rel_err(got["O"], other["O"]) <= 2e-3
+    assert rel_err(got["O"].reshape(O64.shape), O64) <= OUT_TOL[dtype]
+    assert rel_err(got["O"], other["O"]) <= OUT_TOL[dtype]
     assert np.abs(got["lse"] - other["lse"]).max() <= 1e-3
 
 

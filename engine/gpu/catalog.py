@@ -44,7 +44,7 @@ MMA_SYNC = TensorCoreBuild(
 # block_q / 64 consumer warpgroups of 64 query rows each and one producer warpgroup; block_k
 # is the N of the S = Q Kᵀ wgmma.
 WGMMA = TensorCoreBuild(
-    "wgmma", "flash_wgmma.cu", ("float16",),
+    "wgmma", "flash_wgmma.cu", ("float16", "bfloat16"),
     ((64, 128, 128), (128, 128, 64), (128, 128, 128)), hopper_only=True)
 TENSORCORE_BUILDS = (WGMMA, MMA_SYNC)       # dispatch order: the first that takes cfg runs
 

@@ -25,9 +25,10 @@ FUNCTION = "flash_wgmma"
 # (benchmarks/NOTES.md, "wgmma path").
 PINGPONG = 1
 
-# The driver's tensor-map encoding (cuda.h): float16 elements, no interleave, 128-byte swizzle,
-# 128-byte L2 promotion, out-of-bounds elements read as zeros.
-_FLOAT16, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO = 6, 0, 3, 2, 0
+# The driver's tensor-map encoding (cuda.h): element types float16 and bfloat16, no
+# interleave, 128-byte swizzle, 128-byte L2 promotion, out-of-bounds elements read as zeros.
+_ELEMENT_TYPE = {"float16": 6, "bfloat16": 9}
+_INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO = 0, 3, 2, 0
 _TENSOR_MAP = np.dtype({"names": ["opaque"], "formats": [(np.uint64, (16,))]})   # 128 bytes
 
 
@@ -48,7 +49,7 @@ def check_takes(cfg: AttentionConfig) -> None:
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
-            f"-DPINGPONG={PINGPONG}")
+            f"-DPINGPONG={PINGPONG}", f"-DBF16={int(cfg.dtype == 'bfloat16')}")
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:
@@ -66,10 +67,10 @@ def _encode_tiled():
     return fn
 
 
-def tensor_map(x, box_rows: int) -> np.ndarray:
-    """The tensor map of a contiguous (B·H, seq, d) float16 CuPy array, read in boxes of
-    64 columns × box_rows rows of one batch·head, as a 1-element array of 128 bytes
-    (CuPy passes a structured array element by value)."""
+def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
+    """The tensor map of a contiguous (B·H, seq, d) CuPy array of dtype (float16 or
+    bfloat16), read in boxes of 64 columns × box_rows rows of one batch·head, as a 1-element
+    array of 128 bytes (CuPy passes a structured array element by value)."""
     bh, seq, d = x.shape
     dims = (ctypes.c_uint64 * 3)(d, seq, bh)
     strides = (ctypes.c_uint64 * 2)(d * 2, seq * d * 2)     # bytes, dimensions 1 and 2
@@ -77,10 +78,10 @@ def tensor_map(x, box_rows: int) -> np.ndarray:
     step = (ctypes.c_uint32 * 3)(1, 1, 1)
     raw = np.zeros(32, dtype=np.uint64)                     # a 128-byte-aligned window in it
     start = (-raw.ctypes.data % 128) // 8
-    rc = _encode_tiled()(raw.ctypes.data + start * 8, _FLOAT16, 3, x.data.ptr, dims, strides,
-                         box, step, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO)
+    rc = _encode_tiled()(raw.ctypes.data + start * 8, _ELEMENT_TYPE[dtype], 3, x.data.ptr, dims,
+                         strides, box, step, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO)
     if rc != 0:
-        raise ConfigError(f"cuTensorMapEncodeTiled refused a (B·H, seq, d) = {x.shape} float16 "
+        raise ConfigError(f"cuTensorMapEncodeTiled refused a (B·H, seq, d) = {x.shape} {dtype} "
                           f"tensor with boxes of 64×{box_rows} (CUresult {rc}).")
     out = np.zeros(1, dtype=_TENSOR_MAP)
     out["opaque"][0] = raw[start:start + 16]
@@ -103,7 +104,8 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     b = build(cfg, trace)
     fn = b.compiled()
     out = outputs if outputs is not None else core.forward_outputs(cfg, trace, poison)
-    maps = (tensor_map(Q, cfg.block_q), tensor_map(K, cfg.block_k), tensor_map(V, cfg.block_k))
+    maps = (tensor_map(Q, cfg.block_q, cfg.dtype), tensor_map(K, cfg.block_k, cfg.dtype),
+            tensor_map(V, cfg.block_k, cfg.dtype))
     # The tensor maps span every batch·head, so each launch passes its first one instead of
     # slicing (the kernel indexes the outputs with bh0 + blockIdx.y).
     traced = ([out[k] for k in TRACE_FIELDS] + [out[k] for k in BLOCK_FIELDS]
