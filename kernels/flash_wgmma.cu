@@ -1,12 +1,15 @@
 // Hopper (sm_90a) FlashAttention-2 forward pass on warpgroup MMA (float16 or bfloat16 in,
 // float32 accumulate).
 //
-// One thread block per (query tile i, batch·head): blockIdx.x picks i (heaviest tiles first under
-// causal), blockIdx.y + bh_offset the batch·head. The block has 1 + Br / 64 warpgroups:
-//   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once and of
-//     K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes on an mbarrier
-//     ("full"); a buffer is refilled only after every consumer thread has arrived on its
-//     "empty" mbarrier.
+// The work is Tr · batch·heads items, one per (query tile i, batch·head); item w maps to them
+// heaviest query tiles first under causal (item_tile below). Each thread block runs one item
+// (grid Tr × batch·heads), or, PERSISTENT, one block per SM runs every gridDim.x-th item, so
+// the loads of its next item overlap the epilogue of the current one. The block has
+// 1 + Br / 64 warpgroups:
+//   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once per
+//     item and of K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes
+//     on an mbarrier ("full"); a buffer is refilled only after every consumer thread has
+//     arrived on its "empty" mbarrier (Q_i's after the item's last S_ij).
 //   - warpgroups 1 .. Br / 64, the consumers: each owns 64 query rows of Q_i. S_ij = Q_i K_jᵀ runs
 //     as wgmma with both operands in shared memory; O_i += P_ij V_j as wgmma with P_ij in
 //     registers (straight from the S accumulators) and V_j in shared memory. The two products
@@ -18,10 +21,10 @@
 // diagonal tiles (causal) and on a ragged last key tile. exp2 takes scale·log2(e) folded in.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 128, two consumers),
-// BLOCK_K (Bc: 64 or 128), TRACE (0 or 1: write the online-softmax trace and the block
-// schedule, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
+// BLOCK_K (Bc: 64 or 128), TRACE (0 or 1: write the online-softmax trace and the schedule of
+// the items, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
 // warpgroups take turns issuing their products, so one's softmax overlaps the other's products),
-// BF16 (0: float16 inputs and output, 1: bfloat16).
+// BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above).
 
 #ifndef HEAD_DIM
 #error "define HEAD_DIM"
@@ -40,6 +43,9 @@
 #endif
 #ifndef BF16
 #define BF16 0
+#endif
+#ifndef PERSISTENT
+#define PERSISTENT 0
 #endif
 // The wgmma types of the accumulator, A and B.
 #if BF16
@@ -174,23 +180,37 @@ __device__ __forceinline__ void wgmma_rs(float (&c)[64], const unsigned (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 }
 
+// Work item w (0 .. Tr·bh_count − 1) -> query tile i and batch·head (of this launch). Causal:
+// heaviest tiles first across every batch·head (i falls as w grows), so the longest items
+// start first and the short ones fill the gaps at the end; otherwise batch·head by batch·head,
+// so the blocks running at once share K and V in L2.
+__device__ __forceinline__ void item_tile(int w, int Tr, int bh_count, int causal, int& i,
+                                          int& bh) {
+    if (causal) { i = Tr - 1 - w / bh_count; bh = w % bh_count; }
+    else        { i = w % Tr;                bh = w / Tr; }
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ TensorMap tm_k,
             const __grid_constant__ TensorMap tm_v, half_t* __restrict__ O,
             float* __restrict__ lse, int seq_q, int seq_k, float scale, int causal, int bh_offset,
+            int bh_count, int Tr,
             float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
             float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
             int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns, u64* __restrict__ t_end_ns) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int Tr = gridDim.x;
-    const int i = causal ? Tr - 1 - (int)blockIdx.x : (int)blockIdx.x;
-    const int bh = bh_offset + blockIdx.y;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int Tc = (seq_k + Bc - 1) / Bc;
-    const int q0 = i * Br;
-#if TRACE
-    const u64 t_start = global_timer();
-#endif
+    // This block's work items: one, its own (grid Tr × bh_count), or, PERSISTENT, every
+    // gridDim.x-th from blockIdx.x on (a grid of one block per SM).
+    const int n_items = Tr * bh_count;
+    const int first = PERSISTENT ? (int)blockIdx.x : (int)(blockIdx.y * gridDim.x + blockIdx.x);
+    const int stride = PERSISTENT ? (int)gridDim.x : n_items;
+    // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
+    auto tiles_of = [&](int i) {
+        const int last_row = min(i * Br + Br, seq_q) - 1;
+        return causal ? min(Tc, last_row / Bc + 1) : Tc;
+    };
 
     // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_i slabs, then
     // STAGES x K_j, STAGES x V_j, then the mbarriers.
@@ -199,18 +219,15 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     const unsigned sK = sQ + Q_BYTES;
     const unsigned sV = sK + STAGES * KV_BYTES;
     const unsigned bars = sV + STAGES * KV_BYTES;
-    const unsigned q_full = bars;
-    auto k_full = [&](int s) { return bars + 8 * (1 + s); };
-    auto v_full = [&](int s) { return bars + 8 * (1 + STAGES + s); };
-    auto k_empty = [&](int s) { return bars + 8 * (1 + 2 * STAGES + s); };
-    auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * STAGES + s); };
-
-    // Causal: key tile j runs iff j·Bc <= the last row of Q_i; later tiles are skipped.
-    const int last_row = min(q0 + Br, seq_q) - 1;
-    const int n_tiles = causal ? min(Tc, last_row / Bc + 1) : Tc;
+    const unsigned q_full = bars, q_empty = bars + 8;
+    auto k_full = [&](int s) { return bars + 8 * (2 + s); };
+    auto v_full = [&](int s) { return bars + 8 * (2 + STAGES + s); };
+    auto k_empty = [&](int s) { return bars + 8 * (2 + 2 * STAGES + s); };
+    auto v_empty = [&](int s) { return bars + 8 * (2 + 3 * STAGES + s); };
 
     if (tid == 0) {
         mbar_init(q_full, 1);
+        mbar_init(q_empty, CONSUMERS * 128);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
@@ -219,26 +236,39 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    __syncthreads();
+    __syncthreads();  // the mbarriers are initialised before any thread waits on them
 
+    // The ring: the u-th K_j / V_j this block loads (counted across its items) goes to
+    // stage u mod STAGES, in that stage's (u / STAGES)-th phase.
     if (warp < 4) {
         // ---- producer warpgroup: one thread drives the copy engine ----------------------
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
         if (tid == 0) {
-            mbar_expect_bytes(q_full, Q_BYTES);
-            for (int h = 0; h < d / 64; ++h)
-                tma_load(sQ + h * SLAB_Q, &tm_q, h * 64, q0, bh, q_full);
-            for (int j = 0; j < n_tiles; ++j) {
-                const int s = j % STAGES;
-                const unsigned parity = ((j / STAGES) - 1) & 1;   // the previous use of s
-                if (j >= STAGES) mbar_wait(k_empty(s), parity);
-                mbar_expect_bytes(k_full(s), KV_BYTES);
+            int u = 0;
+            for (int w = first, n = 0; w < n_items; w += stride, ++n) {
+                int i, bh;
+                item_tile(w, Tr, bh_count, causal, i, bh);
+                bh += bh_offset;
+                // Q_i once the consumers are done reading the previous item's Q.
+                if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
+                mbar_expect_bytes(q_full, Q_BYTES);
                 for (int h = 0; h < d / 64; ++h)
-                    tma_load(sK + s * KV_BYTES + h * SLAB_KV, &tm_k, h * 64, j * Bc, bh, k_full(s));
-                if (j >= STAGES) mbar_wait(v_empty(s), parity);
-                mbar_expect_bytes(v_full(s), KV_BYTES);
-                for (int h = 0; h < d / 64; ++h)
-                    tma_load(sV + s * KV_BYTES + h * SLAB_KV, &tm_v, h * 64, j * Bc, bh, v_full(s));
+                    tma_load(sQ + h * SLAB_Q, &tm_q, h * 64, i * Br, bh, q_full);
+                const int n_tiles = tiles_of(i);
+                for (int j = 0; j < n_tiles; ++j, ++u) {
+                    const int s = u % STAGES;
+                    const unsigned parity = ((u / STAGES) - 1) & 1;   // the previous use of s
+                    if (u >= STAGES) mbar_wait(k_empty(s), parity);
+                    mbar_expect_bytes(k_full(s), KV_BYTES);
+                    for (int h = 0; h < d / 64; ++h)
+                        tma_load(sK + s * KV_BYTES + h * SLAB_KV, &tm_k, h * 64, j * Bc, bh,
+                                 k_full(s));
+                    if (u >= STAGES) mbar_wait(v_empty(s), parity);
+                    mbar_expect_bytes(v_full(s), KV_BYTES);
+                    for (int h = 0; h < d / 64; ++h)
+                        tma_load(sV + s * KV_BYTES + h * SLAB_KV, &tm_v, h * 64, j * Bc, bh,
+                                 v_full(s));
+                }
             }
         }
         return;
@@ -249,14 +279,12 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     const int wg = warp / 4 - 1;                 // consumer index: rows 64·wg .. of Q_i
     const int wq = warp % 4;                     // warp in the warpgroup: 16 of those rows
     const int g = lane / 4, t = lane % 4;        // accumulator row group and column pair
-    const int wg_row0 = q0 + wg * 64;
-    const int row[2] = {wg_row0 + wq * 16 + g, wg_row0 + wq * 16 + g + 8};
     const float scale_log2 = scale * LOG2E;
 
     // Turns (PINGPONG): consumer warpgroup wg issues its products after named barrier 2 + wg
     // completes (its 128 threads wait, the previous warpgroup's 128 arrive), then passes the
-    // turn on. The last warpgroup hands the first turn out and skips its final hand-over, so
-    // every barrier sees as many arrivals as waits.
+    // turn on. The last warpgroup hands the first turn out and skips its very last hand-over,
+    // so every barrier sees as many arrivals as waits.
     const unsigned my_turn = 2 + wg, next_turn = 2 + (wg + 1) % CONSUMERS;
     auto wait_turn = [&]() {
         if constexpr (TAKE_TURNS) asm volatile("bar.sync %0, 256;" :: "r"(my_turn) : "memory");
@@ -284,186 +312,210 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     unsigned P[Bc / 16][4];            // P_ij as 16-bit A fragments, one per k-step of 16 keys
     float m_i[2], l_i[2];              // running max of raw scores; running sum (own columns)
     float tile_max[2], rescale[2], row_sum[2];
-    #pragma unroll
-    for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
-    #pragma unroll
-    for (int e = 0; e < O_REGS; ++e) O_acc[e] = 0.f;
 #if TRACE
     float keep[4][2];   // trace values of the tile j with j mod 4 == t, stored 4 tiles at once
 #endif
 
-    auto issue_qk = [&](int s) {
-        #pragma unroll
-        for (int kk = 0; kk < d / 16; ++kk) wgmma_ss(S, q_desc(kk), k_desc(s, kk), kk > 0);
-        wgmma_commit();
-    };
-    auto issue_pv = [&](int s) {
-        #pragma unroll
-        for (int kk = 0; kk < Bc / 16; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
-        wgmma_commit();
-    };
-
-    // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
-    auto softmax_scores = [&](int j) {
-        const int k0 = j * Bc;
-        const bool diagonal = causal && k0 + Bc - 1 > wg_row0;
-        if (diagonal || k0 + Bc > seq_k) {
-            #pragma unroll
-            for (int n = 0; n < Bc / 8; ++n)
-                #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int c = k0 + n * 8 + 2 * t + (e & 1);
-                    if (c >= seq_k || (causal && c > row[e >> 1])) S[4 * n + e] = neg_inf();
-                }
-        }
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
-        #pragma unroll
-        for (int n = 0; n < Bc / 8; ++n) {
-            tile_max[0] = fmaxf(tile_max[0], fmaxf(S[4 * n], S[4 * n + 1]));
-            tile_max[1] = fmaxf(tile_max[1], fmaxf(S[4 * n + 2], S[4 * n + 3]));
-        }
-        float m_shift[2];
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            tile_max[h] = quad_max(tile_max[h]);
-            const float m_new = fmaxf(m_i[h], tile_max[h]);
-            rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
-            m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
-            m_i[h] = m_new;
-        }
-        #pragma unroll
-        for (int e = 0; e < S_REGS; ++e) {
-            const int h = (e >> 1) & 1;
-            S[e] = fast_exp2(fmaf(S[e], scale_log2, -m_shift[h]));
-            row_sum[h] += S[e];
-        }
-    };
-
-    // After the previous P V_j: rescale O_i and l_i, P_ij as 16-bit fragments, the trace.
-    auto finish_tile = [&](int j) {
-        #pragma unroll
-        for (int e = 0; e < O_REGS; ++e) O_acc[e] *= rescale[(e >> 1) & 1];
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
-        #pragma unroll
-        for (int kk = 0; kk < Bc / 16; ++kk) {
-            P[kk][0] = pack_pair<BF16>(S[8 * kk + 0], S[8 * kk + 1]);
-            P[kk][1] = pack_pair<BF16>(S[8 * kk + 2], S[8 * kk + 3]);
-            P[kk][2] = pack_pair<BF16>(S[8 * kk + 4], S[8 * kk + 5]);
-            P[kk][3] = pack_pair<BF16>(S[8 * kk + 6], S[8 * kk + 7]);
-        }
+    int u = 0;                         // ring uses so far (the producer's count)
+    for (int w = first, n = 0; w < n_items; w += stride, ++n) {
 #if TRACE
-        // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
+        const u64 t_start = global_timer();
+#endif
+        int i, bh;
+        item_tile(w, Tr, bh_count, causal, i, bh);
+        bh += bh_offset;
+        const int q0 = i * Br;
+        const int wg_row0 = q0 + wg * 64;
+        const int row[2] = {wg_row0 + wq * 16 + g, wg_row0 + wq * 16 + g + 8};
+        const int n_tiles = tiles_of(i);
+        const bool last_item = w + stride >= n_items;
         #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const float l_row = quad_sum(l_i[h]);
-            if ((j & 3) == t) {
-                keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
-                keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
+        for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
+        #pragma unroll
+        for (int e = 0; e < O_REGS; ++e) O_acc[e] = 0.f;
+
+        auto issue_qk = [&](int s) {
+            #pragma unroll
+            for (int kk = 0; kk < d / 16; ++kk) wgmma_ss(S, q_desc(kk), k_desc(s, kk), kk > 0);
+            wgmma_commit();
+        };
+        auto issue_pv = [&](int s) {
+            #pragma unroll
+            for (int kk = 0; kk < Bc / 16; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
+            wgmma_commit();
+        };
+        // S_ij is done: release K_j's stage, and after the item's last S also Q_i.
+        auto release_k = [&](int j, int s) {
+            mbar_arrive(k_empty(s));
+            if (j + 1 == n_tiles) mbar_arrive(q_empty);
+        };
+
+        // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
+        auto softmax_scores = [&](int j) {
+            const int k0 = j * Bc;
+            const bool diagonal = causal && k0 + Bc - 1 > wg_row0;
+            if (diagonal || k0 + Bc > seq_k) {
+                #pragma unroll
+                for (int nn = 0; nn < Bc / 8; ++nn)
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int c = k0 + nn * 8 + 2 * t + (e & 1);
+                        if (c >= seq_k || (causal && c > row[e >> 1])) S[4 * nn + e] = neg_inf();
+                    }
             }
-        }
-        if ((j & 3) == 3 || j + 1 == n_tiles) {
-            const int jj = (j & ~3) + t;
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
+            #pragma unroll
+            for (int nn = 0; nn < Bc / 8; ++nn) {
+                tile_max[0] = fmaxf(tile_max[0], fmaxf(S[4 * nn], S[4 * nn + 1]));
+                tile_max[1] = fmaxf(tile_max[1], fmaxf(S[4 * nn + 2], S[4 * nn + 3]));
+            }
+            float m_shift[2];
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                if (jj <= j && row[h] < seq_q) {
+                tile_max[h] = quad_max(tile_max[h]);
+                const float m_new = fmaxf(m_i[h], tile_max[h]);
+                rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
+                m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
+                m_i[h] = m_new;
+            }
+            #pragma unroll
+            for (int e = 0; e < S_REGS; ++e) {
+                const int h = (e >> 1) & 1;
+                S[e] = fast_exp2(fmaf(S[e], scale_log2, -m_shift[h]));
+                row_sum[h] += S[e];
+            }
+        };
+
+        // After the previous P V_j: rescale O_i and l_i, P_ij as 16-bit fragments, the trace.
+        auto finish_tile = [&](int j) {
+            #pragma unroll
+            for (int e = 0; e < O_REGS; ++e) O_acc[e] *= rescale[(e >> 1) & 1];
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
+            #pragma unroll
+            for (int kk = 0; kk < Bc / 16; ++kk) {
+                P[kk][0] = pack_pair<BF16>(S[8 * kk + 0], S[8 * kk + 1]);
+                P[kk][1] = pack_pair<BF16>(S[8 * kk + 2], S[8 * kk + 3]);
+                P[kk][2] = pack_pair<BF16>(S[8 * kk + 4], S[8 * kk + 5]);
+                P[kk][3] = pack_pair<BF16>(S[8 * kk + 6], S[8 * kk + 7]);
+            }
+#if TRACE
+            // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const float l_row = quad_sum(l_i[h]);
+                if ((j & 3) == t) {
+                    keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
+                    keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
+                }
+            }
+            if ((j & 3) == 3 || j + 1 == n_tiles) {
+                const int jj = (j & ~3) + t;
+                #pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    if (jj <= j && row[h] < seq_q) {
+                        const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
+                        t_running_max[at] = keep[0][h]; t_running_sum[at] = keep[1][h];
+                        t_rescale[at] = keep[2][h];     t_tile_max[at] = keep[3][h];
+                    }
+                }
+            }
+#endif
+        };
+
+        mbar_wait(q_full, n & 1);
+
+        // Tile 0: S_i0 alone.
+        wait_turn();
+        mbar_wait(k_full(u % STAGES), (u / STAGES) & 1);
+        wgmma_fence();
+        issue_qk(u % STAGES);
+        pass_turn();
+        wgmma_wait<0>();
+        reg_fence(S);
+        release_k(0, u % STAGES);
+        softmax_scores(0);
+        finish_tile(0);
+
+        // Tile j (ring use u + j): S_ij on the tensor cores, then P_{i,j-1} V_{j-1} behind it;
+        // softmax of S_ij while the second product runs.
+        for (int j = 1; j < n_tiles; ++j) {
+            const int s = (u + j) % STAGES, sp = (u + j - 1) % STAGES;
+            wait_turn();
+            mbar_wait(k_full(s), ((u + j) / STAGES) & 1);
+            wgmma_fence();
+            issue_qk(s);
+            mbar_wait(v_full(sp), ((u + j - 1) / STAGES) & 1);
+            issue_pv(sp);
+            pass_turn();
+            wgmma_wait<1>();                 // S_ij is done (P V may still run)
+            reg_fence(S);
+            release_k(j, s);
+            softmax_scores(j);
+            wgmma_wait<0>();                 // P_{i,j-1} V_{j-1} is done
+            reg_fence(O_acc);
+            mbar_arrive(v_empty(sp));
+            finish_tile(j);
+        }
+        {
+            const int s = (u + n_tiles - 1) % STAGES;
+            wait_turn();
+            mbar_wait(v_full(s), ((u + n_tiles - 1) / STAGES) & 1);
+            wgmma_fence();
+            issue_pv(s);
+            if (wg != CONSUMERS - 1 || !last_item) pass_turn();
+            wgmma_wait<0>();
+            reg_fence(O_acc);
+            mbar_arrive(v_empty(s));
+        }
+        u += n_tiles;
+
+        // Epilogue (the producer is already loading the next item): full row sums, O_i / l_i,
+        // lse = scale·m + log(l), straight from registers to global memory.
+        float inv_l[2];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            l_i[h] = quad_sum(l_i[h]);
+            inv_l[h] = 1.f / l_i[h];
+            if (t == 0 && row[h] < seq_q) lse[(u64)bh * seq_q + row[h]] = m_i[h] * scale + logf(l_i[h]);
+        }
+#if TRACE
+        // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the quad's
+        // lanes take adjacent tiles.
+        for (int jj = n_tiles + t; jj < Tc; jj += 4) {
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                if (row[h] < seq_q) {
                     const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
-                    t_running_max[at] = keep[0][h]; t_running_sum[at] = keep[1][h];
-                    t_rescale[at] = keep[2][h];     t_tile_max[at] = keep[3][h];
+                    t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
+                    t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
                 }
             }
         }
 #endif
-    };
-
-    mbar_wait(q_full, 0);
-
-    // Tile 0: S_i0 alone.
-    wait_turn();
-    mbar_wait(k_full(0), 0);
-    wgmma_fence();
-    issue_qk(0);
-    pass_turn();
-    wgmma_wait<0>();
-    reg_fence(S);
-    mbar_arrive(k_empty(0));
-    softmax_scores(0);
-    finish_tile(0);
-
-    // Tile j: S_ij on the tensor cores, then P_{i,j-1} V_{j-1} behind it; softmax of S_ij
-    // while the second product runs.
-    for (int j = 1; j < n_tiles; ++j) {
-        const int s = j % STAGES, sp = (j - 1) % STAGES;
-        wait_turn();
-        mbar_wait(k_full(s), (j / STAGES) & 1);
-        wgmma_fence();
-        issue_qk(s);
-        mbar_wait(v_full(sp), ((j - 1) / STAGES) & 1);
-        issue_pv(sp);
-        pass_turn();
-        wgmma_wait<1>();                 // S_ij is done (P V may still run)
-        reg_fence(S);
-        mbar_arrive(k_empty(s));
-        softmax_scores(j);
-        wgmma_wait<0>();                 // P_{i,j-1} V_{j-1} is done
-        reg_fence(O_acc);
-        mbar_arrive(v_empty(sp));
-        finish_tile(j);
-    }
-    {
-        const int s = (n_tiles - 1) % STAGES;
-        wait_turn();
-        mbar_wait(v_full(s), ((n_tiles - 1) / STAGES) & 1);
-        wgmma_fence();
-        issue_pv(s);
-        if (wg != CONSUMERS - 1) pass_turn();
-        wgmma_wait<0>();
-        reg_fence(O_acc);
-    }
-
-    // Epilogue: full row sums, O_i / l_i, lse = scale·m + log(l).
-    float inv_l[2];
-    #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        l_i[h] = quad_sum(l_i[h]);
-        inv_l[h] = 1.f / l_i[h];
-        if (t == 0 && row[h] < seq_q) lse[(u64)bh * seq_q + row[h]] = m_i[h] * scale + logf(l_i[h]);
-    }
-#if TRACE
-    // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the quad's
-    // lanes take adjacent tiles.
-    for (int jj = n_tiles + t; jj < Tc; jj += 4) {
+        half_t* Ob = O + (u64)bh * seq_q * d;
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
             if (row[h] < seq_q) {
-                const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
-                t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
-                t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
+                unsigned* dst = (unsigned*)(Ob + (u64)row[h] * d + 2 * t);
+                #pragma unroll
+                for (int nn = 0; nn < d / 8; ++nn)
+                    dst[nn * 4] = pack_pair<BF16>(O_acc[4 * nn + 2 * h] * inv_l[h],
+                                                  O_acc[4 * nn + 2 * h + 1] * inv_l[h]);
             }
         }
-    }
-#endif
-    half_t* Ob = O + (u64)bh * seq_q * d;
-    #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        if (row[h] < seq_q) {
-            unsigned* dst = (unsigned*)(Ob + (u64)row[h] * d + 2 * t);
-            #pragma unroll
-            for (int n = 0; n < d / 8; ++n)
-                dst[n * 4] = pack_pair<BF16>(O_acc[4 * n + 2 * h] * inv_l[h],
-                                        O_acc[4 * n + 2 * h + 1] * inv_l[h]);
-        }
-    }
 
 #if TRACE
-    // Block schedule: the consumers meet on named barrier 1, then one thread records.
-    asm volatile("bar.sync 1, %0;" :: "n"(CONSUMERS * 128) : "memory");
-    if (tid == 128) {
-        const int rec = bh * Tr + i;
-        t_sm_id[rec] = sm_index();
-        t_start_ns[rec] = t_start;
-        t_end_ns[rec] = global_timer();
-    }
+        // The item's schedule record: the consumers meet on named barrier 1, then one thread
+        // records.
+        asm volatile("bar.sync 1, %0;" :: "n"(CONSUMERS * 128) : "memory");
+        if (tid == 128) {
+            const int rec = bh * Tr + i;
+            t_sm_id[rec] = sm_index();
+            t_start_ns[rec] = t_start;
+            t_end_ns[rec] = global_timer();
+        }
 #endif
+    }
 }

@@ -10,7 +10,7 @@ from engine.gpu.runtime import device_is_hopper
 from engine.gpu.launchers import wgmma
 from engine.config import ConfigError
 from engine.gpu import catalog
-from kernel_checks import OUT_TOL, TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
+from kernel_checks import OUT_TOL, TRACE_NAMES, check_schedule, check_float64, check_output, check_trace, to_gpu
 from reference import attention64, rel_err
 import seeds
 
@@ -51,10 +51,16 @@ CASES = [
 ]
 
 
-@pytest.fixture(params=[0, 1], ids=["free_order", "pingpong"])
+VARIANTS = {"free_order": (0, 0), "pingpong": (1, 0), "persistent": (1, 1)}
+
+
+@pytest.fixture(params=list(VARIANTS), ids=list(VARIANTS))
 def pingpong(request, monkeypatch):
-    """Both builds of the consumers' issue order."""
-    monkeypatch.setattr(wgmma, "PINGPONG", request.param)
+    """The builds: consumers issuing in free order or taking turns, one block per work item or
+    (persistent) one per SM walking the items."""
+    turns, persistent = VARIANTS[request.param]
+    monkeypatch.setattr(wgmma, "PINGPONG", turns)
+    monkeypatch.setattr(wgmma, "PERSISTENT", persistent)
     return request.param
 
 
@@ -152,3 +158,35 @@ def test_engine_run_and_benchmark_reach_wgmma_through_tensorcore():
     big = config(seq_q=2048, seq_k=2048, heads=8)
     t = engine.benchmark(big, backend="cupy", kernel="tensorcore", reps=20, warmup=1)
     assert t.reps == 20 and 0 < t.median_ms and 10 < t.tflops < 1000
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", catalog.WGMMA.dtypes)
+def test_persistent_blocks_walking_many_items_match_one_block_per_item(causal, dtype,
+                                                                        monkeypatch):
+    """Several work items per persistent block (Tr · B·H = 8 · 64 = 512 items, ragged last
+    tiles): every item computes exactly what its own block computes, bit for bit, traced
+    and not, and every item's schedule record is written."""
+    cfg = config(batch=4, heads=16, seq_q=1000, seq_k=1000, causal=causal, dtype=dtype)
+    q, k, v = engine.make_inputs(cfg)
+    runs = {}
+    for persistent in (0, 1):
+        monkeypatch.setattr(wgmma, "PERSISTENT", persistent)
+        runs[persistent] = (run_kernel(cfg, q, k, v, trace=False),
+                            run_kernel(cfg, q, k, v, trace=True))
+        sms = wgmma.live_gpu().sms
+        want = f"{min(cfg.Tr * cfg.bh, sms)} × 1" if persistent else f"{cfg.Tr} × {cfg.bh}"
+        assert wgmma.kernel_facts(cfg, trace=False)["grid"] == want
+    (plain0, traced0), (plain1, traced1) = runs[0], runs[1]
+    check_output(cfg, q, k, v, plain1)
+    for name in ("O", "lse"):
+        assert np.array_equal(plain0[name], plain1[name]), name
+        assert np.array_equal(traced0[name], traced1[name]), name
+    for name in TRACE_NAMES:
+        assert np.array_equal(traced0[name], traced1[name]), name
+    check_schedule(traced1["sm_id"], traced1["start_ns"], traced1["end_ns"], cfg.bh * cfg.Tr)
+    items_per_sm = np.bincount(traced1["sm_id"])
+    assert items_per_sm[items_per_sm > 0].min() >= cfg.Tr * cfg.bh // sms, \
+        "each persistent block (one per SM) walks several items"

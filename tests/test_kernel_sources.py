@@ -67,8 +67,8 @@ def tensorcore_examples():
 
 def wgmma_examples():
     """The Hopper kernel's first and last shapes, traced and not: float16 with and without
-    ping-pong, bfloat16 with the launcher's ping-pong; the launcher's own -arch option is
-    replaced by the sm_90a target below."""
+    ping-pong, bfloat16 with the launcher's ping-pong as a persistent kernel; the launcher's
+    own -arch option is replaced by the sm_90a target below."""
     from engine.gpu.launchers import wgmma
     out = []
     for d, bq, bk in (catalog.WGMMA.shapes[0], catalog.WGMMA.shapes[-1]):
@@ -79,7 +79,8 @@ def wgmma_examples():
                     + (f"-DPINGPONG={p}",) for p in (0, 1)]
             bf16 = wgmma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk,
                                              dtype="bfloat16"), bool(t))
-            out.append(tuple(o for o in bf16 if not o.startswith("-arch")))
+            out.append(tuple(o for o in bf16 if not o.startswith(("-arch", "-DPERSISTENT")))
+                       + ("-DPERSISTENT=1",))
     return out
 
 

@@ -16,7 +16,7 @@ from ...config import AttentionConfig, ConfigError
 from ...iomodel import smem_bytes
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
 from ..catalog import WGMMA
-from ..runtime import device_is_hopper
+from ..runtime import device_is_hopper, live_gpu
 from . import core
 
 FUNCTION = "flash_wgmma"
@@ -24,6 +24,10 @@ FUNCTION = "flash_wgmma"
 # each issues when ready. Both pass the GPU tests; 1 was 1.03-1.05× faster at d = 128 on an H200
 # (benchmarks/NOTES.md, "wgmma path").
 PINGPONG = 1
+# 1: one block per SM walks the work items (query tile, batch·head) in turn, loading the next
+# item's tiles during the current one's epilogue; 0: one block per item. Both pass the GPU
+# tests; benchmarks/NOTES.md ("Short sequences") has the prediction and the measurement.
+PERSISTENT = 0
 
 # The driver's tensor-map encoding (cuda.h): element types float16 and bfloat16, no
 # interleave, 128-byte swizzle, 128-byte L2 promotion, out-of-bounds elements read as zeros.
@@ -49,7 +53,8 @@ def check_takes(cfg: AttentionConfig) -> None:
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
-            f"-DPINGPONG={PINGPONG}", f"-DBF16={int(cfg.dtype == 'bfloat16')}")
+            f"-DPINGPONG={PINGPONG}", f"-DBF16={int(cfg.dtype == 'bfloat16')}",
+            f"-DPERSISTENT={PERSISTENT}")
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:
@@ -88,10 +93,18 @@ def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
     return out
 
 
+def grid(cfg: AttentionConfig, bh: int) -> tuple[int, int]:
+    """The launch grid for bh batch·heads: one block per work item, or, PERSISTENT, one per
+    SM (never more blocks than items)."""
+    if PERSISTENT:
+        return (min(cfg.Tr * bh, live_gpu().sms), 1)
+    return (cfg.Tr, bh)
+
+
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     check_takes(cfg)
     b = build(cfg, trace)
-    return b.facts(b.compiled(), (cfg.Tr, cfg.bh))
+    return b.facts(b.compiled(), grid(cfg, cfg.bh))
 
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
@@ -106,19 +119,26 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     out = outputs if outputs is not None else core.forward_outputs(cfg, trace, poison)
     maps = (tensor_map(Q, cfg.block_q, cfg.dtype), tensor_map(K, cfg.block_k, cfg.dtype),
             tensor_map(V, cfg.block_k, cfg.dtype))
-    # The tensor maps span every batch·head, so each launch passes its first one instead of
-    # slicing (the kernel indexes the outputs with bh0 + blockIdx.y).
+    # The tensor maps span every batch·head, so each launch passes its first one and count
+    # instead of slicing (the kernel indexes the outputs with bh0 + its batch·head).
     traced = ([out[k] for k in TRACE_FIELDS] + [out[k] for k in BLOCK_FIELDS]
               if trace else [core.NULL] * 7)
     scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
                np.int32(cfg.causal))
 
     def args_for(bh0, bh1):
-        return (*maps, out["O"], out["lse"], *scalars, np.int32(bh0), *traced)
+        return (*maps, out["O"], out["lse"], *scalars, np.int32(bh0), np.int32(bh1 - bh0),
+                np.int32(cfg.Tr), *traced)
 
-    run = core.launch_loop(fn, b, cfg.Tr, bh, args_for)
+    if PERSISTENT:
+        launch_grid, args = grid(cfg, bh), args_for(0, bh)
+
+        def run():
+            fn(launch_grid, (b.threads,), args, shared_mem=b.smem)
+    else:
+        run = core.launch_loop(fn, b, cfg.Tr, bh, args_for)
     run.operands = (Q, K, V)          # the tensor maps point into these: keep them alive
-    out["info"] = b.facts(fn, (cfg.Tr, bh))
+    out["info"] = b.facts(fn, grid(cfg, bh))
     return run, out
 
 
