@@ -16,6 +16,13 @@
 #   decode    the Flash-Decoding gpu tests (tests/test_gpu_decode.py), then the issue's H200
 #             decode sweep: batch 1-8, seq_k 32k-128k, heads 32, kv_heads 8, d 128, float16;
 #             split counts, paged caches and PyTorch SDPA (decode_<gpu>_<date>.json)
+#   hopper    issue 14: the gpu tests of the forward tensor-core kernels (both wgmma builds,
+#             float16 and bfloat16), then the comparison with cuDNN: N 512-16384, d 64 and
+#             128, float16 and bfloat16, causal and not, B·H·N = 32k tokens, 128×128 tiles,
+#             the wgmma kernel one block per item (wgmma_p0) and persistent (wgmma_p1), and
+#             PyTorch's flash and cuDNN lines (torch); then causal against non-causal at
+#             B·H = 4 (N 4096-16384, d 128) for both tensor-core kernels; the parity tables
+#             from benchmarks/cudnn_parity.py last (hopper_*_<gpu>.json)
 #   serve     server load (tests/server_load.py) on this machine, server and clients together:
 #             the mixed load (30 sessions x 60 s) on one app process, first on the code in
 #             $BEFORE (a `git archive` tarball of an earlier commit; skipped when unset), then
@@ -93,6 +100,37 @@ for mode in "$@"; do
       timeout "${DECODE_S:-420}" python3 -m engine decode-bench \
         --out "$OUT/decode_${gpu}_$(date -u +%F).json" > "$OUT/decode.log" 2> "$OUT/decode_progress.log"
       summary+=("decode sweep rc=$?") ; tail -80 "$OUT/decode.log" ;;
+    hopper)
+      timeout "${HOPPER_TESTS_S:-360}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+        -p no:cacheprovider -m gpu tests/test_gpu_wgmma.py tests/test_gpu_tensorcore.py \
+        tests/test_gpu_launchers.py > "$OUT/hopper_tests.log" 2>&1
+      summary+=("forward tensor-core gpu tests rc=$?: $(tail -1 "$OUT/hopper_tests.log")")
+      # wgmma.PERSISTENT set per run: the two builds of the wgmma kernel, timed alike
+      bench_as() {  # PERSISTENT, output name, then bench arguments
+        local p=$1 name=$2; shift 2
+        timeout "${HOPPER_BENCH_S:-200}" python3 -c "import sys
+from engine.gpu.launchers import wgmma
+wgmma.PERSISTENT = int(sys.argv[1])
+from engine.cli import main
+raise SystemExit(main(sys.argv[2:]))" "$p" bench "$@" --out "$OUT/hopper_${name}_${gpu}.json" \
+          >> "$OUT/hopper.log" 2>> "$OUT/hopper_progress.log"
+        summary+=("$name rc=$?")
+      }
+      grid=(--seq "${SEQ:-512,1024,2048,4096,8192,16384}" --head-dim 64,128 --block-q 128
+            --block-k 128 --dtype float16,bfloat16 --causal both --tokens 32768 --heads 1
+            --reps 30 --budget 1)
+      bench_as 0 wgmma_p0 "${grid[@]}" --kernels tensorcore
+      bench_as 1 wgmma_p1 "${grid[@]}" --kernels tensorcore
+      bench_as 0 torch "${grid[@]}" --kernels torch
+      small=(--seq 4096,8192,16384 --head-dim 128 --dtype float16 --causal both --batch 1
+             --heads 4 --reps 30 --budget 1 --kernels tensorcore --block-q 128)
+      bench_as 0 bh4_mma "${small[@]}" --block-k 32
+      bench_as 0 bh4_wgmma_p0 "${small[@]}" --block-k 128
+      bench_as 1 bh4_wgmma_p1 "${small[@]}" --block-k 128
+      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_wgmma_p0_"$gpu".json \
+        "$OUT"/hopper_wgmma_p1_"$gpu".json "$OUT"/hopper_torch_"$gpu".json > "$OUT/hopper_parity.txt" 2>&1
+      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh4_*_"$gpu".json > "$OUT/hopper_bh4.txt" 2>&1
+      cat "$OUT/hopper_parity.txt" "$OUT/hopper_bh4.txt" ;;
     serve)
       export STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false
       if ! command -v nginx >/dev/null && ls .deb/*.deb >/dev/null 2>&1; then
@@ -128,7 +166,7 @@ for _ in range(240):
       for f in "$OUT"/server_load_*.json; do
         python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].rsplit('/',1)[-1], d['runs_per_s'], 'runs/s p50/p95/p99', d['p50_ms_to_finished_run'], d['p95_ms_to_finished_run'], d['p99_ms_to_finished_run'], 'ms; first', d['first_page_ms'], 'later', d['later_actions_ms'], 'cpu/run', d['cpu_ms_per_run'], 'ms; errors', d['error_count'], 'wrong', d['wrong_count'], 'exc', d['exceptions'], 'rss', d['server_rss_peak_mb'], 'MB; gpu', d['gpu_busy_fraction'])" "$f"
       done ;;
-    *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule, decode, serve)"; exit 2 ;;
+    *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule, decode, hopper, serve)"; exit 2 ;;
   esac
 done
 echo "---- summary"

@@ -21,7 +21,7 @@ trace() {   # name, label, then the trace arguments
 trace h200_1_waves_teaching "several waves: 2,048 blocks of the teaching kernel" \
     --kernel teaching --batch 2 --heads 16 --seq-q 4096 --seq-k 4096 --head-dim 64 \
     --block-q 64 --block-k 64
-trace h200_2_causal_mma "causal, query tiles in launch order (mma.sync kernel)" \
+trace h200_5_causal_mma_heaviest "causal, heaviest query tiles first (mma.sync kernel)" \
     --kernel tensorcore --batch 1 --heads 32 --seq-q 4096 --seq-k 4096 --head-dim 128 \
     --block-q 128 --block-k 32 --causal
 trace h200_3_causal_wgmma "causal, heaviest query tiles first (wgmma kernel)" \

@@ -184,6 +184,16 @@ __device__ __forceinline__ float2 unpack_pair(unsigned r) {
     else return make_float2(to_f32((half_bits)(r & 0xffff)), to_f32((half_bits)(r >> 16)));
 }
 
+// ---- forward work items: (query tile i, batch·head) in launch order ----
+// Item w of Tr · bh_count. Causal: heaviest query tiles first across every batch·head (i falls
+// as w grows), so the longest items start first and the short ones fill the gaps at the end;
+// otherwise batch·head by batch·head, so the blocks running at once share K and V in L2.
+__device__ __forceinline__ void work_item_tile(int w, int Tr, int bh_count, int causal, int& i,
+                                               int& bh) {
+    if (causal) { i = Tr - 1 - w / bh_count; bh = w % bh_count; }
+    else        { i = w % Tr;                bh = w / Tr; }
+}
+
 // ---- the block schedule: which SM runs this block, and the global nanosecond clock ----
 __device__ __forceinline__ int sm_index() {
     int s;

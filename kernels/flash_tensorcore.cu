@@ -1,9 +1,9 @@
 // Tensor-core FlashAttention-2 forward pass (float16 or bfloat16 in, float32 accumulate),
 // sm_80 and later.
 //
-// One thread block of 4 warps per (query tile i, batch·head): blockIdx.x picks i (heaviest tiles
-// first under causal, so the longest blocks start in the first wave and the short ones fill
-// the gaps at the end), blockIdx.y = bh.
+// One thread block of 4 warps per (query tile i, batch·head), grid Tr × batch·heads; the
+// block's linear index picks them, heaviest query tiles first across every batch·head under
+// causal (work_item_tile in common.cuh).
 // Each warp owns Br / 4 query rows of Q_i (one or two m16 row tiles). Key tiles K_j, V_j are
 // streamed through shared memory with cp.async, two buffers deep. S_ij = Q_i K_jᵀ and
 // O_i += P_ij V_j run on mma.sync m16n8k16; O_i, m_i and l_i stay in registers, and so does
@@ -66,8 +66,8 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                  int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns,
                  u64* __restrict__ t_end_ns) {
     extern __shared__ __align__(16) unsigned char smem[];
-    const int i = causal ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
-    const int bh = blockIdx.y;
+    int i, bh;          // this block's work item (common.cuh: heaviest first under causal)
+    work_item_tile(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, causal, i, bh);
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
     const int Tc = (seq_k + Bc - 1) / Bc;

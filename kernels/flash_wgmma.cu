@@ -2,9 +2,9 @@
 // float32 accumulate).
 //
 // The work is Tr · batch·heads items, one per (query tile i, batch·head); item w maps to them
-// heaviest query tiles first under causal (item_tile below). Each thread block runs one item
-// (grid Tr × batch·heads), or, PERSISTENT, one block per SM runs every gridDim.x-th item, so
-// the loads of its next item overlap the epilogue of the current one. The block has
+// heaviest query tiles first under causal (work_item_tile in common.cuh). Each thread block
+// runs one item (grid Tr × batch·heads), or, PERSISTENT, one block per SM runs every
+// gridDim.x-th item, so the loads of its next item overlap the epilogue of the current one. The block has
 // 1 + Br / 64 warpgroups:
 //   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once per
 //     item and of K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes
@@ -180,16 +180,6 @@ __device__ __forceinline__ void wgmma_rs(float (&c)[64], const unsigned (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 }
 
-// Work item w (0 .. Tr·bh_count − 1) -> query tile i and batch·head (of this launch). Causal:
-// heaviest tiles first across every batch·head (i falls as w grows), so the longest items
-// start first and the short ones fill the gaps at the end; otherwise batch·head by batch·head,
-// so the blocks running at once share K and V in L2.
-__device__ __forceinline__ void item_tile(int w, int Tr, int bh_count, int causal, int& i,
-                                          int& bh) {
-    if (causal) { i = Tr - 1 - w / bh_count; bh = w % bh_count; }
-    else        { i = w % Tr;                bh = w / Tr; }
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ TensorMap tm_k,
             const __grid_constant__ TensorMap tm_v, half_t* __restrict__ O,
@@ -247,7 +237,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             int u = 0;
             for (int w = first, n = 0; w < n_items; w += stride, ++n) {
                 int i, bh;
-                item_tile(w, Tr, bh_count, causal, i, bh);
+                work_item_tile(w, Tr, bh_count, causal, i, bh);
                 bh += bh_offset;
                 // Q_i once the consumers are done reading the previous item's Q.
                 if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
@@ -322,7 +312,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         const u64 t_start = global_timer();
 #endif
         int i, bh;
-        item_tile(w, Tr, bh_count, causal, i, bh);
+        work_item_tile(w, Tr, bh_count, causal, i, bh);
         bh += bh_offset;
         const int q0 = i * Br;
         const int wg_row0 = q0 + wg * 64;

@@ -596,7 +596,7 @@ def test_kernel_page_offers_every_recorded_schedule(monkeypatch):
     assert len(picker.options) == len(recorded.load_schedules()) >= 5
     causal = [o for o in picker.options if "causal" in o]
     assert any("heaviest query tiles first" in o for o in causal)
-    assert any("launch order" in o for o in causal)
+    assert any("index order" in o for o in causal)
     assert all("NVIDIA H200" in o and "2026-" in o for o in picker.options)
     for option in picker.options:
         at.selectbox(key="schedule_shown").set_value(option).run()

@@ -471,13 +471,13 @@ def test_every_recorded_schedule_loads_with_its_labels():
 
 
 def test_recorded_causal_schedules_show_the_launch_order():
-    """The wgmma kernel launches causal query tiles heaviest first (i = Tr − 1 − blockIdx.x),
-    the mma.sync kernel in index order, both batch·head after batch·head (blockIdx.y): in the
-    recorded schedules the start times within one batch·head fall, resp. rise, with the query
-    tile, and the heavy tiles are what the mma.sync kernel ends on."""
+    """The recorded schedules: the wgmma kernel launches causal query tiles heaviest first, the
+    mma.sync kernel before it did so launched them in index order, batch·head after
+    batch·head: the start times within one batch·head fall, resp. rise, with the query tile,
+    and the heavy tiles are what the index-order launch ends on."""
     by_label = {r["label"]: kernel_data.schedule_table(r) for r in recorded.load_schedules()}
-    mma = next(df for k, df in by_label.items() if "causal" in k and "launch order" in k)
-    wgmma = next(df for k, df in by_label.items() if "heaviest" in k)
+    mma = next(df for k, df in by_label.items() if "causal" in k and "index order" in k)
+    wgmma = next(df for k, df in by_label.items() if "heaviest" in k and "wgmma" in k)
     def order(df):      # mean over batch·heads of corr(query tile, start time)
         return np.mean([np.corrcoef(g.q_tile, g.start_us)[0, 1] for _, g in df.groupby("bh")])
     assert order(mma) > 0.3 and order(wgmma) < -0.3
