@@ -383,15 +383,14 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     int* const count = split_count + b * kv_heads + g;
     bool merges = false;
     if (tid == 0) {
-        __threadfence();  // (cumulative) the block's writes, seen through the barrier, come
-                          // before the ticket in every other block's view too
+        __threadfence();  // and thread 0's own fence, after the barrier, orders the whole
+                          // block's writes (cumulatively) before the ticket
         merges = atomicAdd(count, 1) == S - 1;
-        if (merges) __threadfence();  // acquire: the other splits' states, made visible
-                                      // before their tickets, are read after this one
+        if (merges) __threadfence();  // acquire: every other split's state, fenced before its
+                                      // ticket, is visible to the reads below
     }
-    if (!__syncthreads_or(merges)) return;  // the block learns whether it merges (and
-                                            // every thread is done with shared memory)
-    if (tid == 0) *count = 0;               // ready for the next launch: all S tickets drawn
+    if (!__syncthreads_or(merges)) return;  // the whole block learns whether it merges
+    if (tid == 0) *count = 0;               // all S tickets are drawn: 0 for the next launch
 
     // The merge of the R rows of (b, g). Weights rescale_s · l_s and l_final in shared memory
     // (the split's buffers are free now).
