@@ -52,9 +52,9 @@ if res is None:
     st.stop()
 
 st.subheader("The cache cut into splits")
-where = (f"Measured on the GPU: {s.device.name}, the Flash-Decoding kernels (CuPy)."
+where = (f"Measured on the GPU: {s.device.name}, the Flash-Decoding kernel (CuPy)."
          if res.backend == "cupy" else
-         f"Computed by the CPU emulation (NumPy) of the Flash-Decoding kernels, emulating "
+         f"Computed by the CPU emulation (NumPy) of the Flash-Decoding kernel, emulating "
          f"{gpu.name}.")
 st.info(where)
 blocks = dcfg.batch * dcfg.kv_heads * res.num_splits

@@ -1,8 +1,8 @@
 """NumPy emulation of Flash-Decoding: the KV cache cut into splits, each split's online softmax
 over its key tiles (as one thread block of the split kernel runs it), then the log-sum-exp
-merge of the splits (as the last block of each KV head group runs it). Keys are read through the block table when the cache
-is paged; query head h reads KV head h // (heads / kv_heads), so the heads / kv_heads query
-heads of a group share every K_j, V_j tile. float32 arithmetic, as in the kernels; the trace
+merge of the splits (as the last block of each KV head group runs it). Keys are read through
+the block table when the cache is paged; query head h reads KV head h // (heads / kv_heads),
+so the heads / kv_heads query heads of a group share every K_j, V_j tile. float32 arithmetic, as in the kernel; the trace
 is the one docs/DESIGN.md defines (engine.results.DecodeTrace).
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Timing of one decode step on the GPU with the project's harness (engine.gpu.timing): the
-Flash-Decoding kernels at a split count, and PyTorch's scaled_dot_product_attention on the
+Flash-Decoding kernel at a split count, and PyTorch's scaled_dot_product_attention on the
 same shapes (contiguous cache, grouped heads through enable_gqa). Every figure is checked
 against the GPU's bandwidth ceiling: K and V must be read, so a time under their bytes at
 the ceiling is refused as a bug."""
@@ -59,7 +59,7 @@ def time_flash_decode(cfg: DecodeConfig, num_splits: int, inputs: tuple, reps: i
     launch) at num_splits."""
     from .decode_backend import device_inputs
     from .launchers import decode as launcher
-    with GPU_LOCK, gpu_failures("timing the Flash-Decoding kernels"):
+    with GPU_LOCK, gpu_failures("timing the Flash-Decoding kernel"):
         Q, K, V, T = device_inputs(cfg, *inputs, block_table(cfg))
         run, out = launcher.prepare(cfg, Q, K, V, T, num_splits, trace=False)
         totals, _ = time_stages([("decode", run)], reps, warmup, budget_s)
