@@ -431,7 +431,8 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     __syncthreads();  // every row's weights and l_final are in shared memory before the sums
 
     // O = Σ_s weight_s · O_s / l_final: each thread MV dimensions of one row over all splits,
-    // several loads of O_s in flight.
+    // IN_FLIGHT splits' loads issued before their sums.
+    constexpr int IN_FLIGHT = 8;
     for (int item = tid; item < R * d / MV; item += NUM_THREADS) {
         const int r = item / (d / MV), x = item % (d / MV) * MV;
         const float* O_s = O_part + (row0 + r) * S * d + x;
@@ -439,12 +440,18 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         float o[MV];
         #pragma unroll
         for (int e = 0; e < MV; ++e) o[e] = 0.f;
-        #pragma unroll 8
-        for (int sp = 0; sp < S; ++sp) {
-            float v[MV];
-            load_l2<MV>(O_s + (long long)sp * d, v);
+        for (int s0 = 0; s0 < S; s0 += IN_FLIGHT) {
+            float v[IN_FLIGHT][MV];
             #pragma unroll
-            for (int e = 0; e < MV; ++e) o[e] += w[sp] * v[e];
+            for (int j = 0; j < IN_FLIGHT; ++j)
+                if (s0 + j < S) load_l2<MV>(O_s + (long long)(s0 + j) * d, v[j]);
+            #pragma unroll
+            for (int j = 0; j < IN_FLIGHT; ++j) {
+                if (s0 + j < S) {
+                    #pragma unroll
+                    for (int e = 0; e < MV; ++e) o[e] += w[s0 + j] * v[j][e];
+                }
+            }
         }
         const float l_final = l_fin[r];
         #pragma unroll
