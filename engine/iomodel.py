@@ -395,7 +395,7 @@ def decode_partial_bytes(cfg: DecodeConfig, num_splits: int) -> int:
 
 def decode_hbm(cfg: DecodeConfig, num_splits: int) -> HbmTraffic:
     """A decode step's HBM traffic: the split kernel reads Q, K, V (and the block table when
-    paged) and writes the partials; the merge reads them and writes O and lse."""
+    paged) and writes the partials; its merging blocks read them and write O and lse."""
     q = cfg.batch * cfg.heads * cfg.seq_q * cfg.head_dim * cfg.itemsize
     kv = decode_kv_bytes(cfg) // 2
     part = decode_partial_bytes(cfg, num_splits)
@@ -446,11 +446,13 @@ def decode_trace_bytes(cfg: DecodeConfig, num_splits: int) -> int:
 
 
 def decode_peak_memory(cfg: DecodeConfig, num_splits: int, trace: bool = False) -> int:
-    """Device bytes a decode step holds: q, both caches, O, lse, the partials, the block table
-    and, traced, the merge's trace arrays."""
+    """Device bytes a decode step holds: q, both caches, O, lse, the partials, the block table,
+    the kernel's counters (one int32 per sequence and KV head) and, traced, the merge's trace
+    arrays."""
     rows = cfg.batch * cfg.heads * cfg.seq_q
     held = (decode_elements(cfg) * cfg.itemsize + rows * cfg.head_dim * cfg.itemsize + 4 * rows
-            + decode_partial_bytes(cfg, num_splits) + 4 * cfg.num_pages)
+            + decode_partial_bytes(cfg, num_splits) + 4 * cfg.num_pages
+            + 4 * cfg.batch * cfg.kv_heads)
     return held + (4 * rows * (num_splits + 2) if trace else 0)
 
 

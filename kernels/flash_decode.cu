@@ -3,8 +3,8 @@
 // A single query token leaves one thread block per (sequence, head) with the whole cache to
 // walk and most SMs idle. Flash-Decoding cuts the cache into num_splits splits, one thread
 // block per (split s, KV head g, sequence b), each running FlashAttention's online softmax
-// over its keys and writing a partial state (m_s, l_s, O_s); a second kernel merges the splits
-// by their log-sum-exps. Grouped-query attention: the block holds the rows of every query head
+// over its keys and writing a partial state (m_s, l_s, O_s); the splits are then merged by
+// their log-sum-exps. Grouped-query attention: the block holds the rows of every query head
 // of its KV head group, so K_j and V_j are read once for all of them. Paged cache (vLLM's
 // PagedAttention): keys live in pages of PAGE_SIZE rows, found through a block table.
 //
@@ -13,6 +13,11 @@
 // runs its own online softmax over them (m, l and its part of O in registers), so the main
 // loop has no block-wide barrier; the warps' states are merged by their maxima at the end.
 //
+// The merge runs in the same launch ("last block merges"): a block that has written its
+// partial state makes it visible device-wide and takes a ticket from the (b, g) counter; the
+// block that draws the last ticket, num_splits - 1, reads every split's state of its rows
+// through L2, writes O and lse, and sets the counter back to 0 for the next launch.
+//
 // Compile-time parameters (-D):
 //   HEAD_DIM  = d                     ELEM_T  = float, half_bits or bf16_bits
 //   QUERY_ROWS = query rows per block: (heads / kv_heads) · SEQ_Q, at most 32
@@ -20,9 +25,9 @@
 //               keys c <= seq_k - SEQ_Q + t)
 //   BLOCK_K   = Bc, keys per tile     PAGE_SIZE = rows per page, 0 for a contiguous cache
 //   NUM_THREADS = threads per block (a multiple of 32)   STAGES = key tiles in flight, >= 2
-// Launch: flash_decode_split grid (num_splits, kv_heads, batch), NUM_THREADS threads, dynamic
-// shared memory as laid out below; flash_decode_merge grid (batch · heads · SEQ_Q),
-// MERGE_THREADS threads, num_splits at most MAX_SPLITS.
+// Launch: flash_decode_split grid (num_splits, kv_heads, batch), num_splits at most
+// MAX_SPLITS, NUM_THREADS threads, dynamic shared memory as laid out below; split_count
+// (batch · kv_heads int32) all 0 before the launch, and 0 again after it.
 
 #if !defined(HEAD_DIM) || !defined(ELEM_T) || !defined(QUERY_ROWS) || !defined(SEQ_Q) || \
     !defined(BLOCK_K) || !defined(PAGE_SIZE) || !defined(NUM_THREADS) || !defined(STAGES)
@@ -33,7 +38,6 @@
 
 typedef ELEM_T elem_t;
 
-#define MERGE_THREADS 128
 #define MAX_SPLITS 128          // engine.decode_config.MAX_SPLITS: the merge's weights
 #define LOG2E 1.4426950408889634f
 #define LN2 0.6931471805599453f
@@ -54,6 +58,13 @@ static_assert(NUM_THREADS % 32 == 0 && Bc % WARPS == 0 && 32 % KW == 0,
 static_assert(DL % 4 == 0 && DL * sizeof(elem_t) % 4 == 0, "Q_i is read 4 floats at a time");
 static_assert(KW % KG == 0 && STAGES >= 2, "key groups split a warp's keys evenly");
 static_assert(R >= 1 && R <= 32 && R % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q, at most 32");
+// The dynamic shared memory (layout in the kernel), which the merge reuses for its weights.
+constexpr int SMEM_BYTES = 2 * STAGES * Bc * KV_STRIDE * (int)sizeof(elem_t)
+                           + 4 * (2 * R * d + Bc * R + 2 * WARPS * R + 2 * R);
+static_assert(4 * (R * MAX_SPLITS + R) <= SMEM_BYTES, "the merge's weights fit shared memory");
+// The merge: each thread sums MV consecutive dimensions of one row over the splits, MV as
+// wide as keeps every thread busy.
+constexpr int MV = R * d >= 4 * NUM_THREADS ? 4 : R * d >= 2 * NUM_THREADS ? 2 : 1;
 
 // One 32-bit word of two 16-bit elements, or one float32, as floats.
 __device__ __forceinline__ float2 unpack_word(unsigned u, half_bits) {
@@ -91,6 +102,29 @@ __device__ __forceinline__ void load_floats(const elem_t* p, float (&out)[N]) {
             out[2 * w] = f.x;
             out[2 * w + 1] = f.y;
         }
+    }
+}
+
+// Global memory read through L2 (ld.global.cg, never L1, which other SMs' writes do not
+// update): one float, or N consecutive floats (16-byte aligned for 4, 8-byte for 2). Volatile,
+// with a memory clobber, so that no load moves above the fences before it.
+__device__ __forceinline__ float load_l2(const float* p) {
+    float x;
+    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(x) : "l"(p) : "memory");
+    return x;
+}
+template <int N>
+__device__ __forceinline__ void load_l2(const float* p, float (&out)[N]) {
+    static_assert(N == 1 || N == 2 || N == 4, "1, 2 or 4 floats");
+    if constexpr (N == 4) {
+        asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+                     : "=f"(out[0]), "=f"(out[1]), "=f"(out[2]), "=f"(out[3]) : "l"(p)
+                     : "memory");
+    } else if constexpr (N == 2) {
+        asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];" : "=f"(out[0]), "=f"(out[1])
+                     : "l"(p) : "memory");
+    } else {
+        out[0] = load_l2(p);
     }
 }
 
@@ -139,6 +173,12 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
                    float* __restrict__ O_part,          // (B, H, SEQ_Q, S, d): O_s, normalised
                    float* __restrict__ m_part,          // (B, H, SEQ_Q, S): m_s, natural log
                    float* __restrict__ l_part,          // (B, H, SEQ_Q, S): l_s
+                   elem_t* __restrict__ O,              // (B, H, SEQ_Q, d)
+                   float* __restrict__ lse,             // (B, H, SEQ_Q)
+                   float* __restrict__ trace_m_final,   // (B, H, SEQ_Q) or NULL
+                   float* __restrict__ trace_rescale,   // (B, H, SEQ_Q, S) or NULL
+                   float* __restrict__ trace_l_final,   // (B, H, SEQ_Q) or NULL
+                   int* __restrict__ split_count,       // (B, kv): splits done; 0 between launches
                    int seq_k, int split_len, int pages_per_seq, float scale)
 {
     const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
@@ -335,52 +375,86 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         m_part[(row0 + tid) * S + s] = m_blk[tid] * LN2;
         l_part[(row0 + tid) * S + s] = l_blk[tid];
     }
-}
 
-// The merge: one block per query row (b, h, t). m_final = max_s m_s,
-// rescale_s = exp(m_s - m_final), l_final = Σ_s rescale_s · l_s,
-// O = Σ_s rescale_s · l_s · O_s / l_final, lse = m_final + log(l_final). With the trace
-// pointers non-null it also writes m_final, l_final and every rescale_s.
-extern "C" __global__ void __launch_bounds__(MERGE_THREADS)
-flash_decode_merge(const float* __restrict__ O_part, const float* __restrict__ m_part,
-                   const float* __restrict__ l_part, int S,
-                   elem_t* __restrict__ O,              // (B, H, SEQ_Q, d)
-                   float* __restrict__ lse,             // (B, H, SEQ_Q)
-                   float* __restrict__ trace_m_final,   // (B, H, SEQ_Q) or NULL
-                   float* __restrict__ trace_rescale,   // (B, H, SEQ_Q, S) or NULL
-                   float* __restrict__ trace_l_final)   // (B, H, SEQ_Q) or NULL
-{
-    __shared__ float weight[MAX_SPLITS];                // rescale_s · l_s
-    __shared__ float partials[MERGE_THREADS / 32 + 1];
-    const long long row = blockIdx.x;
-    const float* m_s = m_part + row * S;
-    const float* l_s = l_part + row * S;
-
-    // m_final: the threads read the splits' m_s at once, then reduce across the block.
-    float m = neg_inf();
-    for (int s = threadIdx.x; s < S; s += MERGE_THREADS) m = fmaxf(m, m_s[s]);
-    const float m_final = block_reduce<MERGE_THREADS / 32>(m, true, partials);
-
-    // Each split's rescale and weight (kept in shared memory); l_final, the weights' sum.
-    float l = 0.f;
-    for (int s = threadIdx.x; s < S; s += MERGE_THREADS) {
-        const float rescale = expf(m_s[s] - m_final);
-        weight[s] = rescale * l_s[s];
-        l += weight[s];
-        if (trace_rescale) trace_rescale[row * S + s] = rescale;
+    // Take a ticket once the state is visible device-wide: the block that draws S - 1 is the
+    // last of (b, g) to finish, and merges; the others are done.
+    __threadfence();  // release: this thread's O_s, m_s, l_s writes reach the whole GPU first
+    __syncthreads();  // every thread has fenced its writes before thread 0 takes the ticket
+    int* const count = split_count + b * kv_heads + g;
+    bool merges = false;
+    if (tid == 0) {
+        __threadfence();  // and thread 0's own fence, after the barrier, orders the whole
+                          // block's writes (cumulatively) before the ticket
+        merges = atomicAdd(count, 1) == S - 1;
+        if (merges) __threadfence();  // acquire: every other split's state, fenced before its
+                                      // ticket, is visible to the reads below
     }
-    const float l_final = block_reduce<MERGE_THREADS / 32>(l, false, partials);  // its barriers
-                                                        // also publish every weight
+    if (!__syncthreads_or(merges)) return;  // the whole block learns whether it merges
+    if (tid == 0) *count = 0;               // all S tickets are drawn: 0 for the next launch
 
-    // O: each thread its dimensions over all splits, several loads of O_s in flight.
-    for (int x = threadIdx.x; x < d; x += MERGE_THREADS) {
-        float o = 0.f;
-        #pragma unroll 8
-        for (int s = 0; s < S; ++s) o += weight[s] * O_part[(row * S + s) * d + x];
-        store_as(O + row * d + x, o / l_final);
+    // The merge of the R rows of (b, g). Weights rescale_s · l_s and l_final in shared memory
+    // (the split's buffers are free now).
+    float* weight = (float*)smem;                       // R × S
+    float* l_fin = weight + R * S;                      // R
+    // m_final, each split's rescale and weight, l_final: one warp per row, each lane its
+    // splits s ≡ lane (mod 32), all read at once.
+    for (int r = warp; r < R; r += WARPS) {
+        const long long row = row0 + r;
+        float m_r[MAX_SPLITS / 32], l_r[MAX_SPLITS / 32];
+        float m_final = neg_inf();
+        #pragma unroll
+        for (int i = 0; i < MAX_SPLITS / 32; ++i) {
+            const int sp = lane + 32 * i;
+            m_r[i] = sp < S ? load_l2(m_part + row * S + sp) : neg_inf();
+            l_r[i] = sp < S ? load_l2(l_part + row * S + sp) : 0.f;
+            m_final = fmaxf(m_final, m_r[i]);
+        }
+        m_final = warp_max(m_final);
+        float l_final = 0.f;
+        #pragma unroll
+        for (int i = 0; i < MAX_SPLITS / 32; ++i) {
+            const int sp = lane + 32 * i;
+            if (sp < S) {
+                const float rescale = expf(m_r[i] - m_final);   // 0 for a split never seen
+                weight[r * S + sp] = rescale * l_r[i];
+                l_final += rescale * l_r[i];
+                if (trace_rescale) trace_rescale[row * S + sp] = rescale;
+            }
+        }
+        l_final = warp_sum(l_final);
+        if (lane == 0) {
+            l_fin[r] = l_final;
+            lse[row] = m_final + logf(l_final);
+            if (trace_m_final) { trace_m_final[row] = m_final; trace_l_final[row] = l_final; }
+        }
     }
-    if (threadIdx.x == 0) {
-        lse[row] = m_final + logf(l_final);
-        if (trace_m_final) { trace_m_final[row] = m_final; trace_l_final[row] = l_final; }
+    __syncthreads();  // every row's weights and l_final are in shared memory before the sums
+
+    // O = Σ_s weight_s · O_s / l_final: each thread MV dimensions of one row over all splits,
+    // IN_FLIGHT splits' loads issued before their sums.
+    constexpr int IN_FLIGHT = 8;
+    for (int item = tid; item < R * d / MV; item += NUM_THREADS) {
+        const int r = item / (d / MV), x = item % (d / MV) * MV;
+        const float* O_s = O_part + (row0 + r) * S * d + x;
+        const float* w = weight + r * S;
+        float o[MV];
+        #pragma unroll
+        for (int e = 0; e < MV; ++e) o[e] = 0.f;
+        for (int s0 = 0; s0 < S; s0 += IN_FLIGHT) {
+            float v[IN_FLIGHT][MV];
+            #pragma unroll
+            for (int j = 0; j < IN_FLIGHT; ++j)
+                if (s0 + j < S) load_l2<MV>(O_s + (long long)(s0 + j) * d, v[j]);
+            #pragma unroll
+            for (int j = 0; j < IN_FLIGHT; ++j) {
+                if (s0 + j < S) {
+                    #pragma unroll
+                    for (int e = 0; e < MV; ++e) o[e] += w[s0 + j] * v[j][e];
+                }
+            }
+        }
+        const float l_final = l_fin[r];
+        #pragma unroll
+        for (int e = 0; e < MV; ++e) store_as(O + (row0 + r) * d + x + e, o[e] / l_final);
     }
 }

@@ -28,11 +28,11 @@ st.markdown(
     "HBM bandwidth, and one thread block per (sequence, head) walking the whole cache leaves "
     "most SMs idle. **Flash-Decoding** cuts the cache into splits, one thread block each, "
     "runs FlashAttention's online softmax inside every split and writes its partial max "
-    "m_s, sum l_s and output O_s; a second kernel **merges** them with the same rescale the "
-    "online softmax uses: m = max_s m_s, l = Σ_s exp(m_s − m)·l_s, "
-    "O = Σ_s exp(m_s − m)·l_s·O_s / l. Grouped-query attention shares each K/V head among "
-    "several query heads, and a **paged** cache (vLLM's PagedAttention) keeps keys in "
-    "fixed-size pages found through a block table.")
+    "m_s, sum l_s and output O_s; in the same kernel launch, the last block of each KV head "
+    "to finish **merges** the splits with the same rescale the online softmax uses: "
+    "m = max_s m_s, l = Σ_s exp(m_s − m)·l_s, O = Σ_s exp(m_s − m)·l_s·O_s / l. "
+    "Grouped-query attention shares each K/V head among several query heads, and a **paged** "
+    "cache (vLLM's PagedAttention) keeps keys in fixed-size pages found through a block table.")
 
 st.caption(f"Batch {cfg.batch}, {cfg.heads} query heads, head_dim {cfg.head_dim}, {cfg.dtype} "
            f"and the seed come from the sidebar; the cache and the splits from here.")
@@ -52,9 +52,9 @@ if res is None:
     st.stop()
 
 st.subheader("The cache cut into splits")
-where = (f"Measured on the GPU: {s.device.name}, the Flash-Decoding kernels (CuPy)."
+where = (f"Measured on the GPU: {s.device.name}, the Flash-Decoding kernel (CuPy)."
          if res.backend == "cupy" else
-         f"Computed by the CPU emulation (NumPy) of the Flash-Decoding kernels, emulating "
+         f"Computed by the CPU emulation (NumPy) of the Flash-Decoding kernel, emulating "
          f"{gpu.name}.")
 st.info(where)
 blocks = dcfg.batch * dcfg.kv_heads * res.num_splits
@@ -144,8 +144,9 @@ if s.on_gpu:
                    key=lambda r: r["median_ms"])
         st.caption(f"Fastest: {best['num_splits']} splits, {best['median_ms']:.4f} ms, "
                    f"{100 * best['floor_fraction']:.0f}% of the HBM floor "
-                   f"({best['floor_ms']:.4f} ms). CUDA events around the split and merge "
-                   f"kernels, L2 flushed between repetitions, median of at least 20.")
+                   f"({best['floor_ms']:.4f} ms). CUDA events around the Flash-Decoding "
+                   f"kernel (splits and merge in one launch), L2 flushed between repetitions, "
+                   f"median of at least 20.")
 else:
     files = recorded.load_decode_benchmarks(bench_dir())
     table = recorded_table(files)

@@ -1,8 +1,9 @@
-"""The Flash-Decoding kernels (kernels/flash_decode.cu through engine.run_decode on CuPy):
+"""The Flash-Decoding kernel (kernels/flash_decode.cu through engine.run_decode on CuPy):
 against float64 for split counts from 1 to many, ragged last split and last page, GQA ratios
 1, 4 and 8, a few query tokens; the trace against the NumPy emulation's; every output written
-(poisoned first), paged equal to contiguous, the auto split count, PyTorch SDPA on the same
-shapes, the timing and the decode-bench command."""
+(poisoned first), the in-kernel merge's counters back at zero after every run so that runs
+of one prepare() repeat bit for bit, paged equal to contiguous, the auto split count, PyTorch
+SDPA on the same shapes, the timing and the decode-bench command."""
 import json
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 
 import engine
 from engine.decode import gather_pages, make_decode_inputs, run_decode
-from engine.decode_config import DecodeConfig, block_table
+from engine.decode_config import MAX_SPLITS, DecodeConfig, block_table
 from engine.results import DECODE_TRACE_FIELDS
 from reference import decode64, rel_err
 import seeds
@@ -84,6 +85,56 @@ def test_every_output_is_written_and_padding_is_never_read():
     for name, arr in out.items():
         if name != "info":
             assert not np.isnan(arr.get().astype(np.float32)).any(), name
+
+
+# One split, a ragged last split, many splits (64 and MAX_SPLITS, ragged), GQA ratios 1, 4 and
+# 8, paged and not, one and two query tokens, several sequences.
+REPEAT_CASES = [
+    dict(num_splits=1),                                                  # ratio 4
+    dict(num_splits=7, seq_k=1000, page_size=16),                        # ragged last split
+    dict(heads=8, kv_heads=8, num_splits=64, seq_k=4099, batch=3),       # ratio 1, ragged
+    dict(heads=16, kv_heads=2, num_splits=MAX_SPLITS, seq_k=4090, page_size=32, seq_q=2),
+    dict(batch=1, heads=32, kv_heads=8, num_splits=MAX_SPLITS, seq_k=32000, head_dim=128),
+    dict(heads=8, kv_heads=1, num_splits=64, seq_k=2100, page_size=64, dtype="bfloat16"),
+]
+
+
+@pytest.mark.parametrize("kw", REPEAT_CASES,
+                         ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
+def test_repeated_runs_merge_every_time_bit_for_bit_and_leave_the_counters_at_zero(kw):
+    """The last block of each (sequence, KV head) merges and resets its counter: every run of
+    one prepare() (outputs poisoned with NaN again before each) writes the same O, lse and
+    trace, bit for bit, and the counters are 0 before and after each. A counter left over
+    would make no block (or the wrong one) merge, leaving NaN or a partial sum."""
+    import cupy
+    from engine.gpu.decode_backend import device_inputs
+    from engine.gpu.launchers import decode as launcher
+    cfg = config(**kw)
+    q, k, v = make_decode_inputs(cfg)
+    Q, K, V, T = device_inputs(cfg, q, k, v, block_table(cfg))
+    run, out = launcher.prepare(cfg, Q, K, V, T, cfg.num_splits, trace=True, poison=True)
+    merged = ("O", "lse", "m_final", "l_final", "rescale")
+    counters = out["split_count"]
+    assert counters.shape == (cfg.batch, cfg.kv_heads) and counters.dtype == np.int32
+    assert not counters.get().any(), "the counters start at zero, never poisoned"
+    first = None
+    for rep in range(4):
+        for name in merged:
+            out[name].view(cupy.uint8).fill(0xFF)
+        run()
+        got = {name: out[name].get() for name in merged}
+        assert not counters.get().any(), (cfg, rep, counters.get())
+        if first is None:
+            first = got
+            for name, arr in got.items():
+                assert not np.isnan(arr.astype(np.float32)).any(), (name, cfg)
+            kc, vc = contiguous(cfg, k, v)
+            want, want_lse, _ = decode64(q, kc, vc)
+            assert rel_err(got["O"], want) < OUT_TOL[cfg.dtype], (cfg, rel_err(got["O"], want))
+            assert rel_err(got["lse"], want_lse) < 1e-5, cfg
+        else:
+            for name in merged:
+                assert np.array_equal(got[name], first[name]), (name, rep, cfg)
 
 
 def test_paged_reads_give_the_contiguous_result_exactly():

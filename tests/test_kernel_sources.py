@@ -92,7 +92,7 @@ def backward_mma_examples():
 
 
 def decode_examples():
-    """The Flash-Decoding kernels in float16 and bfloat16 at head_dim 64 and 128 (one query
+    """The Flash-Decoding kernel in float16 and bfloat16 at head_dim 64 and 128 (one query
     row per block, contiguous; four rows of a GQA group, paged), and the extremes: float32 at
     head_dim 256 with 32 rows, float16 at head_dim 16 with four query tokens."""
     from engine.decode_config import DecodeConfig

@@ -1,8 +1,8 @@
 """NumPy emulation of Flash-Decoding: the KV cache cut into splits, each split's online softmax
 over its key tiles (as one thread block of the split kernel runs it), then the log-sum-exp
-merge of the splits (the merge kernel). Keys are read through the block table when the cache
-is paged; query head h reads KV head h // (heads / kv_heads), so the heads / kv_heads query
-heads of a group share every K_j, V_j tile. float32 arithmetic, as in the kernels; the trace
+merge of the splits (as the last block of each KV head group runs it). Keys are read through
+the block table when the cache is paged; query head h reads KV head h // (heads / kv_heads),
+so the heads / kv_heads query heads of a group share every K_j, V_j tile. float32 arithmetic, as in the kernel; the trace
 is the one docs/DESIGN.md defines (engine.results.DecodeTrace).
 """
 from __future__ import annotations
@@ -72,7 +72,7 @@ def merge_splits(m_s: np.ndarray, l_s: np.ndarray, O_s: np.ndarray):
 
 def decode(cfg: DecodeConfig, q, k_cache, v_cache, table: np.ndarray, num_splits: int,
            trace: bool = False) -> DecodeResult:
-    """The split kernel (one pass per split; here a loop) and the merge, as the GPU runs
+    """The split kernel (one pass per split; here a loop) and its merge, as the GPU runs
     them; q (B, H, seq_q, d), caches in cfg.cache_shape, table from block_table(cfg)."""
     B, kv, R, d, S = cfg.batch, cfg.kv_heads, cfg.rows, cfg.head_dim, num_splits
     # The rows of one KV head: query heads g·group .. g·group + group - 1, each seq_q tokens.

@@ -121,13 +121,13 @@ def tensorcore_takes(cfg: AttentionConfig, hopper: bool) -> bool:
 
 @dataclass(frozen=True)
 class DecodeBuild:
-    """The Flash-Decoding kernels (kernels/flash_decode.cu): a split kernel, one block per
-    (split, KV head, sequence), and the merge kernel; compiled per head_dim, dtype, query rows
-    per block, query tokens and page size."""
+    """The Flash-Decoding kernel (kernels/flash_decode.cu): one block per (split, KV head,
+    sequence), the last of each (KV head, sequence) to finish merging the splits, in one
+    launch; compiled per head_dim, dtype, query rows per block, query tokens and page size."""
 
     name: str
     source: str
-    functions: tuple[str, str]
+    function: str
     dtypes: tuple[str, ...]
     head_dims: tuple[int, ...]
 
@@ -136,8 +136,7 @@ class DecodeBuild:
                 f"; any num_splits, kv_heads and page size that DecodeConfig allows")
 
 
-DECODE = DecodeBuild("flash-decoding", "flash_decode.cu",
-                     ("flash_decode_split", "flash_decode_merge"),
+DECODE = DecodeBuild("flash-decoding", "flash_decode.cu", "flash_decode_split",
                      ("float32", "float16", "bfloat16"), (16, 32, 64, 128, 256))
 
 

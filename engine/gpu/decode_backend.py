@@ -42,7 +42,7 @@ def run_decode(cfg: DecodeConfig, q, k_cache, v_cache, table: np.ndarray, num_sp
         out = launcher.launch(cfg, Q, K, V, T, num_splits, trace)
         host = {name: out[name].get() for name in out if name != "info"}
     if not np.isfinite(host["lse"]).all():
-        raise GpuRunError("The Flash-Decoding kernels wrote a non-finite lse: a kernel bug "
+        raise GpuRunError("The Flash-Decoding kernel wrote a non-finite lse: a kernel bug "
                           "(or a cache whose padding rows were read).")
     tr = None
     if trace:

@@ -1,5 +1,5 @@
 """Timing of one decode step on the GPU with the project's harness (engine.gpu.timing): the
-Flash-Decoding kernels at a split count, and PyTorch's scaled_dot_product_attention on the
+Flash-Decoding kernel at a split count, and PyTorch's scaled_dot_product_attention on the
 same shapes (contiguous cache, grouped heads through enable_gqa). Every figure is checked
 against the GPU's bandwidth ceiling: K and V must be read, so a time under their bytes at
 the ceiling is refused as a bug."""
@@ -55,10 +55,11 @@ def check_bandwidth(cfg: DecodeConfig, median_ms: float, label: str) -> None:
 
 def time_flash_decode(cfg: DecodeConfig, num_splits: int, inputs: tuple, reps: int,
                       warmup: int, budget_s: float | None = None) -> list:
-    """Per-repetition times (ms) of the split kernel and the merge at num_splits."""
+    """Per-repetition times (ms) of the Flash-Decoding kernel (its splits and their merge, one
+    launch) at num_splits."""
     from .decode_backend import device_inputs
     from .launchers import decode as launcher
-    with GPU_LOCK, gpu_failures("timing the Flash-Decoding kernels"):
+    with GPU_LOCK, gpu_failures("timing the Flash-Decoding kernel"):
         Q, K, V, T = device_inputs(cfg, *inputs, block_table(cfg))
         run, out = launcher.prepare(cfg, Q, K, V, T, num_splits, trace=False)
         totals, _ = time_stages([("decode", run)], reps, warmup, budget_s)
@@ -96,11 +97,12 @@ def decode_method(reps: int, warmup: int) -> str:
     gpu, ceil = live_gpu(), ceilings()
     _, floor_source = floor_bandwidth()
     return (f"GPU ({gpu.name}): CUDA events on the default stream around one decode step: the "
-            f"split kernel and the merge kernel (Flash-Decoding), or one PyTorch SDPA call on "
-            f"the contiguous cache (enable_gqa); {warmup} warm-up run(s) first (compilation "
-            f"stays out); {reps} repetitions (fewer when cut to a time budget, never under 20), "
-            f"median with p10/p90; before each, the L2 cache ({gpu.l2_bytes / 2**20:.0f} MiB) is "
-            f"flushed (a buffer twice its size written, then read back) and a "
+            f"Flash-Decoding kernel (one launch: the splits and their merge), or one PyTorch "
+            f"SDPA call on the contiguous cache (enable_gqa); {warmup} warm-up run(s) first "
+            f"(compilation stays out); {reps} repetitions (fewer when cut to a time budget, "
+            f"never under 20), median with p10/p90; before each, the L2 cache "
+            f"({gpu.l2_bytes / 2**20:.0f} MiB) is flushed (a buffer twice its size written, then "
+            f"read back) and a "
             f"{HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead stays "
             f"outside the events. HBM floor: the K and V bytes at {floor_source}; "
             f"floor_fraction = floor / median. Times reading K and V faster than "

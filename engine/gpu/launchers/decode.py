@@ -1,12 +1,15 @@
-"""Launcher of the Flash-Decoding kernels, kernels/flash_decode.cu: the split kernel (grid
-(num_splits, kv_heads, batch)) writes each split's O_s, m_s, l_s in float32; the merge
-kernel (one block per query row) combines them into O and lse, and with the trace writes
-m_final, the rescale of every split and l_final.
+"""Launcher of the Flash-Decoding kernel, kernels/flash_decode.cu: one launch of the split
+kernel (grid (num_splits, kv_heads, batch)). Each block writes its split's O_s, m_s, l_s in
+float32; the last block of each (sequence, KV head) to finish, found by a counter per
+(sequence, KV head), merges the splits of its query rows into O and lse, and with the trace
+writes m_final, the rescale of every split and l_final.
 
 prepare(cfg, Q, K, V, table, num_splits, trace) -> (run, outputs): CuPy arrays "O"
 (B, H, seq_q, d) in cfg.dtype, "lse" (B, H, seq_q), "O_part" (B, H, seq_q, S, d), "m_part",
 "l_part" (B, H, seq_q, S), with trace "m_final", "l_final" (B, H, seq_q) and "rescale"
-(B, H, seq_q, S), float32; and "info", the compile facts of the split kernel.
+(B, H, seq_q, S), float32; "split_count" (B, kv_heads) int32, the counters (zero before and
+after every run); and "info", the compile facts of the kernel, the split count and
+"merging_blocks" (batch · kv_heads: the blocks that also merge).
 """
 from __future__ import annotations
 
@@ -22,7 +25,6 @@ from ..runtime import ELEM_TYPES, live_gpu
 from . import core
 
 NUM_THREADS = 128            # NUM_THREADS in the source
-MERGE_THREADS = 128          # MERGE_THREADS in the source
 
 
 def compile_options(cfg: DecodeConfig) -> tuple[str, ...]:
@@ -46,13 +48,11 @@ def check_fits(cfg: DecodeConfig, gpu: GpuProfile) -> int:
     return need
 
 
-def builds(cfg: DecodeConfig, gpu: GpuProfile) -> tuple[core.Build, core.Build]:
-    """(split kernel, merge kernel) of cfg."""
+def build(cfg: DecodeConfig, gpu: GpuProfile) -> core.Build:
+    """The split kernel (with its merge) of cfg."""
     source = decode_build(cfg)
-    split_fn, merge_fn = source.functions
-    opts = compile_options(cfg)
-    return (core.Build(source.source, split_fn, opts, NUM_THREADS, check_fits(cfg, gpu)),
-            core.Build(source.source, merge_fn, opts, MERGE_THREADS, 0))
+    return core.Build(source.source, source.function, compile_options(cfg), NUM_THREADS,
+                      check_fits(cfg, gpu))
 
 
 def outputs(cfg: DecodeConfig, num_splits: int, trace: bool, poison: bool = False) -> dict:
@@ -64,47 +64,55 @@ def outputs(cfg: DecodeConfig, num_splits: int, trace: bool, poison: bool = Fals
     if trace:
         spec.update({"m_final": (rows, np.float32), "l_final": (rows, np.float32),
                      "rescale": ((*rows, num_splits), np.float32)})
-    return core.allocate(spec, poison)
+    out = core.allocate(spec, poison)
+    out["split_count"] = split_counters(cfg)
+    return out
+
+
+def split_counters(cfg: DecodeConfig):
+    """The kernel's counters, one int32 per (sequence, KV head), zeroed (never poisoned): a
+    block adds 1 when its split's state is written; the block that finds num_splits - 1
+    merges and sets it back to 0, so every run starts from zero without a memset."""
+    import cupy
+    return cupy.zeros((cfg.batch, cfg.kv_heads), dtype=np.int32)
 
 
 def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
             poison: bool = False):
-    """(run, outputs): run() enqueues the split kernel and the merge. Q (B, H, seq_q, d) and
-    the caches (cfg.cache_shape) in cfg.dtype; table (B, pages_per_seq) int32 when paged
-    (None or ignored when contiguous). Compiles on first use."""
+    """(run, outputs): run() enqueues the kernel (the splits and their merge). Q (B, H, seq_q,
+    d) and the caches (cfg.cache_shape) in cfg.dtype; table (B, pages_per_seq) int32 when
+    paged (None or ignored when contiguous). Compiles on first use. The counters are the
+    outputs' own, so runs of one prepare() go one after another on one stream."""
     if (not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS
             or not splits_without_empty(cfg.seq_k, num_splits)):
         raise ConfigError(f"num_splits must be a whole number from 1 to {MAX_SPLITS} that leaves "
                           f"no split of seq_k={cfg.seq_k} keys empty; got {num_splits!r}.")
     gpu = live_gpu()
-    split_build, merge_build = builds(cfg, gpu)
+    split_build = build(cfg, gpu)
     core.check_operands(cfg.dtype, Q=(Q, cfg.q_shape), K=(K, cfg.cache_shape),
                         V=(V, cfg.cache_shape))
     if cfg.paged:
         core.check_operands("int32", block_table=(table, (cfg.batch, cfg.pages_per_seq)))
-    split_fn, merge_fn = split_build.compiled(), merge_build.compiled()
+    split_fn = split_build.compiled()
     out = outputs(cfg, num_splits, trace, poison)
-    split_grid = (num_splits, cfg.kv_heads, cfg.batch)
-    merge_grid = (cfg.batch * cfg.heads * cfg.seq_q,)
-    split_args = (Q, K, V, table if cfg.paged else core.NULL, out["O_part"], out["m_part"],
-                  out["l_part"], np.int32(cfg.seq_k),
-                  np.int32(split_length(cfg.seq_k, num_splits)), np.int32(cfg.pages_per_seq),
-                  np.float32(cfg.softmax_scale))
+    grid = (num_splits, cfg.kv_heads, cfg.batch)
     traced = ((out["m_final"], out["rescale"], out["l_final"]) if trace
               else (core.NULL,) * 3)
-    merge_args = (out["O_part"], out["m_part"], out["l_part"], np.int32(num_splits), out["O"],
-                  out["lse"], *traced)
+    args = (Q, K, V, table if cfg.paged else core.NULL, out["O_part"], out["m_part"],
+            out["l_part"], out["O"], out["lse"], *traced, out["split_count"],
+            np.int32(cfg.seq_k), np.int32(split_length(cfg.seq_k, num_splits)),
+            np.int32(cfg.pages_per_seq), np.float32(cfg.softmax_scale))
 
     def run():
-        split_fn(split_grid, (NUM_THREADS,), split_args, shared_mem=split_build.smem)
-        merge_fn(merge_grid, (MERGE_THREADS,), merge_args)
+        split_fn(grid, (NUM_THREADS,), args, shared_mem=split_build.smem)
 
-    out["info"] = {**split_build.facts(split_fn, split_grid), "device": gpu.name,
-                   "num_splits": num_splits, "merge_grid": str(merge_grid[0])}
+    out["info"] = {**split_build.facts(split_fn, grid), "device": gpu.name,
+                   "num_splits": num_splits,
+                   "merging_blocks": cfg.batch * cfg.kv_heads}
     return run, out
 
 
 def launch(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool, *,
            poison: bool = False) -> dict:
-    """Run both kernels once; the dict of CuPy arrays that prepare() describes."""
+    """Run the kernel once; the dict of CuPy arrays that prepare() describes."""
     return core.launch_once(prepare, cfg, Q, K, V, table, num_splits, trace, poison=poison)
