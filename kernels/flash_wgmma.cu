@@ -3,8 +3,9 @@
 //
 // The work is Tr · batch·heads items, one per (query tile i, batch·head); item w maps to them
 // heaviest query tiles first under causal (work_item_tile in common.cuh). Each thread block
-// runs one item (grid Tr × batch·heads), or, PERSISTENT, one block per SM runs every
-// gridDim.x-th item, so the loads of its next item overlap the epilogue of the current one. The block has
+// runs one item (grid Tr × batch·heads), or, PERSISTENT, one block per SM runs one item of
+// every round of gridDim.x items (dealt in alternate directions), so the loads of its next
+// item overlap the epilogue of the current one. The block has
 // 1 + Br / 64 warpgroups:
 //   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once per
 //     item and of K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes
@@ -191,11 +192,18 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int Tc = (seq_k + Bc - 1) / Bc;
-    // This block's work items: one, its own (grid Tr × bh_count), or, PERSISTENT, every
-    // gridDim.x-th from blockIdx.x on (a grid of one block per SM).
+    // This block's n-th work item, n_items when it has no more: its own one (grid
+    // Tr × bh_count), or, PERSISTENT (a grid of G blocks, one per SM), one item of every round
+    // of G items, the rounds dealt in alternate directions (block b takes item b of even
+    // rounds and G - 1 - b of odd ones), so under causal the block with the heaviest item of
+    // one round gets the lightest of the next.
     const int n_items = Tr * bh_count;
-    const int first = PERSISTENT ? (int)blockIdx.x : (int)(blockIdx.y * gridDim.x + blockIdx.x);
-    const int stride = PERSISTENT ? (int)gridDim.x : n_items;
+    auto item_at = [&](int n) {
+        if (!PERSISTENT) return n == 0 ? (int)(blockIdx.y * gridDim.x + blockIdx.x) : n_items;
+        const int G = gridDim.x, b = blockIdx.x;
+        const long long w = (long long)n * G + ((n & 1) ? G - 1 - b : b);
+        return w < n_items ? (int)w : n_items;
+    };
     // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
     auto tiles_of = [&](int i) {
         const int last_row = min(i * Br + Br, seq_q) - 1;
@@ -235,7 +243,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
         if (tid == 0) {
             int u = 0;
-            for (int w = first, n = 0; w < n_items; w += stride, ++n) {
+            for (int n = 0, w = item_at(0); w < n_items; w = item_at(++n)) {
                 int i, bh;
                 work_item_tile(w, Tr, bh_count, causal, i, bh);
                 bh += bh_offset;
@@ -307,7 +315,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 #endif
 
     int u = 0;                         // ring uses so far (the producer's count)
-    for (int w = first, n = 0; w < n_items; w += stride, ++n) {
+    for (int n = 0, w = item_at(0); w < n_items; w = item_at(++n)) {
 #if TRACE
         const u64 t_start = global_timer();
 #endif
@@ -318,7 +326,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         const int wg_row0 = q0 + wg * 64;
         const int row[2] = {wg_row0 + wq * 16 + g, wg_row0 + wq * 16 + g + 8};
         const int n_tiles = tiles_of(i);
-        const bool last_item = w + stride >= n_items;
+        const bool last_item = item_at(n + 1) >= n_items;
         #pragma unroll
         for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
         #pragma unroll

@@ -1,0 +1,85 @@
+"""A model of how the wgmma kernel's work items spread over the SMs, behind the predictions in
+NOTES.md ("Issue 14"): each item (query tile i, batch·head) costs a fixed part plus one unit
+per key tile it reads (causal: i + 1 at block_q = block_k); one block per SM. Launch orders:
+
+  per-bh     one block per item, heaviest first within each batch·head (the kernel before)
+  global     one block per item, heaviest first across every batch·head (work_item_tile)
+  strided    one block per SM, block b taking items b, b + SMs, b + 2·SMs, ... of the global
+             order (tried on paper, not built: it gives every heavy round to the same blocks)
+  persistent one block per SM, one item of each round of SMs items, the rounds dealt in
+             alternate directions (the PERSISTENT build)
+
+A free SM takes the next block in launch order (greedy list scheduling). Times are in units
+of one 128×128 tile's products (about 1.7 µs at d = 128 on an H200, NOTES.md).
+
+  python benchmarks/schedule_model.py [--sms 132] [--fixed 1.7] [--fixed-persistent 0.6]
+"""
+from __future__ import annotations
+
+import argparse
+import heapq
+
+
+def items(tiles: int, bh: int, causal: bool, order: str) -> list[int]:
+    """Key tiles of every item, in launch order (tiles = Tr = Tc)."""
+    if order == "per-bh":
+        return [(tiles - x if causal else tiles) for _ in range(bh) for x in range(tiles)]
+    # the others: work_item_tile's order
+    if causal:
+        return [tiles - w // bh for w in range(tiles * bh)]
+    return [tiles] * (tiles * bh)
+
+
+def makespan(work: list[int], sms: int, fixed: float, order: str) -> float:
+    """The time the last SM finishes."""
+    if order in ("strided", "persistent"):
+        load = [0.0] * sms
+        for w, t in enumerate(work):
+            rnd, k = divmod(w, sms)
+            block = sms - 1 - k if order == "persistent" and rnd % 2 else k
+            load[block] += fixed + t
+        return max(load)
+    free = [0.0] * sms
+    heapq.heapify(free)
+    for t in work:
+        heapq.heappush(free, heapq.heappop(free) + fixed + t)
+    return max(free)
+
+
+def table(sms: int, fixed: float, fixed_persistent: float, shapes) -> list[tuple]:
+    """(N, B·H, order, non-causal time, causal time, causal / non-causal)."""
+    rows = []
+    for n, bh in shapes:
+        tiles = n // 128
+        for order in ("per-bh", "global", "strided", "persistent"):
+            f = fixed_persistent if order in ("strided", "persistent") else fixed
+            plain = makespan(items(tiles, bh, False, order), sms, f, order)
+            causal = makespan(items(tiles, bh, True, order), sms, f, order)
+            rows.append((n, bh, order, plain, causal, causal / plain))
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sms", type=int, default=132)
+    p.add_argument("--fixed", type=float, default=1.7,
+                   help="fixed cost of a block, in tiles (launch, first loads, epilogue)")
+    p.add_argument("--fixed-persistent", type=float, default=0.6,
+                   help="fixed cost of an item in a persistent block (the first S alone)")
+    args = p.parse_args(argv)
+    shapes = [(n, 32768 // n) for n in (512, 1024, 2048, 4096, 8192, 16384)]
+    shapes += [(n, 4) for n in (4096, 8192, 16384)]
+    print(f"{'N':>6}{'B·H':>5}  {'order':<11}{'non-causal':>11}{'causal':>9}{'ratio':>7}"
+          f"{'vs per-bh':>11}")
+    base = {}
+    for n, bh, order, plain, causal, ratio in table(args.sms, args.fixed,
+                                                    args.fixed_persistent, shapes):
+        if order == "per-bh":
+            base = {False: plain, True: causal}
+        gain = f"{base[False] / plain:.3f} {base[True] / causal:.3f}"
+        print(f"{n:>6}{bh:>5}  {order:<11}{plain:>11.1f}{causal:>9.1f}{ratio:>7.2f}{gain:>15}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
