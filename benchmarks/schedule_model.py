@@ -1,47 +1,68 @@
-"""A model of how the wgmma kernel's work items spread over the SMs, behind the predictions in
-NOTES.md ("Issue 14"): each item (query tile i, batch·head) costs a fixed part plus one unit
-per key tile it reads (causal: i + 1 at block_q = block_k); one block per SM. Launch orders:
+"""A model of how the tensor-core forward kernels' work items spread over the SMs, behind the
+predictions in NOTES.md ("Issue 14"): each item (query tile i, batch·head) costs a fixed part
+plus one unit per key tile it reads (causal: i + 1 at block_q = block_k); one block per SM.
+Orders:
 
   per-bh     one block per item, heaviest first within each batch·head (the kernel before)
-  global     one block per item, heaviest first across every batch·head (work_item_tile)
-  strided    one block per SM, block b taking items b, b + SMs, b + 2·SMs, ... of the global
-             order (tried on paper, not built: it gives every heavy round to the same blocks)
-  persistent one block per SM, one item of each round of SMs items, the rounds dealt in
-             alternate directions (the PERSISTENT build)
+  global     one block per item in the launch order of kernels/common.cuh: heaviest first
+             within groups of batch·heads of at least GROUP_WAVES waves
+  strided    one block per SM, block b taking items b, b + SMs, b + 2·SMs, ... of that order
+             (weighed on paper, not built: it gives every heavy round to the same blocks)
+  persistent the PERSISTENT build: one block per SM; causal, group by group, one item of each
+             round of SMs items, the rounds dealt in alternate directions
 
 A free SM takes the next block in launch order (greedy list scheduling). Times are in units
 of one 128×128 tile's products (about 1.7 µs at d = 128 on an H200, NOTES.md).
 
-  python benchmarks/schedule_model.py [--sms 132] [--fixed 1.7] [--fixed-persistent 0.6]
+  PYTHONPATH=. python benchmarks/schedule_model.py [--sms 132] [--fixed 1.7]
+      [--fixed-persistent 0.6]
 """
 from __future__ import annotations
 
 import argparse
 import heapq
 
+from engine.gpu.launchers.core import GROUP_WAVES
 
-def items(tiles: int, bh: int, causal: bool, order: str) -> list[int]:
-    """Key tiles of every item, in launch order (tiles = Tr = Tc)."""
+
+def group_size(tiles: int, sms: int) -> int:
+    """engine.gpu.launchers.core.causal_bh_group for a causal launch."""
+    return max(1, -(-GROUP_WAVES * sms // tiles))
+
+
+def items(tiles: int, bh: int, causal: bool, order: str, sms: int) -> list[tuple[int, int]]:
+    """(group, key tiles) of every item, in launch order (tiles = Tr = Tc)."""
+    if not causal:
+        return [(0, tiles)] * (tiles * bh)
     if order == "per-bh":
-        return [(tiles - x if causal else tiles) for _ in range(bh) for x in range(tiles)]
-    # the others: work_item_tile's order
-    if causal:
-        return [tiles - w // bh for w in range(tiles * bh)]
-    return [tiles] * (tiles * bh)
+        return [(b, tiles - x) for b in range(bh) for x in range(tiles)]
+    group = group_size(tiles, sms)
+    out = []
+    for first in range(0, bh, group):
+        n = min(group, bh - first)
+        out += [(first, tiles - k // n) for k in range(tiles * n)]
+    return out
 
 
-def makespan(work: list[int], sms: int, fixed: float, order: str) -> float:
+def makespan(work: list[tuple[int, int]], sms: int, fixed: float, order: str) -> float:
     """The time the last SM finishes."""
     if order in ("strided", "persistent"):
         load = [0.0] * sms
-        for w, t in enumerate(work):
-            rnd, k = divmod(w, sms)
-            block = sms - 1 - k if order == "persistent" and rnd % 2 else k
+        pos, current = 0, None
+        for w, (group, t) in enumerate(work):
+            if order == "strided":
+                block = w % sms
+            else:                       # rounds restart with every group
+                pos = 0 if group != current else pos
+                current = group
+                rnd, k = divmod(pos, sms)
+                block = sms - 1 - k if rnd % 2 else k
+                pos += 1
             load[block] += fixed + t
         return max(load)
     free = [0.0] * sms
     heapq.heapify(free)
-    for t in work:
+    for _, t in work:
         heapq.heappush(free, heapq.heappop(free) + fixed + t)
     return max(free)
 
@@ -53,8 +74,8 @@ def table(sms: int, fixed: float, fixed_persistent: float, shapes) -> list[tuple
         tiles = n // 128
         for order in ("per-bh", "global", "strided", "persistent"):
             f = fixed_persistent if order in ("strided", "persistent") else fixed
-            plain = makespan(items(tiles, bh, False, order), sms, f, order)
-            causal = makespan(items(tiles, bh, True, order), sms, f, order)
+            plain = makespan(items(tiles, bh, False, order, sms), sms, f, order)
+            causal = makespan(items(tiles, bh, True, order, sms), sms, f, order)
             rows.append((n, bh, order, plain, causal, causal / plain))
     return rows
 
@@ -68,7 +89,7 @@ def main(argv=None) -> int:
                    help="fixed cost of an item in a persistent block (the first S alone)")
     args = p.parse_args(argv)
     shapes = [(n, 32768 // n) for n in (512, 1024, 2048, 4096, 8192, 16384)]
-    shapes += [(n, 4) for n in (4096, 8192, 16384)]
+    shapes += [(4096, 4), (16384, 4), (4096, 128), (8192, 64)]
     print(f"{'N':>6}{'B·H':>5}  {'order':<11}{'non-causal':>11}{'causal':>9}{'ratio':>7}"
           f"{'vs per-bh':>11}")
     base = {}

@@ -185,13 +185,22 @@ __device__ __forceinline__ float2 unpack_pair(unsigned r) {
 }
 
 // ---- forward work items: (query tile i, batch·head) in launch order ----
-// Item w of Tr · bh_count. Causal: heaviest query tiles first across every batch·head (i falls
-// as w grows), so the longest items start first and the short ones fill the gaps at the end;
-// otherwise batch·head by batch·head, so the blocks running at once share K and V in L2.
-__device__ __forceinline__ void work_item_tile(int w, int Tr, int bh_count, int causal, int& i,
-                                               int& bh) {
-    if (causal) { i = Tr - 1 - w / bh_count; bh = w % bh_count; }
-    else        { i = w % Tr;                bh = w / Tr; }
+// The order: groups of bh_group batch·heads one after another; within a group, query tile
+// slot by slot, every batch·head of the group at each slot. Causal: slots from the heaviest
+// query tile down (longest processing time first: the long items start early, the short
+// ones fill the gaps at the end), groups sized by the launcher to a few waves, so the K and
+// V the running items read stay a bounded set in L2. Not causal: bh_group = 1, so batch·head
+// by batch·head, the blocks running at once sharing K and V
+// (engine.gpu.launchers.core.causal_bh_group, item_grid).
+//
+// The order as a grid of one block per item, (bh_group, Tr, groups), read from the
+// block index alone (nothing held in registers for it): x the batch·head within its group,
+// y the slot, z the group. False for the blocks of a last, partial group past bh_count
+// (they exit at once).
+__device__ __forceinline__ bool grid_item_tile(int causal, int bh_count, int& i, int& bh) {
+    i = causal ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+    bh = blockIdx.z * gridDim.x + blockIdx.x;
+    return bh < bh_count;
 }
 
 // ---- the block schedule: which SM runs this block, and the global nanosecond clock ----

@@ -1,9 +1,9 @@
 // Tensor-core FlashAttention-2 forward pass (float16 or bfloat16 in, float32 accumulate),
 // sm_80 and later.
 //
-// One thread block of 4 warps per (query tile i, batch·head), grid Tr × batch·heads; the
-// block's linear index picks them, heaviest query tiles first across every batch·head under
-// causal (work_item_tile in common.cuh).
+// One thread block of 4 warps per (query tile i, batch·head); the grid (bh_group, Tr, groups)
+// lays the items out in launch order, heaviest query tiles first under causal
+// (grid_item_tile in common.cuh).
 // Each warp owns Br / 4 query rows of Q_i (one or two m16 row tiles). Key tiles K_j, V_j are
 // streamed through shared memory with cp.async, two buffers deep. S_ij = Q_i K_jᵀ and
 // O_i += P_ij V_j run on mma.sync m16n8k16; O_i, m_i and l_i stay in registers, and so does
@@ -60,14 +60,14 @@ typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 wh
 extern "C" __global__ void __launch_bounds__(THREADS)
 flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                  const half_t* __restrict__ V, half_t* __restrict__ O, float* __restrict__ lse,
-                 int seq_q, int seq_k, float scale, int causal,
+                 int seq_q, int seq_k, float scale, int causal, int bh_count,
                  float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
                  float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
                  int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns,
                  u64* __restrict__ t_end_ns) {
     extern __shared__ __align__(16) unsigned char smem[];
     int i, bh;          // this block's work item (common.cuh: heaviest first under causal)
-    work_item_tile(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, causal, i, bh);
+    if (!grid_item_tile(causal, bh_count, i, bh)) return;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
     const int Tc = (seq_k + Bc - 1) / Bc;
@@ -331,7 +331,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 #if TRACE
     __syncthreads();
     if (tid == 0) {
-        int rec = bh * gridDim.x + i;
+        int rec = bh * gridDim.y + i;       // gridDim.y = Tr
         t_sm_id[rec] = sm_index();
         t_start_ns[rec] = t_start;
         t_end_ns[rec] = global_timer();

@@ -2,11 +2,10 @@
 // float32 accumulate).
 //
 // The work is Tr · batch·heads items, one per (query tile i, batch·head); item w maps to them
-// heaviest query tiles first under causal (work_item_tile in common.cuh). Each thread block
-// runs one item (grid Tr × batch·heads), or, PERSISTENT, one block per SM runs one item of
-// every round of gridDim.x items (dealt in alternate directions), so the loads of its next
-// item overlap the epilogue of the current one. The block has
-// 1 + Br / 64 warpgroups:
+// heaviest query tiles first under causal, by groups of bh_group batch·heads (common.cuh).
+// Each thread block runs one item (the grid lays them out in order), or, PERSISTENT, one
+// block per SM walks the items (struct Walk below), so the loads of its next item overlap
+// the epilogue of the current one. The block has 1 + Br / 64 warpgroups:
 //   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once per
 //     item and of K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes
 //     on an mbarrier ("full"); a buffer is refilled only after every consumer thread has
@@ -185,24 +184,47 @@ extern "C" __global__ void __launch_bounds__(THREADS, 1)
 flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ TensorMap tm_k,
             const __grid_constant__ TensorMap tm_v, half_t* __restrict__ O,
             float* __restrict__ lse, int seq_q, int seq_k, float scale, int causal, int bh_offset,
-            int bh_count, int Tr,
+            int bh_count, int Tr, int bh_group,
             float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
             float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
             int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns, u64* __restrict__ t_end_ns) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int Tc = (seq_k + Bc - 1) / Bc;
-    // This block's n-th work item, n_items when it has no more: its own one (grid
-    // Tr × bh_count), or, PERSISTENT (a grid of G blocks, one per SM), one item of every round
-    // of G items, the rounds dealt in alternate directions (block b takes item b of even
-    // rounds and G - 1 - b of odd ones), so under causal the block with the heaviest item of
-    // one round gets the lightest of the next.
-    const int n_items = Tr * bh_count;
-    auto item_at = [&](int n) {
-        if (!PERSISTENT) return n == 0 ? (int)(blockIdx.y * gridDim.x + blockIdx.x) : n_items;
-        const int G = gridDim.x, b = blockIdx.x;
-        const long long w = (long long)n * G + ((n & 1) ? G - 1 - b : b);
-        return w < n_items ? (int)w : n_items;
+    // This block's walk over the work items (query tile i, batch·head of this launch): next()
+    // gives the next one, false when there is none. One block per item: the grid's own
+    // (grid_item_tile in common.cuh). PERSISTENT, a grid of G blocks (one per SM): not
+    // causal, items b, b + G, b + 2G, ... batch·head by batch·head; causal, the groups of
+    // bh_group batch·heads one after another, and in each group one item of every round of G
+    // of its items in the launch order (slots from the heaviest query tile), the rounds dealt
+    // in alternate directions (block b takes item b of even rounds and G - 1 - b of odd ones),
+    // so the block with the heaviest item of one round gets the lightest of the next.
+    struct Walk {
+        int first_bh = 0, round = 0;          // the current group's first batch·head; round in it
+        __device__ bool next(int Tr, int bh_count, int bh_group, int causal, int& i, int& bh) {
+            if (!PERSISTENT) return round++ == 0 && grid_item_tile(causal, bh_count, i, bh);
+            const int G = gridDim.x, b = blockIdx.x;
+            if (!causal) {
+                const long long w = (long long)round++ * G + b;
+                if (w >= (long long)Tr * bh_count) return false;
+                i = (int)(w % Tr);
+                bh = (int)(w / Tr);
+                return true;
+            }
+            while (first_bh < bh_count) {
+                const int group = min(bh_group, bh_count - first_bh);
+                const long long k = (long long)round * G + ((round & 1) ? G - 1 - b : b);
+                if (k < (long long)Tr * group) {           // this round has an item for b
+                    ++round;
+                    i = Tr - 1 - (int)(k / group);
+                    bh = first_bh + (int)(k % group);
+                    return true;
+                }
+                first_bh += bh_group;                      // the group's items are all dealt
+                round = 0;
+            }
+            return false;
+        }
     };
     // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
     auto tiles_of = [&](int i) {
@@ -243,9 +265,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
         if (tid == 0) {
             int u = 0;
-            for (int n = 0, w = item_at(0); w < n_items; w = item_at(++n)) {
-                int i, bh;
-                work_item_tile(w, Tr, bh_count, causal, i, bh);
+            int i, bh, n = 0;
+            for (Walk walk; walk.next(Tr, bh_count, bh_group, causal, i, bh); ++n) {
                 bh += bh_offset;
                 // Q_i once the consumers are done reading the previous item's Q.
                 if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
@@ -315,18 +336,20 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 #endif
 
     int u = 0;                         // ring uses so far (the producer's count)
-    for (int n = 0, w = item_at(0); w < n_items; w = item_at(++n)) {
+    int i, bh, n = 0;
+    Walk walk;
+    for (; walk.next(Tr, bh_count, bh_group, causal, i, bh); ++n) {
 #if TRACE
         const u64 t_start = global_timer();
 #endif
-        int i, bh;
-        work_item_tile(w, Tr, bh_count, causal, i, bh);
         bh += bh_offset;
         const int q0 = i * Br;
         const int wg_row0 = q0 + wg * 64;
         const int row[2] = {wg_row0 + wq * 16 + g, wg_row0 + wq * 16 + g + 8};
         const int n_tiles = tiles_of(i);
-        const bool last_item = item_at(n + 1) >= n_items;
+        int next_i, next_bh;
+        Walk ahead = walk;
+        const bool last_item = !ahead.next(Tr, bh_count, bh_group, causal, next_i, next_bh);
         #pragma unroll
         for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
         #pragma unroll

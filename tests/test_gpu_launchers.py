@@ -74,6 +74,33 @@ def test_more_batch_heads_than_one_grid_takes(launcher):
     check_float64(cfg, q, k, v, got)
 
 
+@pytest.mark.parametrize("launcher", ["mma.sync", "wgmma"])
+def test_causal_items_run_heaviest_first_group_by_group(launcher):
+    """The tensor-core kernels' causal launch order (kernels/common.cuh, core.item_grid):
+    140 batch·heads of 8 query tiles make groups of 66, 66 and 8 batch·heads on 132 SMs (the
+    last partial, its grid's extra blocks exit at once). Every item is written and right, and
+    the recorded start times fall with the query tile inside each group, and rise from one
+    group to the next."""
+    if launcher == "wgmma" and not device_is_hopper():
+        pytest.skip("the wgmma kernel needs a GPU of compute capability 9.x")
+    from engine.gpu.launchers import core
+    from engine.gpu.runtime import live_gpu
+    cfg = config(launcher, heads=140, seq_q=1000, seq_k=1000, causal=True)
+    group = core.causal_bh_group(cfg, live_gpu().sms)
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(launcher, cfg, q, k, v, trace=True)
+    check_float64(cfg, q, k, v, got)
+    check_schedule(got["sm_id"], got["start_ns"], got["end_ns"], cfg.bh * cfg.Tr)
+    start = got["start_ns"].astype(np.float64).reshape(cfg.bh, cfg.Tr)    # record bh·Tr + i
+    tile = np.broadcast_to(np.arange(cfg.Tr), start.shape)
+    groups = [slice(g, min(g + group, cfg.bh)) for g in range(0, cfg.bh, group)]
+    assert len(groups) >= 2, (group, cfg.bh)
+    for g in groups:
+        assert np.corrcoef(tile[g].ravel(), start[g].ravel())[0, 1] < -0.5, g
+    means = [start[g].mean() for g in groups]
+    assert means == sorted(means), means
+
+
 def test_repeated_launches_are_identical(launcher):
     cfg = config(launcher, seq_q=777, seq_k=777, causal=True, heads=4)
     q, k, v = engine.make_inputs(cfg)

@@ -177,7 +177,9 @@ def test_persistent_blocks_walking_many_items_match_one_block_per_item(causal, d
         runs[persistent] = (run_kernel(cfg, q, k, v, trace=False),
                             run_kernel(cfg, q, k, v, trace=True))
         sms = wgmma.live_gpu().sms
-        want = f"{min(cfg.Tr * cfg.bh, sms)} × 1" if persistent else f"{cfg.Tr} × {cfg.bh}"
+        group = -(-4 * sms // cfg.Tr) if causal else 1      # core.causal_bh_group
+        want = (f"{min(cfg.Tr * cfg.bh, sms)} × 1" if persistent
+                else f"{min(group, cfg.bh)} × {cfg.Tr} × {-(-cfg.bh // group)}")
         assert wgmma.kernel_facts(cfg, trace=False)["grid"] == want
     (plain0, traced0), (plain1, traced1) = runs[0], runs[1]
     check_output(cfg, q, k, v, plain1)

@@ -109,15 +109,18 @@ def forward_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> 
     return allocate(spec, poison)
 
 
-def forward_args(Q, K, V, out: dict, scalars: tuple, trace: bool, Tr: int) -> Callable:
+def forward_args(Q, K, V, out: dict, scalars: tuple, trace: bool, Tr: int,
+                 with_count: bool = False) -> Callable:
     """args_for(bh0, bh1) of the forward kernels for launch_loop: Q, K, V, O, lse and the
-    scalars, then the trace arrays and the block records of the chunk (or NULLs untraced)."""
+    scalars (with_count: then the chunk's number of batch·heads), then the trace arrays and
+    the block records of the chunk (or NULLs untraced)."""
     def args_for(bh0, bh1):
         traced = ([out[k][bh0:bh1] for k in TRACE_FIELDS]
                   + [out[k][bh0 * Tr:bh1 * Tr] for k in BLOCK_FIELDS]
                   if trace else [NULL] * (len(TRACE_FIELDS) + len(BLOCK_FIELDS)))
+        count = (np.int32(bh1 - bh0),) if with_count else ()
         return (Q[bh0:bh1], K[bh0:bh1], V[bh0:bh1], out["O"][bh0:bh1], out["lse"][bh0:bh1],
-                *scalars, *traced)
+                *scalars, *count, *traced)
     return args_for
 
 
@@ -129,12 +132,36 @@ def block_spec(n_blocks: int) -> dict:
 
 NULL = np.uint64(0)    # a null pointer argument (trace buffers of an untraced build)
 
+# The tensor-core forward kernels take causal work items heaviest first within groups of
+# batch·heads (kernels/common.cuh): a group holds at least GROUP_WAVES waves of one block per
+# SM, enough for the longest-first order to even out the SMs' ends, while the K and V that its
+# running items read stay about GROUP_WAVES · SMs · block_q · head_dim · 4 bytes (35 MB at
+# head_dim 128 on 132 SMs), within an H100's or H200's L2.
+GROUP_WAVES = 4
+
+
+def causal_bh_group(cfg: AttentionConfig, sms: int) -> int:
+    """Batch·heads per group of the launch order of cfg on a GPU of `sms` SMs: 1 when not
+    causal (batch·head by batch·head)."""
+    return max(1, -(-GROUP_WAVES * sms // cfg.Tr)) if cfg.causal else 1
+
+
+def item_grid(cfg: AttentionConfig, sms: int) -> Callable[[int], tuple[int, int, int]]:
+    """grid_of(bh) for launch_loop: the grid (group, Tr, groups) of one block per work item
+    that lays the items out in launch order (grid_item_tile in kernels/common.cuh); the last
+    group may be partial."""
+    group = causal_bh_group(cfg, sms)
+    return lambda bh: (min(group, bh), cfg.Tr, -(-bh // group))
+
 
 def launch_loop(fn, build: Build, grid_x: int, bh: int,
-                args_for: Callable[[int, int], tuple]) -> Callable[[], None]:
-    """run() enqueueing the kernel over grid (grid_x, batch·heads), cut into launches of at
-    most MAX_GRID_Y batch·heads; args_for(bh0, bh1) gives each launch's arguments."""
-    launches = [((grid_x, min(bh, bh0 + MAX_GRID_Y) - bh0), args_for(bh0, min(bh, bh0 + MAX_GRID_Y)))
+                args_for: Callable[[int, int], tuple],
+                grid_of: Callable[[int], tuple] | None = None) -> Callable[[], None]:
+    """run() enqueueing the kernel over grid (grid_x, batch·heads), or grid_of(batch·heads),
+    cut into launches of at most MAX_GRID_Y batch·heads; args_for(bh0, bh1) gives each
+    launch's arguments."""
+    grid = grid_of or (lambda n: (grid_x, n))
+    launches = [(grid(min(bh, bh0 + MAX_GRID_Y) - bh0), args_for(bh0, min(bh, bh0 + MAX_GRID_Y)))
                 for bh0 in range(0, bh, MAX_GRID_Y)]
 
     def run():

@@ -10,7 +10,7 @@ import numpy as np
 from ...config import AttentionConfig
 from ...iomodel import smem_bytes
 from .. import catalog
-from ..runtime import device_is_hopper
+from ..runtime import device_is_hopper, live_gpu
 from . import core, wgmma
 
 FUNCTION = "flash_tensorcore"
@@ -38,7 +38,7 @@ def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     if chosen(cfg) is catalog.WGMMA:
         return wgmma.kernel_facts(cfg, trace)
     b = build(cfg, trace)
-    return b.facts(b.compiled(), (cfg.Tr, cfg.bh))
+    return b.facts(b.compiled(), core.item_grid(cfg, live_gpu().sms)(cfg.bh))
 
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
@@ -55,9 +55,10 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     out = outputs if outputs is not None else core.forward_outputs(cfg, trace, poison)
     scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
                np.int32(cfg.causal))
-
-    run = core.launch_loop(fn, b, Tr, bh, core.forward_args(Q, K, V, out, scalars, trace, Tr))
-    out["info"] = b.facts(fn, (Tr, bh))
+    grid_of = core.item_grid(cfg, live_gpu().sms)
+    args_for = core.forward_args(Q, K, V, out, scalars, trace, Tr, with_count=True)
+    run = core.launch_loop(fn, b, Tr, bh, args_for, grid_of)
+    out["info"] = b.facts(fn, grid_of(bh))
     return run, out
 
 
