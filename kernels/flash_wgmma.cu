@@ -302,8 +302,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 
     // Turns (PINGPONG): consumer warpgroup wg issues its products after named barrier 2 + wg
     // completes (its 128 threads wait, the previous warpgroup's 128 arrive), then passes the
-    // turn on. The last warpgroup hands the first turn out and skips its very last hand-over,
-    // so every barrier sees as many arrivals as waits.
+    // turn on. The last warpgroup hands the first turn out (at the block's first item, so a
+    // block of a partial group that has none leaves no arrival behind) and skips its very last
+    // hand-over, so every barrier sees as many arrivals as waits.
     const unsigned my_turn = 2 + wg, next_turn = 2 + (wg + 1) % CONSUMERS;
     auto wait_turn = [&]() {
         if constexpr (TAKE_TURNS) asm volatile("bar.sync %0, 256;" :: "r"(my_turn) : "memory");
@@ -311,7 +312,6 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     auto pass_turn = [&]() {
         if constexpr (TAKE_TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(next_turn) : "memory");
     };
-    if (wg == CONSUMERS - 1) pass_turn();
 
     // Descriptors. Q_i, K_j: K-major (d contiguous); a k-step of 16 columns moves 32 bytes
     // inside a 128-byte swizzled row, and every 4 k-steps to the next slab; 8-row groups are
@@ -350,6 +350,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         int next_i, next_bh;
         Walk ahead = walk;
         const bool last_item = !ahead.next(Tr, bh_count, bh_group, causal, next_i, next_bh);
+        if (n == 0 && wg == CONSUMERS - 1) pass_turn();
         #pragma unroll
         for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
         #pragma unroll
