@@ -16,13 +16,14 @@
 #   decode    the Flash-Decoding gpu tests (tests/test_gpu_decode.py), then the issue's H200
 #             decode sweep: batch 1-8, seq_k 32k-128k, heads 32, kv_heads 8, d 128, float16;
 #             split counts, paged caches and PyTorch SDPA (decode_<gpu>_<date>.json)
-#   hopper    issue 14: the gpu tests of the forward tensor-core kernels (both wgmma builds,
-#             float16 and bfloat16), then the comparison with cuDNN: N 512-16384, d 64 and
-#             128, float16 and bfloat16, causal and not, B·H·N = 32k tokens, 128×128 tiles,
-#             the wgmma kernel one block per item (wgmma_p0) and persistent (wgmma_p1), and
-#             PyTorch's flash and cuDNN lines (torch); then causal against non-causal at
-#             B·H = 4 (N 4096-16384, d 128) for both tensor-core kernels; the parity tables
-#             from benchmarks/cudnn_parity.py last (hopper_*_<gpu>.json)
+#   hopper    issue 14: the gpu tests of the forward tensor-core kernels (three runs with
+#             their own limits: mma.sync, wgmma, its persistent build), then the comparison
+#             with cuDNN: N 512-16384, d 64 and 128, float16 and bfloat16, causal and not,
+#             B·H·N = 32k tokens, 128×128 tiles, the wgmma kernel one block per item
+#             (wgmma_p0) and persistent (wgmma_p1), and PyTorch's flash and cuDNN lines
+#             (torch); then causal against non-causal at B·H = 4 (N 4096-16384, d 128) for
+#             both tensor-core kernels; the parity tables from benchmarks/cudnn_parity.py
+#             last (hopper_*_<gpu>.json)
 #   serve     server load (tests/server_load.py) on this machine, server and clients together:
 #             the mixed load (30 sessions x 60 s) on one app process, first on the code in
 #             $BEFORE (a `git archive` tarball of an earlier commit; skipped when unset), then
@@ -101,10 +102,18 @@ for mode in "$@"; do
         --out "$OUT/decode_${gpu}_$(date -u +%F).json" > "$OUT/decode.log" 2> "$OUT/decode_progress.log"
       summary+=("decode sweep rc=$?") ; tail -80 "$OUT/decode.log" ;;
     hopper)
-      timeout "${HOPPER_TESTS_S:-360}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
-        -p no:cacheprovider -m gpu tests/test_gpu_wgmma.py tests/test_gpu_tensorcore.py \
-        tests/test_gpu_launchers.py > "$OUT/hopper_tests.log" 2>&1
-      summary+=("forward tensor-core gpu tests rc=$?: $(tail -1 "$OUT/hopper_tests.log")")
+      # the gpu tests in three runs, each with its own limit, so that a kernel that hangs
+      # costs only its own run: mma.sync, then wgmma one block per item, then persistent
+      hopper_tests() {  # name, limit, then pytest arguments
+        local name=$1 limit=$2; shift 2
+        timeout "$limit" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+          -p no:cacheprovider -m gpu "$@" > "$OUT/hopper_tests_$name.log" 2>&1
+        summary+=("gpu tests, $name rc=$?: $(tail -1 "$OUT/hopper_tests_$name.log")")
+      }
+      hopper_tests mma 240 tests/test_gpu_tensorcore.py tests/test_gpu_launchers.py -k "not wgmma"
+      hopper_tests wgmma 300 tests/test_gpu_wgmma.py tests/test_gpu_launchers.py \
+        -k "wgmma and not persistent"
+      hopper_tests persistent 180 tests/test_gpu_wgmma.py -k persistent
       # wgmma.PERSISTENT set per run: the two builds of the wgmma kernel, timed alike
       bench_as() {  # PERSISTENT, output name, then bench arguments
         local p=$1 name=$2; shift 2
@@ -119,16 +128,16 @@ raise SystemExit(main(sys.argv[2:]))" "$p" bench "$@" --out "$OUT/hopper_${name}
       grid=(--seq "${SEQ:-512,1024,2048,4096,8192,16384}" --head-dim 64,128 --block-q 128
             --block-k 128 --dtype float16,bfloat16 --causal both --tokens 32768 --heads 1
             --reps 30 --budget 1)
-      bench_as 0 wgmma_p0 "${grid[@]}" --kernels tensorcore
-      bench_as 1 wgmma_p1 "${grid[@]}" --kernels tensorcore
-      bench_as 0 torch "${grid[@]}" --kernels torch
       small=(--seq 4096,8192,16384 --head-dim 128 --dtype float16 --causal both --batch 1
              --heads 4 --reps 30 --budget 1 --kernels tensorcore --block-q 128)
+      bench_as 0 wgmma_p0 "${grid[@]}" --kernels tensorcore
+      bench_as 0 torch "${grid[@]}" --kernels torch
       bench_as 0 bh4_mma "${small[@]}" --block-k 32
       bench_as 0 bh4_wgmma_p0 "${small[@]}" --block-k 128
+      bench_as 1 wgmma_p1 "${grid[@]}" --kernels tensorcore      # the persistent build last
       bench_as 1 bh4_wgmma_p1 "${small[@]}" --block-k 128
-      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_wgmma_p0_"$gpu".json \
-        "$OUT"/hopper_wgmma_p1_"$gpu".json "$OUT"/hopper_torch_"$gpu".json > "$OUT/hopper_parity.txt" 2>&1
+      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_wgmma_p*_"$gpu".json \
+        "$OUT"/hopper_torch_"$gpu".json > "$OUT/hopper_parity.txt" 2>&1
       python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh4_*_"$gpu".json > "$OUT/hopper_bh4.txt" 2>&1
       cat "$OUT/hopper_parity.txt" "$OUT/hopper_bh4.txt" ;;
     serve)
