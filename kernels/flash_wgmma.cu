@@ -1,11 +1,11 @@
 // Hopper (sm_90a) FlashAttention-2 forward pass on warpgroup MMA (float16 or bfloat16 in,
 // float32 accumulate).
 //
-// The work is Tr · batch·heads items, one per (query tile i, batch·head); item w maps to them
-// heaviest query tiles first under causal, by groups of bh_group batch·heads (common.cuh).
-// Each thread block runs one item (the grid lays them out in order), or, PERSISTENT, one
-// block per SM walks the items (struct Walk below), so the loads of its next item overlap
-// the epilogue of the current one. The block has 1 + Br / 64 warpgroups:
+// The work is Tr · batch·heads items, one per (query tile i, batch·head), taken in the launch
+// order of common.cuh (heaviest query tiles first under causal, by groups of bh_group
+// batch·heads). Each thread block runs one item (the grid lays them out in order), or,
+// PERSISTENT, one block per SM walks the items (struct Walk below), so the loads of its next
+// item overlap the epilogue of the current one. The block has 1 + Br / 64 warpgroups:
 //   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once per
 //     item and of K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes
 //     on an mbarrier ("full"); a buffer is refilled only after every consumer thread has
