@@ -56,7 +56,7 @@ for mode in "$@"; do
     tests)
       # the tests check the classroom limits, so they run without the sweep limits above
       nolimits=(env -u FA_LAB_MAX_QKV_ELEMENTS -u FA_LAB_MAX_NAIVE_BYTES -u FA_LAB_MAX_SWEEP_POINTS)
-      timeout "${TESTS_S:-300}" "${nolimits[@]}" python3 -m pytest -q -rs -p no:cacheprovider -m gpu tests/ \
+      timeout "${TESTS_S:-420}" "${nolimits[@]}" python3 -m pytest -q -rs -p no:cacheprovider -m gpu tests/ \
         > "$OUT/gpu_tests.log" 2>&1
       summary+=("gpu tests rc=$?: $(tail -1 "$OUT/gpu_tests.log")")
       timeout "${APPTEST_S:-300}" "${nolimits[@]}" python3 -m pytest -q -rs -p no:cacheprovider tests/test_app_pages.py \
