@@ -5,7 +5,7 @@ Orders:
 
   per-bh     one block per item, heaviest first within each batch·head (the kernel before)
   global     one block per item in the launch order of kernels/common.cuh: heaviest first
-             within groups of batch·heads of at least GROUP_WAVES waves
+             within groups of batch·heads of at least 4 waves
   strided    one block per SM, block b taking items b, b + SMs, b + 2·SMs, ... of that order
              (weighed on paper, not built: it gives every heavy round to the same blocks)
   persistent the PERSISTENT build: one block per SM; causal, group by group, one item of each
@@ -22,12 +22,7 @@ from __future__ import annotations
 import argparse
 import heapq
 
-from engine.gpu.launchers.core import GROUP_WAVES
-
-
-def group_size(tiles: int, sms: int) -> int:
-    """engine.gpu.launchers.core.causal_bh_group for a causal launch."""
-    return max(1, -(-GROUP_WAVES * sms // tiles))
+from engine.gpu.launchers.core import group_for
 
 
 def items(tiles: int, bh: int, causal: bool, order: str, sms: int) -> list[tuple[int, int]]:
@@ -36,7 +31,7 @@ def items(tiles: int, bh: int, causal: bool, order: str, sms: int) -> list[tuple
         return [(0, tiles)] * (tiles * bh)
     if order == "per-bh":
         return [(b, tiles - x) for b in range(bh) for x in range(tiles)]
-    group = group_size(tiles, sms)
+    group = group_for(tiles, sms)
     out = []
     for first in range(0, bh, group):
         n = min(group, bh - first)

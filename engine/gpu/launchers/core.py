@@ -140,10 +140,16 @@ NULL = np.uint64(0)    # a null pointer argument (trace buffers of an untraced b
 GROUP_WAVES = 4
 
 
+def group_for(query_tiles: int, sms: int) -> int:
+    """Batch·heads per group of a causal launch of `query_tiles` tiles per batch·head on a
+    GPU of `sms` SMs: enough for GROUP_WAVES waves of one block per SM."""
+    return max(1, -(-GROUP_WAVES * sms // query_tiles))
+
+
 def causal_bh_group(cfg: AttentionConfig, sms: int) -> int:
-    """Batch·heads per group of the launch order of cfg on a GPU of `sms` SMs: 1 when not
-    causal (batch·head by batch·head)."""
-    return max(1, -(-GROUP_WAVES * sms // cfg.Tr)) if cfg.causal else 1
+    """Batch·heads per group of the launch order of cfg: group_for under causal, 1 when not
+    (batch·head by batch·head)."""
+    return group_for(cfg.Tr, sms) if cfg.causal else 1
 
 
 def item_grid(cfg: AttentionConfig, sms: int) -> Callable[[int], tuple[int, int, int]]:

@@ -93,18 +93,18 @@ def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
     return out
 
 
-def grid(cfg: AttentionConfig, bh: int) -> tuple[int, ...]:
-    """The launch grid for bh batch·heads: one block per work item in launch order
-    (core.item_grid), or, PERSISTENT, one per SM (never more blocks than items)."""
+def grid(cfg: AttentionConfig, bh: int, sms: int) -> tuple[int, ...]:
+    """The launch grid for bh batch·heads on a GPU of `sms` SMs: one block per work item in
+    launch order (core.item_grid), or, PERSISTENT, one per SM (never more blocks than items)."""
     if PERSISTENT:
-        return (min(cfg.Tr * bh, live_gpu().sms), 1)
-    return core.item_grid(cfg, live_gpu().sms)(bh)
+        return (min(cfg.Tr * bh, sms), 1)
+    return core.item_grid(cfg, sms)(bh)
 
 
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     check_takes(cfg)
     b = build(cfg, trace)
-    return b.facts(b.compiled(), grid(cfg, cfg.bh))
+    return b.facts(b.compiled(), grid(cfg, cfg.bh, live_gpu().sms))
 
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
@@ -125,21 +125,22 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
               if trace else [core.NULL] * 7)
     scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
                np.int32(cfg.causal))
-    group = np.int32(core.causal_bh_group(cfg, live_gpu().sms))
+    sms = live_gpu().sms
+    group = np.int32(core.causal_bh_group(cfg, sms))
 
     def args_for(bh0, bh1):
         return (*maps, out["O"], out["lse"], *scalars, np.int32(bh0), np.int32(bh1 - bh0),
                 np.int32(cfg.Tr), group, *traced)
 
     if PERSISTENT:
-        launch_grid, args = grid(cfg, bh), args_for(0, bh)
+        launch_grid, args = grid(cfg, bh, sms), args_for(0, bh)
 
         def run():
             fn(launch_grid, (b.threads,), args, shared_mem=b.smem)
     else:
-        run = core.launch_loop(fn, b, cfg.Tr, bh, args_for, core.item_grid(cfg, live_gpu().sms))
+        run = core.launch_loop(fn, b, cfg.Tr, bh, args_for, core.item_grid(cfg, sms))
     run.operands = (Q, K, V)          # the tensor maps point into these: keep them alive
-    out["info"] = b.facts(fn, grid(cfg, bh))
+    out["info"] = b.facts(fn, grid(cfg, bh, sms))
     return run, out
 
 
