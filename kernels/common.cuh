@@ -48,6 +48,16 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
+// dst[0], dst[1] += x, y in global memory: one vector reduction where the GPU has it.
+__device__ __forceinline__ void red_add2(float* dst, float x, float y) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(x), "f"(y) : "memory");
+#else
+    atomicAdd(dst, x);
+    atomicAdd(dst + 1, y);
+#endif
+}
+
 // ---- reductions across the 32 lanes of a warp: every lane gets the result ----
 __device__ __forceinline__ float warp_max(float x) {
     for (int offset = 16; offset > 0; offset /= 2)

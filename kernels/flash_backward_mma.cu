@@ -91,16 +91,6 @@ __device__ __forceinline__ unsigned opaque(unsigned x) {
     return x;
 }
 
-// dst[0], dst[1] += x, y in global memory: one vector reduction where the GPU has it.
-__device__ __forceinline__ void red_add2(float* dst, float x, float y) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" :: "l"(dst), "f"(x), "f"(y) : "memory");
-#else
-    atomicAdd(dst, x);
-    atomicAdd(dst + 1, y);
-#endif
-}
-
 // D_r = sum_c dO[r, c] · O[r, c] for `rows` rows of d elements; d / 8 threads per row, 8
 // elements (16 bytes) each. The same threads zero the row's dQ accumulator.
 extern "C" __global__ void __launch_bounds__(256)
