@@ -42,6 +42,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     "backward mma.sync" (kernels/flash_backward_mma.cu): K_j, V_j, two buffers each of Q_i,
     dO_i and dS_ijᵀ (16-bit), two buffers each of lse_i and D_i (float32); dK_j, dV_j, S_ij
     and dP_ij live in registers.
+    "backward wgmma" (kernels/flash_backward_wgmma.cu): the same tiles, Q_i, dO_i, lse_i and
+    D_i in a two-stage ring that bulk tensor copies fill, the 16-bit ones in the 128-byte
+    swizzle, plus the mbarriers (128 bytes) and up to 1024 bytes to align the swizzle pattern.
     """
     Br, Bc, d, e = cfg.block_q, cfg.block_k, cfg.head_dim, cfg.itemsize
     if kernel == "teaching":
@@ -52,18 +55,21 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
         return {"K_j": Bc * row, "V_j": Bc * row, "Q_i": Br * row, "dO_i": Br * row,
                 "dK_j": Bc * d * 4, "dV_j": Bc * d * 4, "P_ij": Br * Bc * 4,
                 "dS_ij": Br * Bc * 4, "L_i": Br * 4, "D_i": Br * 4}
-    if kernel == "backward mma.sync":
-        return {"K_j": Bc * d * 2, "V_j": Bc * d * 2, "Q_i (2 buffers)": 2 * Br * d * 2,
-                "dO_i (2 buffers)": 2 * Br * d * 2, "dS_ij (2 buffers)": 2 * Bc * Br * 2,
-                "lse_i (2 buffers)": 2 * Br * 4, "D_i (2 buffers)": 2 * Br * 4}
+    if kernel in ("backward mma.sync", "backward wgmma"):
+        tiles = {"K_j": Bc * d * 2, "V_j": Bc * d * 2, "Q_i (2 buffers)": 2 * Br * d * 2,
+                 "dO_i (2 buffers)": 2 * Br * d * 2, "dS_ij (2 buffers)": 2 * Bc * Br * 2,
+                 "lse_i (2 buffers)": 2 * Br * 4, "D_i (2 buffers)": 2 * Br * 4}
+        if kernel == "backward wgmma":
+            return {**tiles, "mbarriers": 128, "swizzle alignment": 1024}
+        return tiles
     tiles = {"Q_i": Br * d * 2, "K_j (2 buffers)": 2 * Bc * d * 2,
              "V_j (2 buffers)": 2 * Bc * d * 2}
     if kernel == "mma.sync":
         return tiles
     if kernel == "wgmma":
         return {**tiles, "mbarriers": 128, "swizzle alignment": 1024}
-    raise ValueError(f"kernel must be teaching, backward teaching, backward mma.sync, mma.sync "
-                     f"or wgmma; got {kernel!r}.")
+    raise ValueError(f"kernel must be teaching, backward teaching, backward mma.sync, backward "
+                     f"wgmma, mma.sync or wgmma; got {kernel!r}.")
 
 
 def smem_bytes(cfg: AttentionConfig, kernel: str = "teaching") -> int:

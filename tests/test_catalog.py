@@ -9,7 +9,7 @@ from engine.config import AttentionConfig, ConfigError
 from engine.gpu import catalog
 
 H200 = engine.PROFILES["H200"]
-BUILDS = (catalog.MMA_SYNC, catalog.WGMMA)
+BUILDS = (catalog.MMA_SYNC, catalog.WGMMA, catalog.BACKWARD_MMA, catalog.BACKWARD_WGMMA)
 
 
 def config(**changes):
@@ -76,16 +76,63 @@ def test_bfloat16_runs_on_wgmma_on_hopper_and_on_mma_sync_elsewhere():
     assert catalog.tensorcore_build(cfg, hopper=True) is catalog.MMA_SYNC
 
 
-# ---- the tensor-core backward (kernels/flash_backward_mma.cu) --------------------------------
+# ---- the tensor-core backward (kernels/flash_backward_mma.cu, flash_backward_wgmma.cu) --------
 def test_every_backward_shape_fits_one_h200_block_and_takes_both_dtypes():
     from engine.gpu.launchers import backward_mma
     for d, bq, bk in catalog.BACKWARD_MMA.shapes:
         for dtype in ("float16", "bfloat16"):
             cfg = config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
-            assert catalog.backward_build(cfg) is catalog.BACKWARD_MMA
+            assert catalog.backward_build(cfg, hopper=False) is catalog.BACKWARD_MMA
             assert backward_mma.supported(cfg)
             assert iomodel.smem_budget(cfg, H200, "backward mma.sync").fits, cfg
             assert backward_mma.build(cfg).threads == bk // 16 * 32
+
+
+def test_wgmma_backward_shapes_run_on_wgmma_only_on_hopper():
+    from engine.gpu.launchers import backward_wgmma
+    assert catalog.BACKWARD_WGMMA.hopper_only
+    assert catalog.BACKWARD_WGMMA.source == "flash_backward_wgmma.cu"
+    for d, bq, bk in catalog.BACKWARD_WGMMA.shapes:
+        for dtype in ("float16", "bfloat16"):
+            cfg = config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
+            assert catalog.backward_build(cfg, hopper=True) is catalog.BACKWARD_WGMMA
+            # every wgmma shape has the mma.sync build to fall back on off Hopper
+            assert catalog.backward_build(cfg, hopper=False) is catalog.BACKWARD_MMA
+            b = backward_wgmma.build(cfg)
+            assert b.threads == 384 and b.function == "flash_backward_wgmma"
+            assert b.smem == iomodel.smem_bytes(cfg, "backward wgmma")
+            assert "-arch=sm_90a" in b.options and f"-DBF16={int(dtype == 'bfloat16')}" in b.options
+
+
+def test_mma_sync_only_backward_shapes_stay_on_mma_sync_on_hopper():
+    only_mma = [s for s in catalog.BACKWARD_MMA.shapes if s not in catalog.BACKWARD_WGMMA.shapes]
+    assert only_mma
+    for d, bq, bk in only_mma:
+        cfg = config(head_dim=d, block_q=bq, block_k=bk, dtype="bfloat16")
+        assert catalog.backward_build(cfg, hopper=True) is catalog.BACKWARD_MMA
+
+
+def test_backward_dispatch_follows_hopper_wgmma(monkeypatch):
+    """backward_mma.chosen: the wgmma build on Hopper for its shapes while HOPPER_WGMMA = 1,
+    the mma.sync build with 0 or on another GPU."""
+    from engine.gpu.launchers import backward_mma
+    cfg = config(head_dim=128, block_q=64, block_k=128)
+    for hopper, flag, want in ((True, 1, catalog.BACKWARD_WGMMA), (True, 0, catalog.BACKWARD_MMA),
+                               (False, 1, catalog.BACKWARD_MMA)):
+        monkeypatch.setattr(backward_mma, "device_is_hopper", lambda: hopper)
+        monkeypatch.setattr(backward_mma, "HOPPER_WGMMA", flag)
+        assert backward_mma.chosen(cfg) is want, (hopper, flag)
+
+
+def test_wgmma_backward_launcher_refuses_other_shapes_and_gpus(monkeypatch):
+    from engine.gpu.launchers import backward_wgmma
+    with pytest.raises(ConfigError, match="does not take .*block_q=64, block_k=64. It takes dtype "
+                                          "float16 or bfloat16: head_dim 64 with block_q×block_k "
+                                          "128×128"):
+        backward_wgmma.check_takes(config())
+    monkeypatch.setattr(backward_wgmma, "device_is_hopper", lambda: False)
+    with pytest.raises(ConfigError, match="needs a GPU of compute capability 9.x"):
+        backward_wgmma.check_takes(config(block_q=128, block_k=128))
 
 
 def test_backward_shared_memory_worked_by_hand():
@@ -110,6 +157,17 @@ def test_unsupported_backward_configs_are_refused_with_the_list(changes, named):
     msg = str(err.value)
     assert named in msg and catalog.backward_supported_text() in msg
     assert "head_dim 128 with block_q×block_k 64×128" in msg
+    for hopper in (False, True):          # the same refusal, naming both builds, on every GPU
+        with pytest.raises(ConfigError) as err:
+            catalog.backward_build(cfg, hopper)
+        assert str(err.value) == msg
+
+
+def test_backward_refusal_text_names_both_builds():
+    text = catalog.backward_supported_text()
+    assert text.startswith(catalog.BACKWARD_MMA.text())
+    assert "mma.sync kernel" in text and "compute capability 9.x the wgmma kernel" in text
+    assert catalog.BACKWARD_WGMMA.shapes_text() in text
 
 
 @pytest.mark.parametrize("hopper", [False, True])

@@ -5,6 +5,8 @@ kernel="teaching" takes any head_dim, tile size and dtype whose tiles fit the GP
 memory (engine.iomodel.smem_budget). kernel="tensorcore" names two builds: the mma.sync kernel
 (kernels/flash_tensorcore.cu, any GPU of compute capability 8.0 or later) and, on Hopper
 (compute capability 9.x), the warpgroup-MMA kernel (kernels/flash_wgmma.cu) for its shapes.
+Its backward pass likewise: kernels/flash_backward_mma.cu everywhere and, on Hopper for its
+shapes, kernels/flash_backward_wgmma.cu.
 """
 from __future__ import annotations
 
@@ -54,6 +56,13 @@ TENSORCORE_BUILDS = (WGMMA, MMA_SYNC)       # dispatch order: the first that tak
 BACKWARD_MMA = TensorCoreBuild(
     "backward mma.sync", "flash_backward_mma.cu", ("float16", "bfloat16"),
     ((64, 64, 64), (64, 64, 128), (64, 128, 128), (128, 64, 128)), hopper_only=False)
+# Its Hopper build (kernels/flash_backward_wgmma.cu): one producer warpgroup (bulk tensor
+# copies of Q_i, dO_i) and block_k / 64 consumer warpgroups of 64 keys each, the products on
+# warpgroup MMA; the shapes whose dK_j, dV_j, S_ijᵀ and dP_ijᵀ fit a consumer's registers.
+BACKWARD_WGMMA = TensorCoreBuild(
+    "backward wgmma", "flash_backward_wgmma.cu", ("float16", "bfloat16"),
+    ((64, 128, 128), (128, 64, 128)), hopper_only=True)
+BACKWARD_BUILDS = (BACKWARD_WGMMA, BACKWARD_MMA)   # dispatch order, as TENSORCORE_BUILDS
 
 
 def supported_text() -> str:
@@ -84,14 +93,17 @@ def tensorcore_build(cfg: AttentionConfig, hopper: bool) -> TensorCoreBuild:
 
 def backward_supported_text() -> str:
     """What the tensor-core backward takes, in words (its error messages)."""
-    return BACKWARD_MMA.text()
+    return (f"{BACKWARD_MMA.text()} (the mma.sync kernel; on GPUs of compute capability 9.x "
+            f"the wgmma kernel runs, in {' or '.join(BACKWARD_WGMMA.dtypes)}, "
+            f"{BACKWARD_WGMMA.shapes_text()})")
 
 
-def backward_build(cfg: AttentionConfig) -> TensorCoreBuild:
-    """The build of the tensor-core backward pass for cfg; ConfigError with the supported
-    list when it does not take cfg."""
-    if BACKWARD_MMA.takes(cfg):
-        return BACKWARD_MMA
+def backward_build(cfg: AttentionConfig, hopper: bool) -> TensorCoreBuild:
+    """The build of the tensor-core backward pass for cfg (hopper: the GPU is compute
+    capability 9.x); ConfigError with the supported list when none takes cfg."""
+    for build in BACKWARD_BUILDS:
+        if build.takes(cfg) and (hopper or not build.hopper_only):
+            return build
     raise _refusal(cfg, BACKWARD_MMA, "tensor-core backward kernel", backward_supported_text())
 
 

@@ -1,0 +1,83 @@
+"""Launcher of the Hopper warpgroup-MMA backward kernel, kernels/flash_backward_wgmma.cu, for
+the shapes engine.gpu.catalog.BACKWARD_WGMMA lists (reached through kernel="tensorcore",
+engine.gpu.launchers.backward_mma, which also runs the delta and dQ-cast kernels around it).
+
+The kernel needs compute capability 9.x (built for sm_90a: wgmma, setmaxnreg) and reads Q,
+K, V and dO through bulk tensor copies: each launch carries four tensor maps
+(engine.gpu.launchers.wgmma.tensor_map) spanning every batch·head, and the index of its first
+batch·head instead of sliced operands.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...config import AttentionConfig, ConfigError
+from ...iomodel import smem_bytes
+from ..catalog import BACKWARD_WGMMA
+from ..runtime import device_is_hopper
+from . import backward_mma, core
+from .wgmma import tensor_map
+
+FUNCTION = "flash_backward_wgmma"
+
+
+def threads(cfg: AttentionConfig) -> int:
+    """One producer warpgroup and block_k / 64 consumer warpgroups of 64 keys each."""
+    return 128 * (cfg.block_k // 64 + 1)
+
+
+def check_takes(cfg: AttentionConfig) -> None:
+    if not BACKWARD_WGMMA.takes(cfg):
+        raise ConfigError(f"The wgmma backward kernel does not take dtype={cfg.dtype}, "
+                          f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, block_k="
+                          f"{cfg.block_k}. It takes {BACKWARD_WGMMA.text()}.")
+    if not device_is_hopper():
+        raise ConfigError("The wgmma backward kernel needs a GPU of compute capability 9.x "
+                          "(Hopper).")
+
+
+def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
+    return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
+            f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}",
+            f"-DBF16={int(cfg.dtype == 'bfloat16')}")
+
+
+def build(cfg: AttentionConfig) -> core.Build:
+    return core.Build(BACKWARD_WGMMA.source, FUNCTION, compile_options(cfg), threads(cfg),
+                      smem_bytes(cfg, BACKWARD_WGMMA.name))
+
+
+def kernel_facts(cfg: AttentionConfig) -> dict:
+    check_takes(cfg)
+    b = build(cfg)
+    return b.facts(b.compiled(), (cfg.Tc, cfg.bh))
+
+
+def prepare_backward(cfg: AttentionConfig, Q, K, V, O, lse, dO, *, poison: bool = False):
+    """(run, outputs) as engine.gpu.launchers.backward_mma.prepare_backward describes them."""
+    check_takes(cfg)
+    b = build(cfg)
+    out, dQacc, flat = backward_mma.outputs(cfg, Q, K, V, O, lse, dO, poison)
+    fn = b.compiled()
+    maps = (tensor_map(flat["Q"], cfg.block_q, cfg.dtype),
+            tensor_map(flat["K"], cfg.block_k, cfg.dtype),
+            tensor_map(flat["V"], cfg.block_k, cfg.dtype),
+            tensor_map(flat["dO"], cfg.block_q, cfg.dtype))
+    scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
+               np.int32(cfg.causal))
+
+    # Every array is passed whole: the kernel indexes them with bh0 + its batch·head.
+    def args_for(bh0, bh1):
+        return (*maps, flat["lse"], flat["delta"], dQacc, flat["dK"], flat["dV"], *scalars,
+                np.int32(bh0))
+
+    backward = core.launch_loop(fn, b, cfg.Tc, cfg.bh, args_for)
+    run = backward_mma.between_helpers(cfg, O, dO, out, dQacc, backward)
+    run.operands = (Q, K, V, dO)      # the tensor maps point into these: keep them alive
+    out["info"] = b.facts(fn, (cfg.Tc, cfg.bh))
+    return run, out
+
+
+def launch_backward(cfg: AttentionConfig, Q, K, V, O, lse, dO, *, poison: bool = False) -> dict:
+    """Run the backward once: dict(dQ=, dK=, dV=, delta=, info=) of CuPy arrays (and facts)."""
+    return core.launch_once(prepare_backward, cfg, Q, K, V, O, lse, dO, poison=poison)
