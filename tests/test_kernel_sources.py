@@ -91,6 +91,15 @@ def backward_mma_examples():
             for d, bq, bk in catalog.BACKWARD_MMA.shapes for dt in catalog.BACKWARD_MMA.dtypes]
 
 
+def backward_wgmma_examples():
+    """Every catalogued build of the Hopper backward, in both dtypes; the launcher's own -arch
+    option is replaced by the sm_90a target below."""
+    from engine.gpu.launchers import backward_wgmma
+    return [tuple(o for o in backward_wgmma.compile_options(
+                cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt)) if not o.startswith("-arch"))
+            for d, bq, bk in catalog.BACKWARD_WGMMA.shapes for dt in catalog.BACKWARD_WGMMA.dtypes]
+
+
 def decode_examples():
     """The Flash-Decoding kernel in float16 and bfloat16 at head_dim 64 and 128 (one query
     row per block, contiguous; four rows of a GQA group, paged), and the extremes: float32 at
@@ -106,10 +115,12 @@ def decode_examples():
     return [decode.compile_options(DecodeConfig(**kw)) for kw in shapes]
 
 
+SM90A_SOURCES = (catalog.WGMMA.source, catalog.BACKWARD_WGMMA.source)
+
+
 def nvcc(source, options):
     # wgmma needs the architecture-specific sm_90a target; everything else builds for sm_90.
-    arch = "-gencode=arch=compute_90a,code=sm_90a" if source == "flash_wgmma.cu" else \
-        "-arch=sm_90"
+    arch = "-gencode=arch=compute_90a,code=sm_90a" if source in SM90A_SOURCES else "-arch=sm_90"
     cmd = [NVCC, arch, "-c", str(KERNEL_DIR / source), "-o", "/dev/null", *options]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
@@ -118,7 +129,8 @@ def examples_of(source: str) -> list:
     """The compile options a source is checked with: the catalogued builds for the tensor-core
     kernels, EXAMPLES for the others."""
     built = {"flash_tensorcore.cu": tensorcore_examples, "flash_wgmma.cu": wgmma_examples,
-             "flash_backward_mma.cu": backward_mma_examples, "flash_decode.cu": decode_examples}
+             "flash_backward_mma.cu": backward_mma_examples,
+             "flash_backward_wgmma.cu": backward_wgmma_examples, "flash_decode.cu": decode_examples}
     return built[source]() if source in built else EXAMPLES[source]
 
 
@@ -145,6 +157,16 @@ def test_backward_mma_builds_keep_everything_in_registers(options):
     assert "0 bytes spill stores, 0 bytes spill loads" in report[0], (options, report)
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("options", backward_wgmma_examples(), ids=" ".join)
+def test_backward_wgmma_builds_keep_everything_in_registers(options):
+    done = nvcc("flash_backward_wgmma.cu", (*options, "-Xptxas", "-v"))
+    assert done.returncode == 0, done.stderr
+    report = done.stderr.split("Function properties for flash_backward_wgmma")[1].split("ptxas")[:2]
+    assert "0 bytes spill stores, 0 bytes spill loads" in report[0], (options, report)
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
 def test_missing_defines_fail_with_a_message():
     done = nvcc("flash_teaching.cu", ("-DBLOCK_Q=64",))
@@ -164,7 +186,7 @@ def required_defines(source):
 @pytest.mark.parametrize("source", ["flash_teaching.cu", "flash_tensorcore.cu",
                                     "naive_softmax.cu", "flash_backward_teaching.cu",
                                     "naive_backward.cu", "flash_backward_mma.cu",
-                                    "flash_decode.cu"])
+                                    "flash_backward_wgmma.cu", "flash_decode.cu"])
 def test_launcher_options_define_every_macro_the_source_requires(source):
     options = examples_of(source)
     need = required_defines(source)
