@@ -17,17 +17,20 @@
 //       dV_j += P_ijᵀ dO_i,  dK_j += dS_ijᵀ Q_i      (P, dS straight from the accumulators)
 //       dQ_i += dS_ij K_j                          (dS_ij through shared memory, stored
 //                                                   transposed by stmatrix; each consumer
-//                                                   takes a 64-row or 64-column part and
-//                                                   adds it to the float32 accumulator in HBM
-//                                                   with red.global.add, as the mma.sync
-//                                                   backward does)
+//                                                   takes a 64-row or 64-column part)
+//     and dQ_i's parts are added to the float32 accumulator in HBM with red.global.add:
+//     DQ_WRITER 0, by the consumers from their registers (as the mma.sync backward does);
+//     DQ_WRITER 1, by warp 2 of the producer warpgroup, from a float32 staging tile in
+//     shared memory that the consumers fill ("dq_full") and reuse once it is read
+//     ("dq_empty"): each lane issues bulk reductions (cp.reduce.async.bulk) of whole rows,
+//     and the consumers go on to the next tile.
 // Shared-memory tiles are 64-column (128-byte) slabs in the 128-byte swizzle that the copy
 // engine writes and wgmma reads (16-byte chunk c of row r sits at chunk c XOR (r mod 8)).
 // Rows past seq_q / seq_k arrive as zeros; P is zeroed where masked (causal diagonal tiles,
 // ragged last tiles), so those rows add nothing.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc: 128, two
-// consumers), BF16 (0: float16, 1: bfloat16). (HEAD_DIM, Br) is (64, 128) or (128, 64): the
+// consumers), BF16 (0: float16, 1: bfloat16), DQ_WRITER (0 or 1, as above). (HEAD_DIM, Br) is (64, 128) or (128, 64): the
 // shapes whose accumulators fit the consumers' 240 registers.
 
 #ifndef HEAD_DIM
@@ -41,6 +44,9 @@
 #endif
 #ifndef BF16
 #define BF16 0
+#endif
+#ifndef DQ_WRITER
+#define DQ_WRITER 0
 #endif
 #if BF16
 #define MMA_TYPES ".f32.bf16.bf16 "
@@ -60,14 +66,20 @@ constexpr int SLAB_DS = Br * 128;               // ... of dS_ij (64 keys a slab)
 constexpr int Q_BYTES = Br * d * 2;
 constexpr int KV_BYTES = Bc * d * 2;
 constexpr int DS_BYTES = Br * Bc * 2;
+constexpr int DQ_PITCH = d + 8;                 // floats per staged dQ_i row (+8: fewer bank conflicts)
 constexpr int S_REGS = Br / 2;                  // S_ijᵀ (or dP_ijᵀ) accumulators: 64 x Br
 constexpr int G_REGS = d / 2;                   // dK_j (or dV_j) accumulators: 64 x d
 // dQ_i (Br x d) parts: with Br = 64 · CONSUMERS each consumer takes 64 rows and every
 // column; with Br = 64, 64 columns each. Either way a 64 x 64 product over all Bc keys.
 constexpr bool DQ_BY_ROWS = Br == 64 * CONSUMERS;
 constexpr float LOG2E = 1.4426950408889634f;
-constexpr int PRODUCER_REGS = 24;
-constexpr int CONSUMER_REGS = 240;
+// Register budgets after setmaxnreg (multiples of 8): the block starts with 168 a thread
+// (64K / THREADS, rounded down to 8) and the two budgets share exactly that; head_dim 64's
+// consumers need fewer, which leaves the producer's bulk-reduction lanes enough.
+constexpr int LAUNCH_REGS = 65536 / THREADS / 8 * 8;
+constexpr int CONSUMER_REGS = d == 128 ? 240 : 232;
+constexpr int PRODUCER_REGS = (LAUNCH_REGS * THREADS - CONSUMER_REGS * CONSUMERS * 128) / 128;
+static_assert(PRODUCER_REGS >= 24 && PRODUCER_REGS % 8 == 0, "register budgets");
 
 static_assert(Bc == 128, "BLOCK_K must be 128 (two consumer warpgroups)");
 static_assert((d == 64 && Br == 128) || (d == 128 && Br == 64),
@@ -95,7 +107,8 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
     const bool has_work = i_first < Tr;
 
     // Shared memory from a 1024-byte boundary (the swizzle pattern's period): K_j, V_j, the
-    // stages of Q_i and dO_i, two dS_ij buffers, the stages of lse_i and D_i, the mbarriers.
+    // stages of Q_i and dO_i, two dS_ij buffers, the stages of lse_i and D_i, the staged
+    // dQ_i (float32, Br rows of DQ_PITCH), the mbarriers.
     const unsigned raw = smem_addr(smem_raw);
     const unsigned base = (raw + 1023) & ~1023u;
     const unsigned sK = base;
@@ -105,15 +118,19 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
     const unsigned sdS = sdO + STAGES * Q_BYTES;
     const unsigned sL = sdS + 2 * DS_BYTES;
     const unsigned sD = sL + STAGES * Br * 4;
-    const unsigned bars = sD + STAGES * Br * 4;
-    float* const L_stage = (float*)(smem_raw + (sL - raw));     // generic pointers to sL, sD
+    const unsigned sdQ = sD + STAGES * Br * 4;
+    const unsigned bars = sdQ + Br * DQ_PITCH * 4;
+    float* const L_stage = (float*)(smem_raw + (sL - raw));     // generic pointers
     float* const D_stage = (float*)(smem_raw + (sD - raw));
-    const unsigned kv_full = bars;
-    auto full = [&](int s) { return bars + 8 * (1 + s); };
-    auto empty = [&](int s) { return bars + 8 * (1 + STAGES + s); };
+    float* const dQ_stage = (float*)(smem_raw + (sdQ - raw));
+    const unsigned kv_full = bars, dq_full = bars + 8, dq_empty = bars + 16;
+    auto full = [&](int s) { return bars + 8 * (3 + s); };
+    auto empty = [&](int s) { return bars + 8 * (3 + STAGES + s); };
 
     if (tid == 0) {
         mbar_init(kv_full, 1);
+        mbar_init(dq_full, CONSUMERS * 128);
+        mbar_init(dq_empty, 32);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(full(s), 1 + 32);            // thread 0's copies and warp 1's lanes
             mbar_init(empty(s), CONSUMERS * 128);
@@ -158,6 +175,20 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
                 }
                 mbar_arrive(full(s));       // release: the stores above come first
             }
+        } else if (DQ_WRITER && warp == 2) {
+            // Warp 2: each staged dQ_i into the float32 accumulator, a bulk reduction per
+            // row (lane l: rows l, l + 32, ...); once they have read the stage, it is free.
+            for (int i = i_first, u = 0; i < Tr; ++i, ++u) {
+                mbar_wait(dq_full, u & 1);
+                float* dQb = dQacc + ((u64)bh * seq_q + i * Br) * d;
+                const int rows = min(Br, seq_q - i * Br);
+                for (int r = lane; r < rows; r += 32)
+                    bulk_add_f32(dQb + (u64)r * d, sdQ + r * DQ_PITCH * 4, d * 4);
+                bulk_commit();
+                bulk_wait_read();
+                mbar_arrive(dq_empty);
+            }
+            bulk_wait_all();                // the reductions are done before the block ends
         }
         return;
     }
@@ -294,16 +325,31 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
         reg_fence(dV_acc);
         mbar_arrive(empty(s));                   // Q_i, dO_i, lse_i, D_i are no longer read
 
-        // dQ_i part into the float32 accumulator (scale applied by backward_dq_cast).
-        float* dQb = dQacc + ((u64)bh * seq_q + q0 + dq_row0) * d + dq_col0;
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int r = wq * 16 + g + 8 * h;
-            if (q0 + dq_row0 + r < seq_q) {
+        // dQ_i part into the float32 accumulator (scale applied by backward_dq_cast): from
+        // here, or staged for the producer's warps 2 and 3 once they have read the last one.
+        if constexpr (DQ_WRITER) {
+            if (u > 0) mbar_wait(dq_empty, (u - 1) & 1);
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                float* row = dQ_stage + (dq_row0 + wq * 16 + g + 8 * h) * DQ_PITCH + dq_col0 + 2 * t;
                 #pragma unroll
                 for (int nn = 0; nn < 8; ++nn)
-                    red_add2(dQb + (u64)r * d + nn * 8 + 2 * t, dQ_part[4 * nn + 2 * h],
-                             dQ_part[4 * nn + 2 * h + 1]);
+                    *(float2*)(row + nn * 8) = make_float2(dQ_part[4 * nn + 2 * h],
+                                                           dQ_part[4 * nn + 2 * h + 1]);
+            }
+            fence_proxy_async();                 // the stores are visible to the bulk copies
+            mbar_arrive(dq_full);
+        } else {
+            float* dQb = dQacc + ((u64)bh * seq_q + q0 + dq_row0) * d + dq_col0;
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int r = wq * 16 + g + 8 * h;
+                if (q0 + dq_row0 + r < seq_q) {
+                    #pragma unroll
+                    for (int nn = 0; nn < 8; ++nn)
+                        red_add2(dQb + (u64)r * d + nn * 8 + 2 * t, dQ_part[4 * nn + 2 * h],
+                                 dQ_part[4 * nn + 2 * h + 1]);
+                }
             }
         }
     }

@@ -118,6 +118,23 @@ __device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, const unsigned 
     asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
                  :: "r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
+// global[dst .. dst + bytes) += shared[src ..) as float32, asynchronously (bytes: a multiple
+// of 16, both addresses 16-byte aligned); completes with this thread's bulk_group.
+__device__ __forceinline__ void bulk_add_f32(float* dst, unsigned src, unsigned bytes) {
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;"
+                 :: "l"(dst), "r"(src), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() {
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Wait until this thread's committed bulk copies have read their shared-memory sources.
+__device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+// ... and until they are complete.
+__device__ __forceinline__ void bulk_wait_all() {
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
 // This thread's generic-proxy writes to shared memory become visible to the async proxy
 // (wgmma operands, bulk copies) of later operations.
 __device__ __forceinline__ void fence_proxy_async() {
