@@ -10,6 +10,13 @@
 #             backends (bench_<gpu>_forward.json)
 #   backward  backward sweep: naive, teaching and tensor-core backward beside PyTorch's
 #             (bench_<gpu>_backward.json)
+#   bwd-wgmma issue 10 on Hopper: the backward gpu tests (both builds of the tensor-core
+#             backward, the wgmma one on Hopper), then the backward sweep at the wgmma
+#             backward's shapes (d 64: 128×128, d 128: 64×128; N 1024-16384, float16 and
+#             bfloat16, causal and not, the backward mode's sizes) for the wgmma build with
+#             PyTorch's flash and cuDNN lines, and for the mma.sync build
+#             (backward_mma.HOPPER_WGMMA = 0); bench_<gpu>_backward_{wgmma,mma}.json; the
+#             table of benchmarks/backward_parity.py last
 #   tiles     tile-size grid of the teaching and tensor-core kernels (tiles_<gpu>.json)
 #   fairness  the naive baseline against PyTorch's matmul-softmax-matmul (fairness_<gpu>.json)
 #   schedule  traced runs whose block-to-SM schedules the Kernel page shows (schedule_*.json)
@@ -83,6 +90,39 @@ for mode in "$@"; do
       python3 -m engine merge "$OUT/backward_d64.json" "$OUT/backward_d128.json" \
         --out "$OUT/bench_${gpu}_backward.json"
       tail -100 "$OUT/backward.log" ;;
+    bwd-wgmma)
+      # step limits sum to 9 minutes (270 + 2·75 + 2·60 s): a hang costs only its step, a
+      # cut sweep keeps the points it timed (bench writes its file after every configuration)
+      timeout "${BWD_TESTS_S:-270}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+        -p no:cacheprovider -m gpu tests/test_gpu_backward_mma.py tests/test_gpu_backward.py \
+        > "$OUT/bwd_wgmma_tests.log" 2>&1
+      summary+=("backward gpu tests rc=$?: $(tail -1 "$OUT/bwd_wgmma_tests.log")")
+      # backward_mma.HOPPER_WGMMA set per run: the two builds of the tensor-core backward
+      bwd_as() {  # HOPPER_WGMMA, build, limit, kernels, head_dim, block_q, block_k
+        local w=$1 build=$2 limit=$3 kernels=$4 d=$5 bq=$6 bk=$7
+        timeout "$limit" python3 -c "import sys
+from engine.gpu.launchers import backward_mma
+backward_mma.HOPPER_WGMMA = int(sys.argv[1])
+from engine.cli import main
+raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward \
+          --seq "${SEQ:-1024,2048,4096,8192,16384}" --head-dim "$d" --block-q "$bq" --block-k "$bk" \
+          --dtype float16,bfloat16 --causal both --tokens 32768 --kernels "$kernels" --reps 20 \
+          --budget 1 --out "$OUT/bwd_${build}_d$d.json" >> "$OUT/bwd_wgmma.log" 2>> "$OUT/bwd_wgmma_progress.log"
+        summary+=("backward $build d=$d rc=$?")
+      }
+      for shape in "64 128 128" "128 64 128"; do
+        bwd_as 1 wgmma "${BWD_WGMMA_S:-75}" tensorcore,torch_flash,torch_cudnn $shape
+      done
+      for shape in "64 128 128" "128 64 128"; do
+        bwd_as 0 mma "${BWD_MMA_S:-60}" tensorcore $shape
+      done
+      for build in wgmma mma; do
+        python3 -m engine merge "$OUT/bwd_${build}_d64.json" "$OUT/bwd_${build}_d128.json" \
+          --out "$OUT/bench_${gpu}_backward_${build}.json" > /dev/null
+      done
+      python3 benchmarks/backward_parity.py --wgmma "$OUT"/bwd_wgmma_d*.json \
+        --mma "$OUT"/bwd_mma_d*.json > "$OUT/bwd_wgmma_parity.txt" 2>&1
+      cat "$OUT/bwd_wgmma_parity.txt" ;;
     tiles)
       timeout "${TILES_S:-200}" python3 -m engine tiles --seq 4096 --head-dim 64 \
         --dtype float16 --out "$OUT/tiles_${gpu}.json" > "$OUT/tiles.log" 2>&1
@@ -175,7 +215,7 @@ for _ in range(240):
       for f in "$OUT"/server_load_*.json; do
         python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].rsplit('/',1)[-1], d['runs_per_s'], 'runs/s p50/p95/p99', d['p50_ms_to_finished_run'], d['p95_ms_to_finished_run'], d['p99_ms_to_finished_run'], 'ms; first', d['first_page_ms'], 'later', d['later_actions_ms'], 'cpu/run', d['cpu_ms_per_run'], 'ms; errors', d['error_count'], 'wrong', d['wrong_count'], 'exc', d['exceptions'], 'rss', d['server_rss_peak_mb'], 'MB; gpu', d['gpu_busy_fraction'])" "$f"
       done ;;
-    *) echo "unknown mode $mode (tests, forward, backward, tiles, fairness, schedule, decode, hopper, serve)"; exit 2 ;;
+    *) echo "unknown mode $mode (tests, forward, backward, bwd-wgmma, tiles, fairness, schedule, decode, hopper, serve)"; exit 2 ;;
   esac
 done
 echo "---- summary"

@@ -33,8 +33,8 @@ from .config import BLOCK_SIZES, DIRECTIONS, DTYPES, HEAD_DIMS, AttentionConfig
 from .inputs import make_dout, make_inputs
 from .results import timing_record
 
-KERNEL_CHOICES = ("naive", "teaching", "tensorcore", "torch")
 TORCH_LINES = ("torch_flash", "torch_cudnn", "torch_math")
+KERNEL_CHOICES = ("naive", "teaching", "tensorcore", "torch", *TORCH_LINES)
 
 
 def _ints(text: str) -> list[int]:
@@ -435,7 +435,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--dtype", type=_names(DTYPES), default=["float16"])
     b.add_argument("--causal", type=_causal, default=[False], help="both, true or false")
     b.add_argument("--kernels", type=_names(KERNEL_CHOICES), default=["naive", "teaching"],
-                   help="naive, teaching, tensorcore, torch (adds the SDPA backends)")
+                   help="naive, teaching, tensorcore, torch (adds the SDPA backends), or "
+                        "one SDPA backend: torch_flash, torch_cudnn, torch_math")
     b.add_argument("--block-q", type=int, default=64, choices=BLOCK_SIZES)
     b.add_argument("--block-k", type=int, default=64, choices=BLOCK_SIZES)
     b.add_argument("--tokens", type=int, default=16384,

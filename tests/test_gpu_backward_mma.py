@@ -1,6 +1,8 @@
-"""Tensor-core backward kernel (kernels/flash_backward_mma.cu through
-engine.gpu.launchers.backward_mma) on a GPU: dQ, dK, dV and delta against float64 gradients
-derived here by hand and against torch.autograd, every output poisoned before launch.
+"""Tensor-core backward kernels through engine.gpu.launchers.backward_mma on a GPU — the
+mma.sync build (kernels/flash_backward_mma.cu) everywhere and, on Hopper, the wgmma build
+(kernels/flash_backward_wgmma.cu) for its shapes: dQ, dK, dV and delta against float64
+gradients derived here by hand and against torch.autograd, every output poisoned before
+launch, and each test asserting which kernel ran.
 
 O and lse are the float64 forward's (O rounded to the dtype, lse to float32), so these tests
 see the backward kernel alone."""
@@ -10,7 +12,8 @@ import pytest
 import engine
 from engine.config import ConfigError
 from engine.gpu import catalog
-from engine.gpu.launchers import backward_mma
+from engine.gpu.launchers import backward_mma, backward_wgmma, core
+from engine.gpu.runtime import device_is_hopper
 from engine.inputs import make_dout
 from reference import attention64, rel_err, scores64
 import seeds
@@ -18,6 +21,33 @@ import seeds
 pytestmark = pytest.mark.gpu
 RNG = seeds.rng(10_3)
 GRAD_TOL = 1e-2        # float16 / bfloat16 gradients against float64 (issue 10)
+BUILDS = {"mma.sync": catalog.BACKWARD_MMA, "wgmma": catalog.BACKWARD_WGMMA}
+
+
+@pytest.fixture(params=list(BUILDS))
+def build(request, monkeypatch):
+    """Each backward build in turn, chosen as benchmarks choose it (backward_mma.HOPPER_WGMMA
+    0 or 1); the wgmma one only on Hopper. A test skips the build where it does not take its
+    config (uses(build, cfg)) and asserts the kernel that ran (ran(build, info))."""
+    want = BUILDS[request.param]
+    if want.hopper_only and not device_is_hopper():
+        pytest.skip(f"the {want.name} backward needs a GPU of compute capability 9.x")
+    monkeypatch.setattr(backward_mma, "HOPPER_WGMMA", int(want is catalog.BACKWARD_WGMMA))
+    return want
+
+
+def uses(build, cfg):
+    """Skip unless `build` takes cfg (the mma.sync build takes every catalogued shape)."""
+    if not build.takes(cfg):
+        pytest.skip(f"the {build.name} backward does not take {cfg.head_dim}, {cfg.block_q}×"
+                    f"{cfg.block_k}, {cfg.dtype}")
+    assert backward_mma.chosen(cfg) is build
+
+
+def ran(build, info):
+    """The compile facts name the build's source and its threads per block."""
+    assert info["kernel_source"] == f"kernels/{build.source}", info
+    return info
 
 
 def config(**changes):
@@ -44,6 +74,13 @@ def gradients64(q, k, v, dout, scale, causal):
             D.reshape(B, H, -1))
 
 
+def threads_of(build, cfg):
+    """Threads per block: block_k / 16 warps (mma.sync); one producer and block_k / 64
+    consumer warpgroups (wgmma)."""
+    return backward_wgmma.threads(cfg) if build is catalog.BACKWARD_WGMMA else \
+        cfg.block_k // 16 * 32
+
+
 def run_backward(cfg, q, k, v, dout, flat=False):
     """The launcher's outputs as NumPy (B, H, N, ·) arrays; O and lse from float64."""
     import cupy
@@ -68,6 +105,8 @@ CASES = [
     (64, 64, 128, 200, 450, True),
     (64, 64, 128, 70, 513, False),
     (64, 128, 128, 333, 100, True),
+    (64, 128, 128, 200, 328, False),
+    (64, 128, 128, 200, 328, True),
     (64, 128, 128, 1, 1, False),
     (128, 64, 128, 190, 190, True),
     (128, 64, 128, 129, 65, False),
@@ -78,13 +117,14 @@ CASES = [
 
 @pytest.mark.parametrize("dtype", catalog.BACKWARD_MMA.dtypes)
 @pytest.mark.parametrize("d,bq,bk,nq,nk,causal", CASES)
-def test_gradients_match_float64(d, bq, bk, nq, nk, causal, dtype):
+def test_gradients_match_float64(build, d, bq, bk, nq, nk, causal, dtype):
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=nq, seq_k=nk, causal=causal,
                  dtype=dtype)
+    uses(build, cfg)
     q, k, v = engine.make_inputs(cfg)
     dout = make_dout(cfg)
     got, O, info = run_backward(cfg, q, k, v, dout)
-    assert info["threads_per_block"] == bk // 16 * 32
+    assert ran(build, info)["threads_per_block"] == threads_of(build, cfg)
     want, _ = gradients64(q, k, v, dout, cfg.softmax_scale, causal)
     for name in ("dQ", "dK", "dV"):
         assert got[name].dtype == np.dtype(dtype), name
@@ -99,19 +139,24 @@ def test_gradients_match_float64(d, bq, bk, nq, nk, causal, dtype):
 
 @pytest.mark.parametrize("dtype", catalog.BACKWARD_MMA.dtypes)
 @pytest.mark.parametrize("d,bq,bk", catalog.BACKWARD_MMA.shapes)
-def test_builds_keep_everything_in_registers(d, bq, bk, dtype):
+def test_builds_keep_everything_in_registers(build, d, bq, bk, dtype):
     # as compiled here (NVRTC), not only by nvcc (tests/test_kernel_sources.py)
-    facts = backward_mma.kernel_facts(config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype))
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
+    uses(build, cfg)
+    facts = ran(build, backward_mma.kernel_facts(cfg))
     assert facts["local_bytes_per_thread"] == 0, facts
+    assert facts["threads_per_block"] == threads_of(build, cfg), facts
 
 
-def test_flat_layout_gives_the_same_gradients():
+def test_flat_layout_gives_the_same_gradients(build):
     cfg = config(head_dim=128, block_q=64, block_k=128, seq_q=150, seq_k=220, causal=True,
                  dtype="bfloat16")
+    uses(build, cfg)
     q, k, v = engine.make_inputs(cfg)
     dout = make_dout(cfg)
-    four, _, _ = run_backward(cfg, q, k, v, dout)
+    four, _, info = run_backward(cfg, q, k, v, dout)
     flat, _, _ = run_backward(cfg, q, k, v, dout, flat=True)
+    ran(build, info)
     for name in four:
         # dQ sums key tiles in whatever order the blocks run: equal up to float32 rounding
         tol = 1e-2 if name == "dQ" else 0.0
@@ -120,17 +165,19 @@ def test_flat_layout_gives_the_same_gradients():
 
 
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("d,bk", [(64, 64), (128, 128)])
-def test_gradients_match_torch_autograd(d, bk, causal):
+@pytest.mark.parametrize("d,bq,bk", [(64, 64, 64), (64, 128, 128), (128, 64, 128)])
+def test_gradients_match_torch_autograd(build, d, bq, bk, causal):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("PyTorch sees no CUDA device")
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    cfg = config(head_dim=d, block_q=64, block_k=bk, seq_q=333, seq_k=290, causal=causal,
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=333, seq_k=290, causal=causal,
                  scale=0.2)
+    uses(build, cfg)
     q, k, v = engine.make_inputs(cfg)
     dout = make_dout(cfg)
-    got, _, _ = run_backward(cfg, q, k, v, dout)
+    got, _, info = run_backward(cfg, q, k, v, dout)
+    ran(build, info)
     tq, tk, tv = (torch.tensor(x.astype(np.float32), device="cuda", requires_grad=True)
                   for x in (q, k, v))
     with sdpa_kernel(SDPBackend.MATH):
@@ -142,16 +189,61 @@ def test_gradients_match_torch_autograd(d, bk, causal):
         assert err <= GRAD_TOL, (name, err, cfg)
 
 
-def test_no_nan_at_logit_scale_1e4():
-    cfg = config(head_dim=64, block_q=64, block_k=64, seq_q=300, seq_k=260, causal=True,
+@pytest.mark.parametrize("d,bq,bk", [(64, 64, 64), (64, 128, 128), (128, 64, 128)])
+def test_no_nan_at_logit_scale_1e4(build, d, bq, bk):
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=300, seq_k=260, causal=True,
                  logit_scale=1e4)
+    uses(build, cfg)
     q, k, v = engine.make_inputs(cfg)
     dout = make_dout(cfg)
-    got, _, _ = run_backward(cfg, q, k, v, dout)
+    got, _, info = run_backward(cfg, q, k, v, dout)
+    ran(build, info)
     for name in ("dQ", "dK", "dV", "delta"):
         assert np.isfinite(got[name].astype(np.float32)).all(), (name, cfg)
     want, _ = gradients64(q, k, v, dout, cfg.softmax_scale, True)
     assert rel_err(got["dV"], want["dV"]) <= GRAD_TOL, cfg
+
+
+@pytest.mark.parametrize("d,bq,bk", catalog.BACKWARD_WGMMA.shapes)
+def test_launches_of_a_few_batch_heads_each_index_the_right_ones(build, monkeypatch, d, bq, bk):
+    """B·H = 9 distinct batch·heads cut into launches of 4, 4 and 1 (core.MAX_GRID_Y lowered):
+    each batch·head's gradients match its own float64 ones, and dK, dV equal a single launch's
+    bit for bit (one block writes each), dQ up to the order of the float32 additions."""
+    cfg = config(batch=3, heads=3, head_dim=d, block_q=bq, block_k=bk, seq_q=200, seq_k=328,
+                 causal=True, dtype="bfloat16")
+    uses(build, cfg)
+    q, k, v = engine.make_inputs(cfg)
+    dout = make_dout(cfg)
+    whole, _, _ = run_backward(cfg, q, k, v, dout)
+    monkeypatch.setattr(core, "MAX_GRID_Y", 4)
+    cut, _, info = run_backward(cfg, q, k, v, dout)
+    ran(build, info)
+    want, _ = gradients64(q, k, v, dout, cfg.softmax_scale, True)
+    for name in ("dQ", "dK", "dV"):
+        for b in range(cfg.batch):
+            for h in range(cfg.heads):
+                err = rel_err(cut[name][b, h], want[name][b, h])
+                assert err <= GRAD_TOL, (name, b, h, err, cfg)
+    for name in ("dK", "dV", "delta"):
+        assert np.array_equal(cut[name], whole[name]), (name, cfg)
+    assert rel_err(cut["dQ"], whole["dQ"]) <= 1e-2, cfg
+
+
+def test_wgmma_agrees_with_mma_sync_at_n_1024(monkeypatch):
+    """The two builds on the same problem, N = 1024, B·H = 4: within 2e-2 of each other."""
+    if not device_is_hopper():
+        pytest.skip("the wgmma backward needs a GPU of compute capability 9.x")
+    cfg = config(head_dim=64, block_q=128, block_k=128, seq_q=1024, seq_k=1024, causal=False)
+    q, k, v = engine.make_inputs(cfg)
+    dout = make_dout(cfg)
+    got = {}
+    for flag, want in ((1, catalog.BACKWARD_WGMMA), (0, catalog.BACKWARD_MMA)):
+        monkeypatch.setattr(backward_mma, "HOPPER_WGMMA", flag)
+        got[want.name], _, info = run_backward(cfg, q, k, v, dout)
+        ran(want, info)
+    for name in ("dQ", "dK", "dV", "delta"):
+        err = rel_err(got["backward wgmma"][name], got["backward mma.sync"][name])
+        assert err <= 2e-2, (name, err, cfg)
 
 
 def test_wrong_operands_are_refused():
