@@ -45,7 +45,7 @@ def uses(build, cfg):
 
 
 def ran(build, info):
-    """The compile facts name the build's source and its threads per block."""
+    """The compile facts `info` name the build's source: that build ran."""
     assert info["kernel_source"] == f"kernels/{build.source}", info
     return info
 
