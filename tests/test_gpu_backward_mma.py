@@ -229,6 +229,26 @@ def test_launches_of_a_few_batch_heads_each_index_the_right_ones(build, monkeypa
     assert rel_err(cut["dQ"], whole["dQ"]) <= 1e-2, cfg
 
 
+@pytest.mark.parametrize("dq_writer", [0, 1])
+@pytest.mark.parametrize("d,bq,bk", catalog.BACKWARD_WGMMA.shapes)
+def test_both_dq_writers_of_the_wgmma_backward(monkeypatch, d, bq, bk, dq_writer):
+    """backward_wgmma.DQ_WRITER 0 (red.add from the consumers) and 1 (staged dQ_i, bulk
+    reductions): dQ within 1e-2 of float64, ragged and causal."""
+    if not device_is_hopper():
+        pytest.skip("the wgmma backward needs a GPU of compute capability 9.x")
+    monkeypatch.setattr(backward_mma, "HOPPER_WGMMA", 1)
+    monkeypatch.setattr(backward_wgmma, "DQ_WRITER", dq_writer)
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=333, seq_k=290, causal=True)
+    q, k, v = engine.make_inputs(cfg)
+    dout = make_dout(cfg)
+    got, _, info = run_backward(cfg, q, k, v, dout)
+    assert f"-DDQ_WRITER={dq_writer}" in ran(catalog.BACKWARD_WGMMA, info)["compile_options"]
+    want, _ = gradients64(q, k, v, dout, cfg.softmax_scale, True)
+    for name in ("dQ", "dK", "dV"):
+        err = rel_err(got[name], want[name])
+        assert err <= GRAD_TOL, (name, err, cfg)
+
+
 def test_wgmma_agrees_with_mma_sync_at_n_1024(monkeypatch):
     """The two builds on the same problem, N = 1024, B·H = 4: within 2e-2 of each other."""
     if not device_is_hopper():

@@ -92,12 +92,17 @@ def backward_mma_examples():
 
 
 def backward_wgmma_examples():
-    """Every catalogued build of the Hopper backward, in both dtypes; the launcher's own -arch
-    option is replaced by the sm_90a target below."""
+    """Every catalogued build of the Hopper backward, in both dtypes, with either dQ writer;
+    the launcher's own -arch option is replaced by the sm_90a target below."""
     from engine.gpu.launchers import backward_wgmma
-    return [tuple(o for o in backward_wgmma.compile_options(
-                cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt)) if not o.startswith("-arch"))
-            for d, bq, bk in catalog.BACKWARD_WGMMA.shapes for dt in catalog.BACKWARD_WGMMA.dtypes]
+    out = []
+    for d, bq, bk in catalog.BACKWARD_WGMMA.shapes:
+        for dt in catalog.BACKWARD_WGMMA.dtypes:
+            opts = backward_wgmma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk,
+                                                      dtype=dt))
+            kept = tuple(o for o in opts if not o.startswith(("-arch", "-DDQ_WRITER")))
+            out += [kept + (f"-DDQ_WRITER={w}",) for w in (0, 1)]
+    return out
 
 
 def decode_examples():

@@ -19,6 +19,10 @@ from . import backward_mma, core
 from .wgmma import tensor_map
 
 FUNCTION = "flash_backward_wgmma"
+# How dQ_i reaches the float32 accumulator in HBM (the kernel's header): 0, red.global.add
+# from the consumers' registers, as the mma.sync backward; 1, staged in shared memory and
+# added by bulk reductions from a producer warp while the consumers go on.
+DQ_WRITER = 0
 
 
 def threads(cfg: AttentionConfig) -> int:
@@ -39,7 +43,7 @@ def check_takes(cfg: AttentionConfig) -> None:
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}",
-            f"-DBF16={int(cfg.dtype == 'bfloat16')}")
+            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DDQ_WRITER={DQ_WRITER}")
 
 
 def build(cfg: AttentionConfig) -> core.Build:
