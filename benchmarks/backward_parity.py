@@ -1,12 +1,15 @@
-"""The tensor-core backward's two builds against PyTorch's FA2 backward, point by point, from
+"""The tensor-core backward's builds against PyTorch's FA2 backward, point by point, from
 the bench records that `bash benchmarks/gpu_run.sh bwd-wgmma` writes (`python -m engine bench
---direction backward`, once with engine.gpu.launchers.backward_mma.HOPPER_WGMMA = 1 and its
-PyTorch lines, once with 0): per shape the wgmma build's ms, the mma.sync build's, FA2's
-(torch_flash) and cuDNN's, and FA2 time / wgmma time (at or above 1: the wgmma backward has
-FA2's throughput, issue 10's goal). Files that are missing (a sweep cut short) are skipped.
+--direction backward`): the wgmma build with its dQ reduced by the consumers
+(engine.gpu.launchers.backward_wgmma.DQ_WRITER = 0) and PyTorch's lines of the same run, the
+wgmma build with dQ staged for bulk reductions (DQ_WRITER = 1), and the mma.sync build's
+tensor-core line of a recorded sweep (e.g. benchmarks/results/bench_h200_backward.json; its
+other lines are not read). Per shape each build's ms, FA2's (torch_flash) and cuDNN's, and
+FA2 time / the faster wgmma build's time (at or above 1: FA2's throughput, issue 10's goal).
+Files that are missing (a sweep cut short) are skipped.
 
   python benchmarks/backward_parity.py --wgmma out/bwd_wgmma_d64.json out/bwd_wgmma_d128.json \\
-      --mma out/bwd_mma_d64.json out/bwd_mma_d128.json
+      --staged out/bwd_wgmma_staged_d*.json --mma benchmarks/results/bench_h200_backward.json
 """
 from __future__ import annotations
 
@@ -17,30 +20,34 @@ from pathlib import Path
 
 from cudnn_parity import KEY
 
-COLUMNS = ("wgmma", "mma.sync", "torch_flash", "torch_cudnn")
+COLUMNS = ("wgmma", "wgmma staged", "mma.sync", "torch_flash", "torch_cudnn")
 
 
-def timings(paths: list[str], tensorcore_as: str) -> dict[str, dict[tuple, float]]:
+def timings(paths: list[str], tensorcore_as: str,
+            others: bool = True) -> dict[str, dict[tuple, float]]:
     """{line: {shape key: median ms}} of the bench files that exist among `paths`: their
-    tensorcore line named `tensorcore_as`, the others by their kernel."""
+    tensorcore line named `tensorcore_as`, and (others) the other lines by their kernel."""
     out: dict[str, dict[tuple, float]] = {}
     for path in paths:
         if not Path(path).is_file():
             print(f"skipped (missing): {path}", file=sys.stderr)
             continue
         for r in json.loads(Path(path).read_text())["results"]:
+            if r["kernel"] != "tensorcore" and not others:
+                continue
             line = tensorcore_as if r["kernel"] == "tensorcore" else r["kernel"]
             out.setdefault(line, {})[tuple(r[k] for k in KEY)] = r["median_ms"]
     return out
 
 
 def parity_rows(lines: dict[str, dict[tuple, float]]):
-    """(shape key, {column: ms or None}, FA2 ms / wgmma ms or None) for every shape that
-    either build timed."""
-    keys = set(lines.get("wgmma", {})) | set(lines.get("mma.sync", {}))
+    """(shape key, {column: ms or None}, FA2 ms / the faster wgmma build's ms or None) for
+    every shape a wgmma build timed."""
+    keys = set(lines.get("wgmma", {})) | set(lines.get("wgmma staged", {}))
     for key in sorted(keys):
         ms = {c: lines.get(c, {}).get(key) for c in COLUMNS}
-        ratio = ms["torch_flash"] / ms["wgmma"] if ms["wgmma"] and ms["torch_flash"] else None
+        ours = [m for m in (ms["wgmma"], ms["wgmma staged"]) if m]
+        ratio = ms["torch_flash"] / min(ours) if ours and ms["torch_flash"] else None
         yield key, ms, ratio
 
 
@@ -52,15 +59,18 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wgmma", nargs="*", default=[], help="bench files of the wgmma build "
-                   "(HOPPER_WGMMA = 1), with PyTorch's lines")
-    p.add_argument("--mma", nargs="*", default=[], help="bench files of the mma.sync build "
-                   "(HOPPER_WGMMA = 0)")
+                   "(DQ_WRITER = 0), with PyTorch's lines")
+    p.add_argument("--staged", nargs="*", default=[], help="bench files of the wgmma build "
+                   "with staged dQ (DQ_WRITER = 1)")
+    p.add_argument("--mma", nargs="*", default=[], help="bench files whose tensorcore line is "
+                   "the mma.sync build (only that line is read)")
     args = p.parse_args(argv)
     lines = timings(args.wgmma, "wgmma")
-    for line, ms in timings(args.mma, "mma.sync").items():
-        lines.setdefault(line, {}).update(ms)
-    print("backward ms per shape; FA2 ÷ wgmma: FA2 time / wgmma time (at or above 1: the "
-          "wgmma backward has FA2's throughput)")
+    for paths, name in ((args.staged, "wgmma staged"), (args.mma, "mma.sync")):
+        for line, ms in timings(paths, name, others=False).items():
+            lines.setdefault(line, {}).update(ms)
+    print("backward ms per shape; FA2 ÷ wgmma: FA2 time / the faster wgmma build's time (at "
+          "or above 1: the wgmma backward has FA2's throughput)")
     print(f"{'N':>6}{'d':>5} {'dtype':<9}{'causal':<7}{'B·H':>5}"
           + "".join(f"{c:>13}" for c in COLUMNS) + f"{'FA2 ÷ wgmma':>13}")
     lowest = None

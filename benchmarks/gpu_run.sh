@@ -13,10 +13,10 @@
 #   bwd-wgmma issue 10 on Hopper: the backward gpu tests (both builds of the tensor-core
 #             backward, the wgmma one on Hopper), then the backward sweep at the wgmma
 #             backward's shapes (d 64: 128×128, d 128: 64×128; N 1024-16384, float16 and
-#             bfloat16, causal and not, the backward mode's sizes) for the wgmma build with
-#             PyTorch's flash and cuDNN lines, and for the mma.sync build
-#             (backward_mma.HOPPER_WGMMA = 0); bench_<gpu>_backward_{wgmma,mma}.json; the
-#             table of benchmarks/backward_parity.py last
+#             bfloat16, causal and not, the backward mode's sizes) with PyTorch's flash and
+#             cuDNN lines, and for the other dQ writer (backward_wgmma.DQ_WRITER = 1) at
+#             N >= 4096; bench_<gpu>_backward_wgmma.json; the table of
+#             benchmarks/backward_parity.py (with the recorded mma.sync sweep) last
 #   tiles     tile-size grid of the teaching and tensor-core kernels (tiles_<gpu>.json)
 #   fairness  the naive baseline against PyTorch's matmul-softmax-matmul (fairness_<gpu>.json)
 #   schedule  traced runs whose block-to-SM schedules the Kernel page shows (schedule_*.json)
@@ -91,37 +91,38 @@ for mode in "$@"; do
         --out "$OUT/bench_${gpu}_backward.json"
       tail -100 "$OUT/backward.log" ;;
     bwd-wgmma)
-      # step limits sum to 9 minutes (270 + 2·75 + 2·60 s): a hang costs only its step, a
-      # cut sweep keeps the points it timed (bench writes its file after every configuration)
-      timeout "${BWD_TESTS_S:-270}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+      # step limits sum to under 9 minutes (230 + 2·95 + 2·55 s): a hang costs only its step,
+      # a cut sweep keeps the points it timed (bench writes its file after every configuration)
+      timeout "${BWD_TESTS_S:-230}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
         -p no:cacheprovider -m gpu tests/test_gpu_backward_mma.py tests/test_gpu_backward.py \
         > "$OUT/bwd_wgmma_tests.log" 2>&1
       summary+=("backward gpu tests rc=$?: $(tail -1 "$OUT/bwd_wgmma_tests.log")")
-      # backward_mma.HOPPER_WGMMA set per run: the two builds of the tensor-core backward
-      bwd_as() {  # HOPPER_WGMMA, build, limit, kernels, head_dim, block_q, block_k
-        local w=$1 build=$2 limit=$3 kernels=$4 d=$5 bq=$6 bk=$7
+      # backward_wgmma.DQ_WRITER set per run: the wgmma backward's two dQ writers, timed alike
+      bwd_as() {  # DQ_WRITER, name, limit, seq, kernels, head_dim, block_q, block_k
+        local w=$1 name=$2 limit=$3 seq=$4 kernels=$5 d=$6 bq=$7 bk=$8
         timeout "$limit" python3 -c "import sys
-from engine.gpu.launchers import backward_mma
-backward_mma.HOPPER_WGMMA = int(sys.argv[1])
+from engine.gpu.launchers import backward_wgmma
+backward_wgmma.DQ_WRITER = int(sys.argv[1])
 from engine.cli import main
-raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward \
-          --seq "${SEQ:-1024,2048,4096,8192,16384}" --head-dim "$d" --block-q "$bq" --block-k "$bk" \
-          --dtype float16,bfloat16 --causal both --tokens 32768 --kernels "$kernels" --reps 20 \
-          --budget 1 --out "$OUT/bwd_${build}_d$d.json" >> "$OUT/bwd_wgmma.log" 2>> "$OUT/bwd_wgmma_progress.log"
-        summary+=("backward $build d=$d rc=$?")
+raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$seq" \
+          --head-dim "$d" --block-q "$bq" --block-k "$bk" --dtype float16,bfloat16 \
+          --causal both --tokens 32768 --kernels "$kernels" --reps 20 --budget 1 \
+          --out "$OUT/bwd_${name}_d$d.json" >> "$OUT/bwd_wgmma.log" 2>> "$OUT/bwd_wgmma_progress.log"
+        summary+=("backward $name d=$d rc=$?")
       }
       for shape in "64 128 128" "128 64 128"; do
-        bwd_as 1 wgmma "${BWD_WGMMA_S:-75}" tensorcore,torch_flash,torch_cudnn $shape
+        bwd_as 0 wgmma "${BWD_WGMMA_S:-95}" "${SEQ:-1024,2048,4096,8192,16384}" \
+          tensorcore,torch_flash,torch_cudnn $shape
       done
       for shape in "64 128 128" "128 64 128"; do
-        bwd_as 0 mma "${BWD_MMA_S:-60}" tensorcore $shape
+        bwd_as 1 wgmma_staged "${BWD_STAGED_S:-55}" 4096,8192,16384 tensorcore $shape
       done
-      for build in wgmma mma; do
-        python3 -m engine merge "$OUT/bwd_${build}_d64.json" "$OUT/bwd_${build}_d128.json" \
-          --out "$OUT/bench_${gpu}_backward_${build}.json" > /dev/null
-      done
+      python3 -m engine merge "$OUT"/bwd_wgmma_d64.json "$OUT"/bwd_wgmma_d128.json \
+        --out "$OUT/bench_${gpu}_backward_wgmma.json" > /dev/null
+      # the mma.sync backward: its recorded sweep (same sizes and method, H200, 2026-11-23)
       python3 benchmarks/backward_parity.py --wgmma "$OUT"/bwd_wgmma_d*.json \
-        --mma "$OUT"/bwd_mma_d*.json > "$OUT/bwd_wgmma_parity.txt" 2>&1
+        --staged "$OUT"/bwd_wgmma_staged_d*.json \
+        --mma benchmarks/results/bench_h200_backward.json > "$OUT/bwd_wgmma_parity.txt" 2>&1
       cat "$OUT/bwd_wgmma_parity.txt" ;;
     tiles)
       timeout "${TILES_S:-200}" python3 -m engine tiles --seq 4096 --head-dim 64 \

@@ -83,7 +83,8 @@ def test_merge_joins_the_sweeps_of_one_run_and_refuses_others(tmp_path):
 
 def test_gpu_run_script_bwd_wgmma_lines_parse():
     """benchmarks/gpu_run.sh's bwd-wgmma mode: its bench options parse here, and its runs
-    time the wgmma build with PyTorch's flash and cuDNN lines and the mma.sync build alone."""
+    time the wgmma build with PyTorch's flash and cuDNN lines, then its staged dQ writer alone,
+    and the table reads the mma.sync build from the recorded sweep."""
     from engine.cli import _lines
     script = (ROOT / "benchmarks" / "gpu_run.sh").read_text()
     mode = script[script.index("    bwd-wgmma)"):]
@@ -91,7 +92,8 @@ def test_gpu_run_script_bwd_wgmma_lines_parse():
     block = mode[mode.index('"$w" bench --direction backward'):]
     block = block[:block.index(">>")].replace("\\\n", " ")
     block = re.sub(r'"?\$\{\w+:-([^}]*)\}"?', r"\1", block)          # ${VAR:-default}
-    block = block.replace("$OUT", "/tmp").replace("${build}", "wgmma")
+    block = block.replace("$OUT", "/tmp").replace("${name}", "wgmma")
+    block = block.replace('"$seq"', "1024,2048,4096,8192,16384")
     block = block.replace('"$kernels"', "tensorcore,torch_flash,torch_cudnn")
     block = block.replace('"$d"', "128").replace('"$bq"', "64").replace('"$bk"', "128")
     block = block.replace("$d", "128")
@@ -101,15 +103,19 @@ def test_gpu_run_script_bwd_wgmma_lines_parse():
     assert args.seq == [1024, 2048, 4096, 8192, 16384]
     assert set(args.dtype) == {"float16", "bfloat16"} and args.causal == [False, True]
     assert _lines(args.kernels) == ["tensorcore", "torch_flash", "torch_cudnn"]
-    assert 'bwd_as 1 wgmma "${BWD_WGMMA_S:-75}" tensorcore,torch_flash,torch_cudnn' in mode
-    assert 'bwd_as 0 mma "${BWD_MMA_S:-60}" tensorcore $shape' in mode
-    assert "backward_mma.HOPPER_WGMMA = int(sys.argv[1])" in mode
+    assert 'bwd_as 0 wgmma "${BWD_WGMMA_S:-95}" "${SEQ:-1024,2048,4096,8192,16384}"' in mode
+    assert 'tensorcore,torch_flash,torch_cudnn $shape' in mode
+    assert 'bwd_as 1 wgmma_staged "${BWD_STAGED_S:-55}" 4096,8192,16384 tensorcore $shape' in mode
+    assert "backward_wgmma.DQ_WRITER = int(sys.argv[1])" in mode
+    assert "--mma benchmarks/results/bench_h200_backward.json" in mode
+    assert (ROOT / "benchmarks/results/bench_h200_backward.json").is_file()
     assert '"64 128 128" "128 64 128"' in mode
 
 
 def test_backward_parity_table(tmp_path, capsys, monkeypatch):
-    """benchmarks/backward_parity.py: per shape the builds' and PyTorch's ms and FA2 ÷ wgmma
-    from the bench files of the two runs; a missing file is skipped."""
+    """benchmarks/backward_parity.py: per shape the builds' and PyTorch's ms and FA2 ÷ the
+    faster wgmma build from the bench files of the runs; only the tensor-core line of an
+    --mma file is read; a missing file is skipped."""
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import backward_parity
 
@@ -121,17 +127,21 @@ def test_backward_parity_table(tmp_path, capsys, monkeypatch):
     wgmma.write_text(json.dumps({"results": [
         rec("tensorcore", 4096, 4.0), rec("torch_flash", 4096, 5.0), rec("torch_cudnn", 4096, 2.5),
         rec("tensorcore", 8192, 10.0), rec("torch_flash", 8192, 9.0)]}))
-    mma = tmp_path / "bwd_mma_d128.json"
+    staged = tmp_path / "bwd_wgmma_staged_d128.json"
+    staged.write_text(json.dumps({"results": [rec("tensorcore", 4096, 3.6),
+                                              rec("tensorcore", 1024, 0.6, causal=True)]}))
+    mma = tmp_path / "bench_backward.json"        # a recorded sweep: only its tensorcore line
     mma.write_text(json.dumps({"results": [rec("tensorcore", 4096, 5.5),
-                                           rec("tensorcore", 1024, 0.7, causal=True)]}))
+                                           rec("torch_flash", 4096, 99.0)]}))
     assert backward_parity.main(["--wgmma", str(wgmma), str(tmp_path / "missing.json"),
-                                 "--mma", str(mma)]) == 0
+                                 "--staged", str(staged), "--mma", str(mma)]) == 0
     out, err = capsys.readouterr()
     assert "missing.json" in err
     rows = [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
-    assert rows[0] == ["1024", "128", "float16", "True", "256", "-", "0.700", "-", "-", "-"]
-    assert rows[1] == ["4096", "128", "float16", "False", "64", "4.000", "5.500", "5.000",
-                       "2.500", "1.250"]
-    assert rows[2] == ["8192", "128", "float16", "False", "32", "10.000", "-", "9.000", "-",
-                       "0.900"]
+    assert rows[0] == ["1024", "128", "float16", "True", "256", "-", "0.600", "-", "-", "-",
+                       "-"]
+    assert rows[1] == ["4096", "128", "float16", "False", "64", "4.000", "3.600", "5.500",
+                       "5.000", "2.500", "1.389"]
+    assert rows[2] == ["8192", "128", "float16", "False", "32", "10.000", "-", "-", "9.000",
+                       "-", "0.900"]
     assert "lowest FA2 ÷ wgmma at N >= 4096: 0.900 (misses" in out
