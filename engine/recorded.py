@@ -23,7 +23,8 @@ A schedule file (benchmarks/results/schedule_*.json, from `python -m engine trac
 A compile-facts file (benchmarks/results/kernel_facts_*.json, from `python -m engine facts`)
 holds:
   {"device": {...}, "date": ..., "method": ..., "facts": [{"kernel": "teaching" | "mma.sync" |
-   "wgmma" | "backward_teaching" | "backward_mma" | "naive_softmax" | "naive_backward",
+   "wgmma" | "backward_teaching" | "backward_mma" | "backward_wgmma" | "naive_softmax" |
+   "naive_backward",
    "traced", "config", "kernel_source", "compile_options", "registers_per_thread",
    "local_bytes_per_thread", "threads_per_block", "dynamic_smem_bytes", "static_smem_bytes",
    "grid", "blocks_per_sm"}, ...], "failures": [...]}

@@ -19,7 +19,8 @@ FLASH_BUILDS = (
     + [("wgmma", d, bq, bk, False) for d, bq, bk in catalog.WGMMA.shapes]
     + [("wgmma", d, bq, bk, True) for d, bq, bk in ((64, 128, 128), (128, 128, 128))]
     + [("backward_teaching", d, 64, 64, False) for d in (64, 128)]
-    + [("backward_mma", d, bq, bk, False) for d, bq, bk in catalog.BACKWARD_MMA.shapes])
+    + [("backward_mma", d, bq, bk, False) for d, bq, bk in catalog.BACKWARD_MMA.shapes]
+    + [("backward_wgmma", d, bq, bk, False) for d, bq, bk in catalog.BACKWARD_WGMMA.shapes])
 NAIVE_BUILDS = (("naive_softmax", 64), ("naive_backward", 64))
 NAIVE_SEQ = 4096
 
@@ -27,7 +28,8 @@ NAIVE_SEQ = 4096
 def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
     """(launcher Build, grid) of one kernel for cfg; ConfigError when it does not take cfg."""
     from . import naive
-    from .launchers import backward_mma, backward_teaching, core, mma, teaching, wgmma
+    from .launchers import (backward_mma, backward_teaching, backward_wgmma, core, mma,
+                            teaching, wgmma)
     gpu = live_gpu()
     if kernel == "teaching":
         return teaching.build(cfg, trace, gpu), (cfg.Tr, cfg.bh)
@@ -40,6 +42,9 @@ def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
         return backward_teaching.build(cfg, trace, gpu), (cfg.Tc, cfg.bh)
     if kernel == "backward_mma":
         return backward_mma.build(cfg), (cfg.Tc, cfg.bh)
+    if kernel == "backward_wgmma":
+        backward_wgmma.check_takes(cfg)
+        return backward_wgmma.build(cfg), (cfg.Tc, cfg.bh)
     rows = (cfg.bh * cfg.seq_q,)
     if kernel == "naive_softmax":
         smem = naive.check_row_fits(cfg, naive.row_smem_bytes(cfg), "softmax", gpu)
