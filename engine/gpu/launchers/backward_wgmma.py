@@ -1,6 +1,7 @@
 """Launcher of the Hopper warpgroup-MMA backward kernel, kernels/flash_backward_wgmma.cu, for
 the shapes engine.gpu.catalog.BACKWARD_WGMMA lists (reached through kernel="tensorcore",
-engine.gpu.launchers.backward_mma, which also runs the delta and dQ-cast kernels around it).
+engine.gpu.launchers.backward_mma), between the delta and dQ-cast kernels of
+engine.gpu.launchers.backward_helpers.
 
 The kernel needs compute capability 9.x (built for sm_90a: wgmma, setmaxnreg) and reads Q,
 K, V and dO through bulk tensor copies: each launch carries four tensor maps
@@ -15,7 +16,7 @@ from ...config import AttentionConfig, ConfigError
 from ...iomodel import smem_bytes
 from ..catalog import BACKWARD_WGMMA
 from ..runtime import device_is_hopper
-from . import backward_mma, core
+from . import backward_helpers, core
 from .wgmma import tensor_map
 
 FUNCTION = "flash_backward_wgmma"
@@ -61,7 +62,7 @@ def prepare_backward(cfg: AttentionConfig, Q, K, V, O, lse, dO, *, poison: bool 
     """(run, outputs) as engine.gpu.launchers.backward_mma.prepare_backward describes them."""
     check_takes(cfg)
     b = build(cfg)
-    out, dQacc, flat = backward_mma.outputs(cfg, Q, K, V, O, lse, dO, poison)
+    out, dQacc, flat = backward_helpers.outputs(cfg, Q, K, V, O, lse, dO, poison)
     fn = b.compiled()
     maps = (tensor_map(flat["Q"], cfg.block_q, cfg.dtype),
             tensor_map(flat["K"], cfg.block_k, cfg.dtype),
@@ -76,7 +77,7 @@ def prepare_backward(cfg: AttentionConfig, Q, K, V, O, lse, dO, *, poison: bool 
                 np.int32(bh0))
 
     backward = core.launch_loop(fn, b, cfg.Tc, cfg.bh, args_for)
-    run = backward_mma.between_helpers(cfg, O, dO, out, dQacc, backward)
+    run = backward_helpers.between_helpers(cfg, O, dO, out, dQacc, backward)
     run.operands = (Q, K, V, dO)      # the tensor maps point into these: keep them alive
     out["info"] = b.facts(fn, (cfg.Tc, cfg.bh))
     return run, out
