@@ -48,11 +48,6 @@
 #ifndef DQ_WRITER
 #define DQ_WRITER 0
 #endif
-#if BF16
-#define MMA_TYPES ".f32.bf16.bf16 "
-#else
-#define MMA_TYPES ".f32.f16.f16 "
-#endif
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;

@@ -47,12 +47,6 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
-// The wgmma types of the accumulator, A and B.
-#if BF16
-#define MMA_TYPES ".f32.bf16.bf16 "
-#else
-#define MMA_TYPES ".f32.f16.f16 "
-#endif
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;

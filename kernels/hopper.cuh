@@ -1,12 +1,17 @@
 // Hopper (sm_90a) building blocks of the warpgroup-MMA kernels: tensor maps and bulk tensor
 // copies (TMA), mbarriers, shared-memory matrix descriptors and the wgmma instructions.
-// Included after common.cuh; the including kernel defines MMA_TYPES, the wgmma types of the
-// accumulator, A and B (".f32.f16.f16 " or ".f32.bf16.bf16 ").
+// Included after common.cuh, by a kernel that defines BF16 (0: float16 operands, 1: bfloat16).
 #ifndef FA_LAB_HOPPER_CUH
 #define FA_LAB_HOPPER_CUH
 
-#ifndef MMA_TYPES
-#error "define MMA_TYPES before including hopper.cuh"
+#ifndef BF16
+#error "define BF16 before including hopper.cuh"
+#endif
+// The wgmma types of the accumulator, A and B.
+#if BF16
+#define MMA_TYPES ".f32.bf16.bf16 "
+#else
+#define MMA_TYPES ".f32.f16.f16 "
 #endif
 
 // The driver's tensor map (CUtensorMap), opaque here; passed by value as a kernel parameter.

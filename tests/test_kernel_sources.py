@@ -152,23 +152,21 @@ def test_every_kernel_source_compiles_for_sm90(source):
         assert done.returncode == 0, f"{source} {' '.join(options)}:\n{done.stderr}"
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
-@pytest.mark.parametrize("options", backward_mma_examples(), ids=" ".join)
-def test_backward_mma_builds_keep_everything_in_registers(options):
-    done = nvcc("flash_backward_mma.cu", (*options, "-Xptxas", "-v"))
-    assert done.returncode == 0, done.stderr
-    report = done.stderr.split("Function properties for flash_backward_mma")[1].split("ptxas")[:2]
-    assert "0 bytes spill stores, 0 bytes spill loads" in report[0], (options, report)
+# (source, kernel function, options) of every backward build whose registers are checked
+BACKWARD_BUILDS = ([("flash_backward_mma.cu", "flash_backward_mma", o)
+                    for o in backward_mma_examples()]
+                   + [("flash_backward_wgmma.cu", "flash_backward_wgmma", o)
+                      for o in backward_wgmma_examples()])
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
-@pytest.mark.parametrize("options", backward_wgmma_examples(), ids=" ".join)
-def test_backward_wgmma_builds_keep_everything_in_registers(options):
-    done = nvcc("flash_backward_wgmma.cu", (*options, "-Xptxas", "-v"))
+@pytest.mark.parametrize("source,function,options", BACKWARD_BUILDS,
+                         ids=[f"{s} {' '.join(o)}" for s, _, o in BACKWARD_BUILDS])
+def test_backward_builds_keep_everything_in_registers(source, function, options):
+    done = nvcc(source, (*options, "-Xptxas", "-v"))
     assert done.returncode == 0, done.stderr
-    report = done.stderr.split("Function properties for flash_backward_wgmma")[1].split("ptxas")[:2]
+    report = done.stderr.split(f"Function properties for {function}")[1].split("ptxas")[:2]
     assert "0 bytes spill stores, 0 bytes spill loads" in report[0], (options, report)
 
 
