@@ -11,11 +11,16 @@ Orders:
   persistent the PERSISTENT build: one block per SM; causal, group by group, one item of each
              round of SMs items, the rounds dealt in alternate directions
 
+Not built, weighed for issue 14's B·H = 4 target (`--split`): causal rows cut into parts of
+at most `cut` key tiles, one block per part, heaviest first, plus a merge of the cut rows'
+partial results (`split:<cut>`); and an even share of the causal work for each SM, a block's
+share running across row ends with the cut rows merged afterwards (`even`, stream-K style).
+
 A free SM takes the next block in launch order (greedy list scheduling). Times are in units
 of one 128×128 tile's products (about 1.7 µs at d = 128 on an H200, NOTES.md).
 
   PYTHONPATH=. python benchmarks/schedule_model.py [--sms 132] [--fixed 1.7]
-      [--fixed-persistent 0.6]
+      [--fixed-persistent 0.6] [--split [--merge 0.3]]
 """
 from __future__ import annotations
 
@@ -62,6 +67,35 @@ def makespan(work: list[tuple[int, int]], sms: int, fixed: float, order: str) ->
     return max(free)
 
 
+def split_items(tiles: int, bh: int, cut: int) -> tuple[list[tuple[int, int]], int]:
+    """(items, parts of cut rows): causal row i (i + 1 key tiles) in ceil((i + 1) / cut)
+    parts as equal as can be, heaviest first."""
+    sizes, parts = [], 0
+    for n in range(1, tiles + 1):
+        k = -(-n // cut)
+        base, extra = divmod(n, k)
+        sizes += [base + (p < extra) for p in range(k)] * bh
+        parts += k * bh if k > 1 else 0
+    return [(0, t) for t in sorted(sizes, reverse=True)], parts
+
+
+def split_table(sms: int, fixed: float, merge: float, shapes, cuts) -> list[tuple]:
+    """(N, B·H, variant, non-causal, causal, ratio) of the split variants, not built: a cut
+    row's merge costs `merge` tiles per part, spread over the SMs."""
+    rows = []
+    for n, bh in shapes:
+        tiles = n // 128
+        plain = makespan(items(tiles, bh, False, "global", sms), sms, fixed, "global")
+        for cut in cuts:
+            work, parts = split_items(tiles, bh, cut)
+            causal = makespan(work, sms, fixed, "global") + merge * parts / sms
+            rows.append((n, bh, f"split:{cut}", plain, causal, causal / plain))
+        total = bh * tiles * (tiles + 1) / 2
+        even = total / sms + fixed + merge * 2        # one share each, one partial row each end
+        rows.append((n, bh, "even", plain, even, even / plain))
+    return rows
+
+
 def table(sms: int, fixed: float, fixed_persistent: float, shapes) -> list[tuple]:
     """(N, B·H, order, non-causal time, causal time, causal / non-causal)."""
     rows = []
@@ -82,7 +116,18 @@ def main(argv=None) -> int:
                    help="fixed cost of a block, in tiles (launch, first loads, epilogue)")
     p.add_argument("--fixed-persistent", type=float, default=0.6,
                    help="fixed cost of an item in a persistent block (the first S alone)")
+    p.add_argument("--split", action="store_true",
+                   help="the split variants (not built) at B·H = 4 instead")
+    p.add_argument("--merge", type=float, default=0.3,
+                   help="cost of merging one part of a cut row, in tiles (--split)")
     args = p.parse_args(argv)
+    if args.split:
+        print(f"{'N':>6}{'B·H':>5}  {'variant':<11}{'non-causal':>11}{'causal':>9}{'ratio':>7}")
+        for n, bh, name, plain, causal, ratio in split_table(
+                args.sms, args.fixed, args.merge, [(4096, 4), (8192, 4), (16384, 4)],
+                (32, 24, 16, 12, 10, 8)):
+            print(f"{n:>6}{bh:>5}  {name:<11}{plain:>11.1f}{causal:>9.1f}{ratio:>7.2f}")
+        return 0
     shapes = [(n, 32768 // n) for n in (512, 1024, 2048, 4096, 8192, 16384)]
     shapes += [(4096, 4), (16384, 4), (4096, 128), (8192, 64)]
     print(f"{'N':>6}{'B·H':>5}  {'order':<11}{'non-causal':>11}{'causal':>9}{'ratio':>7}"

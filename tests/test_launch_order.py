@@ -85,3 +85,23 @@ def test_the_schedule_model_matches_its_calibration_points():
         assert by[(n, "global")] <= by[(n, "per-bh")] + 1e-9
         assert by[(n, "persistent")] <= by[(n, "strided")] + 1e-9
     assert np.isclose(by[(1024, "per-bh")] / by[(1024, "global")], 1.46, atol=0.02)
+
+
+def test_split_variants_keep_every_tile_and_the_even_share_is_the_floor():
+    """The split variants of the model (not built) deal out exactly the causal row's key
+    tiles, no part longer than the cut; at B·H = 4, N = 4096 no cut reaches the even share's
+    causal / non-causal, and the even share is within the fixed and merge costs of the
+    total work over the SMs."""
+    tiles, bh, sms = 32, 4, 132
+    for cut in (32, 16, 10, 7):
+        work, parts = schedule_model.split_items(tiles, bh, cut)
+        sizes = [t for _, t in work]
+        assert sum(sizes) == bh * tiles * (tiles + 1) // 2 and max(sizes) <= cut
+        assert sizes == sorted(sizes, reverse=True)
+        assert parts == bh * sum(-(-n // cut) for n in range(1, tiles + 1) if n > cut)
+    rows = schedule_model.split_table(sms, 1.7, 0.3, [(4096, bh)], (32, 16, 12, 10, 8))
+    ratio = {name: r for *_, name, _, _, r in rows}
+    assert ratio["split:32"] == 1.0
+    assert all(ratio["even"] < r for name, r in ratio.items() if name != "even")
+    even = next(c for *_, name, _, c, _ in rows if name == "even")
+    assert np.isclose(even, bh * tiles * (tiles + 1) / 2 / sms + 1.7 + 0.6)
