@@ -321,7 +321,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
         mbar_arrive(empty(s));                   // Q_i, dO_i, lse_i, D_i are no longer read
 
         // dQ_i part into the float32 accumulator (scale applied by backward_dq_cast): from
-        // here, or staged for the producer's warps 2 and 3 once they have read the last one.
+        // here, or staged for the producer's warp 2 once it has read the last one.
         if constexpr (DQ_WRITER) {
             if (u > 0) mbar_wait(dq_empty, (u - 1) & 1);
             #pragma unroll
