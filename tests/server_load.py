@@ -213,9 +213,12 @@ async def _acting(base, seq_q, start_in, stop_at, stats, rng, think):
     await asyncio.sleep(start_in)
     v, seed = Visitor(base), rng.randrange(1, 1000)
     page = rng.choice(PAGES)
+    changed = False          # a visitor changes its seed at least once, even past stop_at
     try:
-        while time.time() < stop_at:
-            action = "load" if not v.widgets or rng.random() < 0.4 else "control"
+        while time.time() < stop_at or not changed:
+            late = time.time() >= stop_at
+            action = "load" if not v.widgets or (not late and rng.random() < 0.4) else "control"
+            changed |= action == "control"
             first = not v.widgets
             t0 = time.perf_counter()
             if action == "load":
@@ -226,6 +229,8 @@ async def _acting(base, seq_q, start_in, stop_at, stats, rng, think):
                 await v.set_number("seed", seed, page)
             _timed(stats, action, t0, first)
             _check(v, seq_q, seed, f"{action} on {page}", stats)
+            if changed and time.time() >= stop_at:
+                break
             await asyncio.sleep(rng.uniform(*think))      # a visitor reads before acting
     except Exception as exc:      # a dropped connection or a failed run fails the test
         stats["errors"].append(f"{type(exc).__name__}: {str(exc)[:200]}")

@@ -17,6 +17,7 @@ def test_concurrent_sessions_stay_correct():
     assert out["errors"] == [], out
     assert out["exceptions"] == 0, out
     assert out["wrong"] == [], out
-    assert out["served"] >= 8, out
-    assert out["requests"]["load"] > 0 and out["requests"]["control"] + out["requests"]["step"] > 0
+    # every visitor loaded a page and changed its seed (load_test.FIRST_ACTIONS), each
+    # change checked against its own config above
+    assert out["requests"]["load"] >= 4 and out["requests"]["control"] >= 4, out
     assert out["server_rss_peak_mb"] < 2048, out
