@@ -21,18 +21,7 @@
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 64 or 128), BLOCK_K (Bc: 64
 // or 128, Bc / 16 warps), BF16 (0: float16, 1: bfloat16).
 
-#ifndef HEAD_DIM
-#error "define HEAD_DIM"
-#endif
-#ifndef BLOCK_Q
-#error "define BLOCK_Q"
-#endif
-#ifndef BLOCK_K
-#error "define BLOCK_K"
-#endif
-#ifndef BF16
-#define BF16 0
-#endif
+#include "tile_shape.cuh"
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;

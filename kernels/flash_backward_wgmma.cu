@@ -33,18 +33,7 @@
 // consumers), BF16 (0: float16, 1: bfloat16), DQ_WRITER (0 or 1, as above). (HEAD_DIM, Br) is (64, 128) or (128, 64): the
 // shapes whose accumulators fit the consumers' 240 registers.
 
-#ifndef HEAD_DIM
-#error "define HEAD_DIM"
-#endif
-#ifndef BLOCK_Q
-#error "define BLOCK_Q"
-#endif
-#ifndef BLOCK_K
-#error "define BLOCK_K"
-#endif
-#ifndef BF16
-#define BF16 0
-#endif
+#include "tile_shape.cuh"
 #ifndef DQ_WRITER
 #define DQ_WRITER 0
 #endif

@@ -16,20 +16,9 @@
 // TRACE (0 or 1: write the online-softmax trace and the block schedule), BF16 (0: float16
 // inputs and output, 1: bfloat16).
 
-#ifndef HEAD_DIM
-#error "define HEAD_DIM"
-#endif
-#ifndef BLOCK_Q
-#error "define BLOCK_Q"
-#endif
-#ifndef BLOCK_K
-#error "define BLOCK_K"
-#endif
+#include "tile_shape.cuh"
 #ifndef TRACE
 #define TRACE 0
-#endif
-#ifndef BF16
-#define BF16 0
 #endif
 
 constexpr int d = HEAD_DIM;

@@ -26,23 +26,12 @@
 // warpgroups take turns issuing their products, so one's softmax overlaps the other's products),
 // BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above).
 
-#ifndef HEAD_DIM
-#error "define HEAD_DIM"
-#endif
-#ifndef BLOCK_Q
-#error "define BLOCK_Q"
-#endif
-#ifndef BLOCK_K
-#error "define BLOCK_K"
-#endif
+#include "tile_shape.cuh"
 #ifndef TRACE
 #define TRACE 0
 #endif
 #ifndef PINGPONG
 #define PINGPONG 0
-#endif
-#ifndef BF16
-#define BF16 0
 #endif
 #ifndef PERSISTENT
 #define PERSISTENT 0

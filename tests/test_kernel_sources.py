@@ -12,7 +12,7 @@ from engine.gpu import catalog
 from engine.gpu import naive as gpu_naive
 from engine.gpu.launchers import backward_teaching, core, teaching
 from engine.iomodel import smem_budget
-from kernels.loader import KERNEL_DIR, source_names
+from kernels.loader import KERNEL_DIR, read_source, source_names
 
 NVCC = shutil.which("nvcc")
 # CI sets FA_LAB_REQUIRE_NVCC=1: there a missing nvcc fails these tests instead of skipping them.
@@ -177,9 +177,10 @@ def test_missing_defines_fail_with_a_message():
 
 
 def required_defines(source):
-    """The macros a source stops on when they are missing (#error under #if !defined / #ifndef)."""
+    """The macros a source stops on when they are missing (#error under #if !defined / #ifndef),
+    its headers included."""
     import re
-    text = (KERNEL_DIR / source).read_text()
+    text = read_source(source)
     names = set(re.findall(r"#ifndef (\w+)\n#error", text))
     for cond in re.findall(r"#if (!defined\(\w+\)(?:\s*\|\|\s*\\?\s*!defined\(\w+\))*)", text):
         names.update(re.findall(r"!defined\((\w+)\)", cond))

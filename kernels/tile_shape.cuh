@@ -1,0 +1,20 @@
+// The compile-time tile shape every tensor-core kernel of this folder takes (-D): HEAD_DIM (d),
+// BLOCK_Q (Br), BLOCK_K (Bc), and BF16 (0: float16 operands, the default; 1: bfloat16).
+// Included first, before the kernel's own switches.
+#ifndef FA_LAB_TILE_SHAPE_CUH
+#define FA_LAB_TILE_SHAPE_CUH
+
+#ifndef HEAD_DIM
+#error "define HEAD_DIM"
+#endif
+#ifndef BLOCK_Q
+#error "define BLOCK_Q"
+#endif
+#ifndef BLOCK_K
+#error "define BLOCK_K"
+#endif
+#ifndef BF16
+#define BF16 0
+#endif
+
+#endif  // FA_LAB_TILE_SHAPE_CUH
