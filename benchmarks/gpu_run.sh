@@ -30,7 +30,7 @@
 #             (wgmma_p0) and persistent (wgmma_p1), and PyTorch's flash and cuDNN lines
 #             (torch); then causal against non-causal at B·H = 4 (N 4096-16384, d 128) for
 #             both tensor-core kernels; the parity tables from benchmarks/cudnn_parity.py
-#             last (hopper_*_<gpu>.json)
+#             last (hopper_*_<gpu>.json); HOPPER_TESTS=0 skips the tests
 #   serve     server load (tests/server_load.py) on this machine, server and clients together:
 #             the mixed load (30 sessions x 60 s) on one app process, first on the code in
 #             $BEFORE (a `git archive` tarball of an earlier commit; skipped when unset), then
@@ -151,10 +151,12 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
           -p no:cacheprovider -m gpu "$@" > "$OUT/hopper_tests_$name.log" 2>&1
         summary+=("gpu tests, $name rc=$?: $(tail -1 "$OUT/hopper_tests_$name.log")")
       }
-      hopper_tests mma 240 tests/test_gpu_tensorcore.py tests/test_gpu_launchers.py -k "not wgmma"
-      hopper_tests wgmma 300 tests/test_gpu_wgmma.py tests/test_gpu_launchers.py \
-        -k "wgmma and not persistent"
-      hopper_tests persistent 180 tests/test_gpu_wgmma.py -k persistent
+      if [ "${HOPPER_TESTS:-1}" != 0 ]; then   # HOPPER_TESTS=0: the comparison alone
+        hopper_tests mma 240 tests/test_gpu_tensorcore.py tests/test_gpu_launchers.py -k "not wgmma"
+        hopper_tests wgmma 300 tests/test_gpu_wgmma.py tests/test_gpu_launchers.py \
+          -k "wgmma and not persistent"
+        hopper_tests persistent 180 tests/test_gpu_wgmma.py -k persistent
+      fi
       # wgmma.PERSISTENT set per run: the two builds of the wgmma kernel, timed alike
       bench_as() {  # PERSISTENT, output name, then bench arguments
         local p=$1 name=$2; shift 2

@@ -26,8 +26,9 @@ FUNCTION = "flash_wgmma"
 PINGPONG = 1
 # 1: one block per SM walks the work items (query tile, batch·head) in turn, loading the next
 # item's tiles during the current one's epilogue; 0: one block per item. Both pass the GPU
-# tests; benchmarks/NOTES.md ("Short sequences") has the prediction and the measurement.
-PERSISTENT = 0
+# tests; 1 was 1.04-1.11× faster at N = 512-1024 on an H200 (2026-11-23) and within 1% at
+# N >= 4096 (benchmarks/NOTES.md, "Short sequences": prediction and measurement).
+PERSISTENT = 1
 
 # The driver's tensor-map encoding (cuda.h): element types float16 and bfloat16, no
 # interleave, 128-byte swizzle, 128-byte L2 promotion, out-of-bounds elements read as zeros.
