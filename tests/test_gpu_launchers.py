@@ -75,7 +75,7 @@ def test_more_batch_heads_than_one_grid_takes(launcher):
 
 
 @pytest.mark.parametrize("launcher", ["mma.sync", "wgmma"])
-def test_causal_items_run_heaviest_first_group_by_group(launcher):
+def test_causal_items_run_heaviest_first_group_by_group(monkeypatch, launcher):
     """The tensor-core kernels' causal launch order (kernels/common.cuh, core.item_grid):
     140 batch·heads of 8 query tiles make groups of 66, 66 and 8 batch·heads on 132 SMs (the
     last partial, its grid's extra blocks exit at once). Every item is written and right, and
@@ -83,8 +83,10 @@ def test_causal_items_run_heaviest_first_group_by_group(launcher):
     group to the next."""
     if launcher == "wgmma" and not device_is_hopper():
         pytest.skip("the wgmma kernel needs a GPU of compute capability 9.x")
-    from engine.gpu.launchers import core
+    from engine.gpu.launchers import core, wgmma
     from engine.gpu.runtime import live_gpu
+    # one block per item, in core.item_grid's order (the persistent walk has its own tests)
+    monkeypatch.setattr(wgmma, "PERSISTENT", 0)
     cfg = config(launcher, heads=140, seq_q=1000, seq_k=1000, causal=True)
     group = core.causal_bh_group(cfg, live_gpu().sms)
     q, k, v = engine.make_inputs(cfg)

@@ -22,15 +22,12 @@ from .wgmma import tensor_map
 FUNCTION = "flash_backward_wgmma"
 # How dQ_i reaches the float32 accumulator in HBM (the kernel's header): 0, red.global.add
 # from the consumers' registers, as the mma.sync backward; 1, staged in shared memory and
-# added by bulk reductions from a producer warp while the consumers go on. Chosen per head_dim
-# from the H200 run of 2026-11-23 (benchmarks/NOTES.md, "wgmma backward (Hopper)"): staging
-# was 1.09-1.16× faster at head_dim 128 and 1.13-1.22× slower at 64, N 4096-16384. An int
-# here (as the GPU tests and benchmarks/gpu_run.sh set it) applies to every head_dim.
-DQ_WRITER: int | dict[int, int] = {64: 0, 128: 1}
-
-
-def dq_writer(cfg: AttentionConfig) -> int:
-    return DQ_WRITER if isinstance(DQ_WRITER, int) else DQ_WRITER[cfg.head_dim]
+# added by bulk reductions from a producer warp while the consumers go on. Both pass the GPU
+# tests; on an H200 (2026-11-23, benchmarks/NOTES.md "wgmma backward (Hopper)") staging was
+# 1.09-1.16x faster at head_dim 128 and 1.13-1.22x slower at 64 (N 4096-16384), but its
+# head_dim-128 build, compiled there, keeps 16 bytes a thread in local memory (the producer's
+# 24-register budget, we expect): 0 stays the default until that is gone.
+DQ_WRITER = 0
 
 
 def threads(cfg: AttentionConfig) -> int:
@@ -51,7 +48,7 @@ def check_takes(cfg: AttentionConfig) -> None:
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}",
-            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DDQ_WRITER={dq_writer(cfg)}")
+            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DDQ_WRITER={DQ_WRITER}")
 
 
 def build(cfg: AttentionConfig) -> core.Build:
