@@ -9,7 +9,7 @@ FA2 time / the faster wgmma build's time (at or above 1: FA2's throughput, issue
 Files that are missing (a sweep cut short) are skipped.
 
   python benchmarks/backward_parity.py --wgmma out/bwd_wgmma_d64.json out/bwd_wgmma_d128.json \\
-      --staged out/bwd_wgmma_staged_d*.json --mma benchmarks/results/bench_h200_backward.json
+      --staged out/bwd_wgmma_staged_d*.json --mma benchmarks/records/backward_mma_sync_h200_2026-11-23.json
 """
 from __future__ import annotations
 

@@ -122,7 +122,7 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
       # the mma.sync backward: its recorded sweep (same sizes and method, H200, 2026-11-23)
       python3 benchmarks/backward_parity.py --wgmma "$OUT"/bwd_wgmma_d*.json \
         --staged "$OUT"/bwd_wgmma_staged_d*.json \
-        --mma benchmarks/results/bench_h200_backward.json > "$OUT/bwd_wgmma_parity.txt" 2>&1
+        --mma benchmarks/records/backward_mma_sync_h200_2026-11-23.json > "$OUT/bwd_wgmma_parity.txt" 2>&1
       cat "$OUT/bwd_wgmma_parity.txt" ;;
     tiles)
       timeout "${TILES_S:-200}" python3 -m engine tiles --seq 4096 --head-dim 64 \
