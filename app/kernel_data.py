@@ -34,6 +34,8 @@ KERNEL_SOURCES = (
                  "flash_backward_teaching.cu"),
     KernelSource("backward_mma", "Tensor-core kernel, mma.sync (backward)",
                  catalog.BACKWARD_MMA.source),
+    KernelSource("backward_wgmma", "Tensor-core kernel, Hopper wgmma (backward)",
+                 catalog.BACKWARD_WGMMA.source),
     KernelSource("naive_backward", "Naive attention: softmax backward", "naive_backward.cu"))
 BY_KEY = {k.key: k for k in KERNEL_SOURCES}
 

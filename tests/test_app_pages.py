@@ -616,7 +616,7 @@ def test_overview_headline_from_recorded_results(monkeypatch):
     head = [s for s in specs(at) if "Naive against flash" in json.dumps(s.get("title", ""))]
     assert len(head) == 1
     title = json.dumps(head[0]["title"])
-    assert "NVIDIA H200" in title and "2026-11-21" in title
+    assert "NVIDIA H200" in title and "2026-11-23" in title
     body = texts(at)
     for page in PAGES.values():
         if page != "FlashAttention Lab":
@@ -662,14 +662,19 @@ def test_timings_default_recorded_file_is_the_fastest_kernels(monkeypatch):
     monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
     at = open_page("timings")
     assert_clean(at)
-    assert at.selectbox(key="rec_file").value.startswith("bench_h200_wgmma.json")
-    assert at.selectbox(key="rec_shape").value == "H=8, d=128, float16"
+    assert at.selectbox(key="rec_file").value.startswith("bench_h200_forward_2026-11-23.json")
+    assert at.selectbox(key="rec_shape").value == "H=1, d=128, bfloat16"
     body = texts(at)
-    assert "bench_h200_sweep.json" in body                 # PyTorch's lines joined
     assert "datasheet" in body and "measured" in body
     legends = [name for s in specs(at) for name in color_domains(s)]
     assert {"PyTorch cuDNN", "PyTorch flash", "flash, tensor core (wgmma)"} <= set(legends)
     assert not {"torch_cudnn", "torch_flash", "torch_math", "tensorcore"} & set(legends)
+    # a file without PyTorch's lines borrows them from a file of the same shape and device
+    older = next(o for o in at.selectbox(key="rec_file").options
+                 if o.startswith("bench_h200_wgmma.json"))
+    at.selectbox(key="rec_file").select(older).run()
+    assert_clean(at)
+    assert "bench_h200_sweep.json" in texts(at)
 
 
 def test_timings_config_chart_names_runs_and_keeps_the_method_below():

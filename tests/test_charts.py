@@ -621,11 +621,11 @@ def test_headline_has_naive_flash_and_pytorch_with_device_and_date():
     assert rows.groupby("name").seq.nunique().min() >= 5          # a sweep of N per line
     assert len(rows.drop_duplicates(["name", "seq"])) == len(rows)
     best = timing_data.fastest(timing_data.recorded_table(files))
-    assert best.file == "bench_h200_wgmma.json"
-    assert "NVIDIA H200" in subtitle and "2026-11-21" in subtitle
+    assert best.file == "bench_h200_forward_2026-11-23.json"
+    assert "NVIDIA H200" in subtitle and "2026-11-23" in subtitle
     spec = charts_timing.headline_chart(rows, subtitle).to_dict()
     text = json.dumps(spec)
-    assert "NVIDIA H200" in json.dumps(spec["title"]) and "2026-11-21" in json.dumps(
+    assert "NVIDIA H200" in json.dumps(spec["title"]) and "2026-11-23" in json.dumps(
         spec["title"])
     assert "median_ms" in text and "peak_GB" in text
     legend = color_domain(spec)
