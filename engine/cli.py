@@ -361,13 +361,13 @@ def cmd_merge(args) -> int:
 
 def _decode_lines(cfg, args, sms: int) -> list[tuple]:
     """(label, config, num_splits, auto) of every timing of one decode shape: the auto split
-    count, each count of --sweep-splits that leaves no split empty, the paged caches (auto),
-    then PyTorch's SDPA."""
+    count, each other count of --sweep-splits that leaves no split empty, the paged caches
+    (auto), then PyTorch's SDPA."""
     from .decode_config import splits_without_empty
     auto = cfg.splits_on(sms)
     lines = [("flash_decode", cfg, auto, True)]
     lines += [("flash_decode", cfg, s, False) for s in args.sweep_splits
-              if s <= cfg.seq_k and splits_without_empty(cfg.seq_k, s)]
+              if s != auto and s <= cfg.seq_k and splits_without_empty(cfg.seq_k, s)]
     lines += [("flash_decode", cfg.with_(page_size=p), auto, True) for p in args.page_sizes]
     if args.torch:
         lines.append(("torch_sdpa", cfg, None, False))

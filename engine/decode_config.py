@@ -21,14 +21,18 @@ MAX_DECODE_SEQ = 1 << 20
 MAX_DECODE_BATCH_HEADS = 65535   # so that kv_heads and batch fit gridDim.y and .z
 PAGE_SIZES = (8, 16, 32, 64, 128, 256)
 AUTO = "auto"
-# The "auto" rule: as many splits as fill one wave of thread blocks (batch · kv_heads ·
-# splits <= BLOCKS_PER_SM on every SM of the device profile), never a partial second wave,
-# and no split shorter than MIN_SPLIT_KEYS keys (its partial O_s, m_s, l_s and the merge then
-# cost little beside the keys it reads). BLOCKS_PER_SM is what fits an H200 SM at the issue's
-# shape (d 128, 16 bits: 75 KB of shared memory per block). Measured on the H200
-# (benchmarks/NOTES.md, "Flash-Decoding (H200)"): a wave and a bit (1.3 waves) is the worst
-# count, up to 20% slower than a full wave or fewer blocks.
+# The "auto" rule: the largest power of two of splits whose blocks (batch · kv_heads · splits)
+# are at most AUTO_BLOCKS_PER_SM per SM of the device profile, and no split shorter than
+# MIN_SPLIT_KEYS keys (its partial O_s, m_s, l_s and the merge then cost little beside the
+# keys it reads). Measured on the H200 (benchmarks/NOTES.md, "Flash-Decoding (H200)"): with
+# the merge fused into the split kernel (Version 4), two blocks per SM at a power of two was
+# the fastest count measured in 10 of the 12 (batch, seq_k) cells of the issue's sweep and
+# within 0.2% in the other two, up to 8% faster than a full wave of BLOCKS_PER_SM (the rule
+# before); a wave and a bit (1.3 waves) was the worst count, up to 20% slower.
+# BLOCKS_PER_SM is what fits an H200 SM at the issue's shape (d 128, 16 bits: 75 KB of
+# shared memory per block).
 BLOCKS_PER_SM = 3
+AUTO_BLOCKS_PER_SM = 2
 MIN_SPLIT_KEYS = 256
 # Key tiles of K_j and V_j one block keeps in its cp.async ring: 2 (double buffering). Three
 # and four were slower on the H200 (fewer blocks fit an SM; benchmarks/NOTES.md).
@@ -60,12 +64,13 @@ def largest_full_split_count(seq_k: int, at_most: int) -> int:
 
 
 def auto_splits(batch: int, kv_heads: int, seq_k: int, sms: int) -> int:
-    """The rule of num_splits="auto": floor(BLOCKS_PER_SM · SMs / (batch · kv_heads))
-    splits (one wave of blocks), at most seq_k / MIN_SPLIT_KEYS and MAX_SPLITS, at least 1,
-    lowered to the nearest count with no empty split."""
-    fill = BLOCKS_PER_SM * sms // (batch * kv_heads)
+    """The rule of num_splits="auto": the largest power of two at most
+    AUTO_BLOCKS_PER_SM · SMs / (batch · kv_heads), seq_k / MIN_SPLIT_KEYS and MAX_SPLITS, at
+    least 1, lowered to the nearest count with no empty split."""
+    fill = AUTO_BLOCKS_PER_SM * sms // (batch * kv_heads)
     longest = max(1, seq_k // MIN_SPLIT_KEYS)
-    return largest_full_split_count(seq_k, max(1, min(fill, longest, MAX_SPLITS)))
+    at_most = max(1, min(fill, longest, MAX_SPLITS))
+    return largest_full_split_count(seq_k, 1 << (at_most.bit_length() - 1))
 
 
 @dataclass(frozen=True)

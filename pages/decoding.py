@@ -14,7 +14,7 @@ from app.decode_data import (POOL_CAP, POOL_COLUMNS, bytes_table, decode_config,
 from app.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes, on_stage,
                     stage, usable_settings)
 from engine import iomodel, recorded
-from engine.decode_config import BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
+from engine.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
 from app.timing_data import bench_dir
 
 st.title("Decoding")
@@ -61,9 +61,9 @@ blocks = dcfg.batch * dcfg.kv_heads * res.num_splits
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("num_splits", res.num_splits,
           "auto" if splits == "auto" else "chosen", delta_color="off",
-          help=f"auto: ⌊{BLOCKS_PER_SM} · SMs / (batch · kv_heads)⌋ splits, one wave of "
-               f"{BLOCKS_PER_SM} thread blocks on every SM (never a partial second wave), "
-               f"but no split under "
+          help=f"auto: the largest power of two at most ⌊{AUTO_BLOCKS_PER_SM} · SMs / "
+               f"(batch · kv_heads)⌋ splits, at most {AUTO_BLOCKS_PER_SM} thread blocks on "
+               f"every SM (never a partial second wave), but no split under "
                f"{MIN_SPLIT_KEYS} keys and at most 128.")
 m2.metric("keys per split", f"{int(res.bounds[1] - res.bounds[0]):,}",
           f"last {int(res.bounds[-1] - res.bounds[-2]):,}", delta_color="off")

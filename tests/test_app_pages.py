@@ -904,8 +904,8 @@ def test_decoding_page_auto_splits_follow_the_emulated_profile():
     h200 = open_page("decoding", backend="numpy", dec_seq_k=32768, heads=32, dec_kv_heads=8)
     t4 = open_page("decoding", backend="numpy", dec_seq_k=32768, heads=32, dec_kv_heads=8,
                    profile="T4")
-    assert str(metric(h200, "num_splits").value) == "49"                 # ⌊3·132 / 8⌋
-    assert str(metric(t4, "num_splits").value) == "15"                   # ⌊3·40 / 8⌋
+    assert str(metric(h200, "num_splits").value) == "32"                 # 2·132 / 8 = 33
+    assert str(metric(t4, "num_splits").value) == "8"                    # 2·40 / 8 = 10
 
 
 def test_decoding_page_merge_chart_carries_every_split_once():

@@ -142,21 +142,23 @@ def test_paged_inputs_scatter_pages_and_pad_with_nan():
 
 def test_auto_split_rule():
     # the issue's shape on the H200: 8 blocks per token without splitting
-    assert auto_splits(1, 8, 32768, H200.sms) == 49       # ⌊3·132 / 8⌋: one wave of blocks
-    assert auto_splits(8, 8, 32768, H200.sms) == 6        # ⌊396 / 64⌋, not a partial second
-    assert auto_splits(2, 8, 32768, H200.sms) == 24
-    assert auto_splits(1, 8, 1000, H200.sms) == 3         # no split under 256 keys
+    assert auto_splits(1, 8, 32768, H200.sms) == 32       # 2·132 / 8 = 33: two blocks an SM
+    assert auto_splits(8, 8, 32768, H200.sms) == 4        # 264 / 64 = 4.1
+    assert auto_splits(2, 8, 32768, H200.sms) == 16
+    assert auto_splits(4, 8, 32768, H200.sms) == 8
+    assert auto_splits(1, 8, 1000, H200.sms) == 2         # no split under 256 keys (3)
     assert auto_splits(1, 1, 1 << 20, H200.sms) == MAX_SPLITS
     assert auto_splits(64, 8, 100, H200.sms) == 1
     for seq_k in RNG.integers(1, 200_000, 50):
         for b, kvh in ((1, 1), (1, 8), (4, 2)):
             s = auto_splits(b, kvh, int(seq_k), H200.sms)
             assert 1 <= s <= MAX_SPLITS and splits_without_empty(int(seq_k), s)
+            assert s * b * kvh <= max(2 * H200.sms, b * kvh)
             assert s == 1 or int(seq_k) // s >= MIN_SPLIT_KEYS - 1
     cfg = DecodeConfig(batch=1, kv_heads=8, heads=32, seq_k=32768)
-    assert cfg.num_splits == AUTO and cfg.splits_on(H200.sms) == 49
+    assert cfg.num_splits == AUTO and cfg.splits_on(H200.sms) == 32
     assert run_decode(cfg.with_(seq_k=4096, head_dim=16), gpu=engine.PROFILES["T4"]).num_splits \
-        == 15                                             # ⌊3·40 / 8⌋, the profile's SMs
+        == 8                                              # 2·40 / 8 = 10, the profile's SMs
 
 
 def test_split_bounds_are_ragged_only_at_the_end():
@@ -249,3 +251,21 @@ def test_any_config_matches_float64_and_its_merge(cfg):
     tr = res.trace
     assert rel_err(tr.l_final, (tr.split_sum * tr.rescale).sum(-1)) < 1e-6, cfg
     assert np.isfinite(res.output.astype(np.float32)).all(), cfg
+
+
+def test_decode_bench_times_the_auto_count_once():
+    """decode-bench: the auto count (a power of two since the rule of 2026-11-23) is timed as
+    the auto line, not again among the swept counts; counts that leave a split empty are
+    dropped."""
+    from types import SimpleNamespace
+    from engine.cli import _decode_lines
+    args = SimpleNamespace(sweep_splits=[1, 2, 4, 8, 16, 32, 64, 128], page_sizes=[16, 64],
+                           torch=False)
+    cfg = DecodeConfig(batch=1, kv_heads=8, heads=32, seq_k=32768)
+    lines = _decode_lines(cfg, args, H200.sms)
+    contiguous = [(n, auto) for label, c, n, auto in lines if c.page_size is None]
+    assert contiguous[0] == (32, True) and [n for n, _ in contiguous].count(32) == 1
+    assert [n for n, a in contiguous if not a] == [1, 2, 4, 8, 16, 64, 128]
+    assert [(c.page_size, n) for _, c, n, _ in lines if c.page_size] == [(16, 32), (64, 32)]
+    short = _decode_lines(cfg.with_(seq_k=300), args, H200.sms)
+    assert all(n == 1 or splits_without_empty(300, n) for _, _, n, _ in short)

@@ -229,9 +229,10 @@ def test_backward_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
 
 @pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
-def test_decode_split_kernel_fits_the_auto_rules_blocks_per_sm_on_the_issue_shape():
+def test_decode_split_kernel_fits_blocks_per_sm_on_the_issue_shape():
     """heads 32, kv_heads 8, d = 128, float16 (the issue's H200 target): shared memory and
-    registers leave room for the auto rule's BLOCKS_PER_SM blocks on an SM."""
+    registers leave room for BLOCKS_PER_SM blocks on an SM (the auto rule uses at most
+    AUTO_BLOCKS_PER_SM of them)."""
     from engine.decode_config import BLOCKS_PER_SM, DecodeConfig
     from engine.gpu.launchers import decode
     cfg = DecodeConfig(heads=32, kv_heads=8, head_dim=128, dtype="float16")
