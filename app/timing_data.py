@@ -171,23 +171,26 @@ def in_kernel_order(rows: pd.DataFrame) -> pd.DataFrame:
             .sort_values(["_order", "seq"], kind="stable").drop(columns="_order"))
 
 
-def tensorcore_build(row, hopper: bool) -> str:
-    """"wgmma" or "mma.sync": the build of kernel="tensorcore" that ran a recorded row."""
+def tensorcore_build(row, hopper: bool, direction: str = "forward") -> str:
+    """"wgmma" or "mma.sync": the build of kernel="tensorcore" that ran a recorded row of a
+    forward or backward file."""
     cfg = AttentionConfig(head_dim=int(row.head_dim), block_q=int(row.block_q),
                           block_k=int(row.block_k), dtype=row.dtype)
+    pick = catalog.backward_build if direction == "backward" else catalog.tensorcore_build
     try:
-        return catalog.tensorcore_build(cfg, hopper).name
+        return pick(cfg, hopper).name.removeprefix("backward ")
     except engine.ConfigError:
         return "tensorcore"
 
 
 def with_builds(df: pd.DataFrame, files: list[dict]) -> pd.DataFrame:
-    """Recorded forward rows with `build` (the tensor-core kernel's wgmma or mma.sync build,
-    else the kernel) and `name` (it in words)."""
+    """Recorded rows with `build` (the tensor-core kernel's wgmma or mma.sync build, forward
+    or backward as its file says, else the kernel) and `name` (it in words)."""
     hopper = {f["file"]: str(f.get("device", {}).get("compute_capability", "")).startswith("9")
               for f in files if isinstance(f.get("device"), dict)}
-    builds = [tensorcore_build(r, hopper.get(r.file, False)) if r.kernel == "tensorcore"
-              else r.kernel for r in df.itertuples()]
+    direction = {f["file"]: recorded.file_direction(f) for f in files}
+    builds = [tensorcore_build(r, hopper.get(r.file, False), direction.get(r.file, "forward"))
+              if r.kernel == "tensorcore" else r.kernel for r in df.itertuples()]
     return df.assign(build=builds, name=[kernel_name(b) for b in builds])
 
 

@@ -9,7 +9,7 @@ from app.charts_backward import growth_chart, hbm_parts_chart, loop_chart, peak_
     price_chart, rowsum_chart
 from app.charts_timing import config_chart, memory_chart, sweep_chart
 from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
-                             recorded_table, sweep_lengths, timing_table)
+                             recorded_table, sweep_lengths, timing_table, with_builds)
 from app.ui import (chart, guarded, linked_number, loop_player, method_note, notes, on_stage,
                     source_line, stage, usable_settings)
 from engine import check_limits, iomodel, recorded
@@ -154,7 +154,7 @@ if not files:
             "with \"direction\": \"backward\"); they will appear here once a GPU run is "
             "recorded.")
 else:
-    table = recorded_speedup(recorded_table(files))
+    table = recorded_speedup(with_builds(recorded_table(files), files))
     names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
              for f in files]
     pick = st.selectbox("recorded backward file", names, key="bw_rec_file")

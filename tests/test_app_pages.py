@@ -442,6 +442,19 @@ def test_backward_page_shows_recorded_backward_results(monkeypatch, tmp_path):
     assert any("speedup" in json.dumps(s.get("title", "")) for s in specs(at))
 
 
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows its live timings first")
+def test_backward_page_names_the_build_of_the_recorded_h200_rows(monkeypatch):
+    """The recorded H200 backward file ran the wgmma build at its tiles (compute capability
+    9.0 in the file's device): the legend says so, not "mma.sync/wgmma"."""
+    from engine import recorded
+    monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
+    at = open_page("backward")
+    assert_clean(at)
+    legends = {name for s in specs(at) for name in color_domains(s)}
+    assert "flash, tensor core (wgmma)" in legends, legends
+    assert "flash, tensor core (mma.sync/wgmma)" not in legends
+
+
 def test_backward_page_times_naive_against_flash():
     at = open_page("backward")
     if not ON_GPU:
@@ -653,7 +666,7 @@ def color_domains(spec) -> list:
         return []
     found = []
     if isinstance(spec.get("color"), dict):
-        found += spec["color"].get("scale", {}).get("domain", [])
+        found += (spec["color"].get("scale") or {}).get("domain", [])
     return found + [n for v in spec.values() for n in color_domains(v)]
 
 

@@ -271,19 +271,39 @@ VARIANTS = {**{name: path for name, (path, _) in PAGES.items()},
             "online-softmax-causal": "online-softmax?causal=true&sm_row=10&inputs=rising"}
 
 
-@pytest.mark.parametrize("size", list(SIZES))
+def _check_layout(page, name: str, size: str) -> None:
+    got = page.evaluate(LAYOUT)
+    assert not got["sideways"], (f"{name} at {size} scrolls sideways: {got['sideways']}; "
+                                 f"too wide: {got['wide']}")
+    for c in got["charts"]:
+        d, o = c["drawn"], c["outer"]
+        assert d is not None, f"{name} at {size}: a chart was not drawn"
+        assert d["r"] <= min(o["r"], got["vw"]) + 1, (
+            f"{name} at {size}: chart {c['title']!r} is {d['w']:.0f} px wide, cut off at "
+            f"{min(o['r'], got['vw']):.0f} px (its legend or axis is hidden)")
+    leaves = got["leaves"]
+    for i, a in enumerate(leaves):
+        for b in leaves[i + 1:]:
+            area = _overlap(a["b"], b["b"])
+            assert area <= 4, (f"{name} at {size}: {a['text']!r} and {b['text']!r} "
+                               f"overlap by {area:.0f} px²")
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_page_is_legible_at_projector_sizes(browser, server, name, size):
-    """No sideways scroll; every chart drawn inside its element and the window (so no legend
-    or axis is cut off: Vega draws legends inside its canvas); no two page elements on top of
-    each other (text over a chart, or text over text)."""
-    width, height = SIZES[size]
+def test_page_is_legible_at_projector_sizes(browser, server, name):
+    """At each size of SIZES (the page loaded at the first, then the window resized, as a
+    presenter does): no sideways scroll; every chart drawn inside its element and the window
+    (so no legend or axis is cut off: Vega draws legends inside its canvas); no two page
+    elements on top of each other (text over a chart, or text over text)."""
+    first, *others = SIZES
+    width, height = SIZES[first]
     page = browser.new_page(viewport={"width": width, "height": height})
     try:
         page.goto(f"{server}/{VARIANTS[name]}")
         page.wait_for_selector("h1", timeout=30000)
         _settle(page)
-        if size == "1280x720" and name in PAGES and os.environ.get("FA_LAB_SCREENSHOTS") == "1":
+        if name in PAGES and os.environ.get("FA_LAB_SCREENSHOTS") == "1":
             SHOTS_1280.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS_1280 / f"{name}.png"))
             if name in ("sram-tiling", "backward"):     # the loop board as a talk shows it
@@ -291,22 +311,14 @@ def test_page_is_legible_at_projector_sizes(browser, server, name, size):
                     "e => e.scrollIntoView({block: 'start'})")
                 page.wait_for_timeout(500)
                 page.screenshot(path=str(SHOTS_1280 / f"{name}-loop.png"))
-        got = page.evaluate(LAYOUT)
-        assert not got["sideways"], (f"{name} at {size} scrolls sideways: {got['sideways']}; "
-                                     f"too wide: {got['wide']}")
-        for c in got["charts"]:
-            d, o = c["drawn"], c["outer"]
-            assert d is not None, f"{name} at {size}: a chart was not drawn"
-            assert d["r"] <= min(o["r"], got["vw"]) + 1, (
-                f"{name} at {size}: chart {c['title']!r} is {d['w']:.0f} px wide, cut off at "
-                f"{min(o['r'], got['vw']):.0f} px (its legend or axis is hidden)")
-        leaves = got["leaves"]
-        for i, a in enumerate(leaves):
-            for b in leaves[i + 1:]:
-                area = _overlap(a["b"], b["b"])
-                assert area <= 4, (f"{name} at {size}: {a['text']!r} and {b['text']!r} "
-                                   f"overlap by {area:.0f} px²")
-        assert page.locator('[data-testid="stException"]').count() == 0
+                page.evaluate("() => window.scrollTo(0, 0)")
+        _check_layout(page, name, first)
+        for size in others:
+            width, height = SIZES[size]
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_function(f"() => window.innerWidth === {width}")
+            _settle(page)
+            _check_layout(page, name, size)
     finally:
         page.close()
 
