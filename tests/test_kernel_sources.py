@@ -1,6 +1,7 @@
 """Every CUDA source in kernels/ compiles with nvcc for sm_90, for the option combinations
 the launchers use (skipped where nvcc is missing), and the teaching kernel's shared-memory
 layout and its overflow message agree with the IO model — all without a GPU."""
+import functools
 import os
 import shutil
 import subprocess
@@ -130,6 +131,13 @@ def nvcc(source, options):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+@functools.lru_cache(maxsize=None)
+def nvcc_verbose(source, options: tuple):
+    """nvcc with ptxas's resource report (-Xptxas -v), once per build in a session: the
+    compile test of every source and the register test of the backward builds share it."""
+    return nvcc(source, (*options, "-Xptxas", "-v"))
+
+
 def examples_of(source: str) -> list:
     """The compile options a source is checked with: the catalogued builds for the tensor-core
     kernels, EXAMPLES for the others."""
@@ -147,7 +155,7 @@ def test_every_kernel_source_compiles_for_sm90(source):
     from concurrent.futures import ThreadPoolExecutor
     examples = examples_of(source)
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        builds = list(pool.map(lambda options: nvcc(source, options), examples))
+        builds = list(pool.map(lambda options: nvcc_verbose(source, tuple(options)), examples))
     for options, done in zip(examples, builds):
         assert done.returncode == 0, f"{source} {' '.join(options)}:\n{done.stderr}"
 
@@ -164,7 +172,7 @@ BACKWARD_BUILDS = ([("flash_backward_mma.cu", "flash_backward_mma", o)
 @pytest.mark.parametrize("source,function,options", BACKWARD_BUILDS,
                          ids=[f"{s} {' '.join(o)}" for s, _, o in BACKWARD_BUILDS])
 def test_backward_builds_keep_everything_in_registers(source, function, options):
-    done = nvcc(source, (*options, "-Xptxas", "-v"))
+    done = nvcc_verbose(source, tuple(options))
     assert done.returncode == 0, done.stderr
     report = done.stderr.split(f"Function properties for {function}")[1].split("ptxas")[:2]
     assert "0 bytes spill stores, 0 bytes spill loads" in report[0], (options, report)
