@@ -24,7 +24,7 @@ FUNCTION = "flash_backward_wgmma"
 # from the consumers' registers, as the mma.sync backward; 1, staged in shared memory and
 # added by bulk reductions from a producer warp while the consumers go on. Both pass the GPU
 # tests; on an H200 (2026-11-23, benchmarks/NOTES.md "wgmma backward (Hopper)") staging was
-# 1.09-1.16x faster at head_dim 128 and 1.13-1.22x slower at 64 (N 4096-16384), but its
+# 1.12-1.15× faster at head_dim 128 and 1.16-1.22× slower at 64 (N 4096-16384), but its
 # head_dim-128 build, compiled there, keeps 16 bytes a thread in local memory (the producer's
 # 24-register budget, we expect): 0 stays the default until that is gone.
 DQ_WRITER = 0

@@ -26,8 +26,9 @@ FUNCTION = "flash_wgmma"
 PINGPONG = 1
 # 1: one block per SM walks the work items (query tile, batch·head) in turn, loading the next
 # item's tiles during the current one's epilogue; 0: one block per item. Both pass the GPU
-# tests; 1 was 1.04-1.11× faster at N = 512-1024 on an H200 (2026-11-23) and within 1% at
-# N >= 4096 (benchmarks/NOTES.md, "Short sequences": prediction and measurement).
+# tests; on an H200 (2026-11-23) 1 was 1.07-1.10× faster at N = 512, 1.03-1.06× at 1024,
+# within 1% at 4096-8192 and 1-2% slower at 16384 (benchmarks/NOTES.md: the prediction under
+# "Issue 14", the measurement under "Issue 14: measured").
 PERSISTENT = 1
 
 # The driver's tensor-map encoding (cuda.h): element types float16 and bfloat16, no
