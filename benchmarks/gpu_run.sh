@@ -31,6 +31,9 @@
 #             (torch); then causal against non-causal at B·H = 4 (N 4096-16384, d 128) for
 #             both tensor-core kernels; the parity tables from benchmarks/cudnn_parity.py
 #             last (hopper_*_<gpu>.json); HOPPER_TESTS=0 skips the tests
+#   stream-k  issue 14, the wgmma kernel's stream-K walk: its gpu tests, then causal and
+#             non-causal at B·H = 4 (N 4096-16384) and 1 (N 4096), d 128, float16, whole items
+#             against the launcher's rule (hopper_bh*_wgmma_sk*_<gpu>.json)
 #   serve     server load (tests/server_load.py) on this machine, server and clients together:
 #             the mixed load (30 sessions x 60 s) on one app process, first on the code in
 #             $BEFORE (a `git archive` tarball of an earlier commit; skipped when unset), then
@@ -183,6 +186,32 @@ raise SystemExit(main(sys.argv[2:]))" "$p" bench "$@" --out "$OUT/hopper_${name}
         "$OUT"/hopper_torch_"$gpu".json > "$OUT/hopper_parity.txt" 2>&1
       python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh4_*_"$gpu".json > "$OUT/hopper_bh4.txt" 2>&1
       cat "$OUT/hopper_parity.txt" "$OUT/hopper_bh4.txt" ;;
+    stream-k)
+      # issue 14, the persistent wgmma kernel's stream-K walk: the wgmma kernel's gpu tests
+      # (tests/test_gpu_wgmma.py, every build), then B·H = 4 at d = 128 (causal and
+      # not, N 4096-16384) and B·H = 1 at N = 4096, whole items (STREAM_K = 0) against the
+      # launcher's rule (STREAM_K = 1); hopper_bh4_wgmma_sk<0|1>_<gpu>.json and the table of
+      # benchmarks/cudnn_parity.py
+      timeout "${STREAMK_TESTS_S:-240}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+        -p no:cacheprovider -m gpu tests/test_gpu_wgmma.py \
+        > "$OUT/stream_k_tests.log" 2>&1
+      summary+=("stream-K gpu tests rc=$?: $(tail -1 "$OUT/stream_k_tests.log")")
+      for sk in 0 1; do
+        for shape in "--heads 4 --seq 4096,8192,16384" "--heads 1 --seq 4096"; do
+          timeout "${STREAMK_BENCH_S:-90}" python3 -c "import sys
+from engine.gpu.launchers import wgmma
+wgmma.PERSISTENT, wgmma.STREAM_K = 1, int(sys.argv[1])
+from engine.cli import main
+raise SystemExit(main(sys.argv[2:]))" "$sk" bench $shape --head-dim 128 --dtype float16 \
+            --causal both --batch 1 --reps 30 --budget 1 --kernels tensorcore --block-q 128 \
+            --block-k 128 --out "$OUT/hopper_bh${shape:8:1}_wgmma_sk${sk}_${gpu}.json" \
+            >> "$OUT/stream_k.log" 2>> "$OUT/stream_k_progress.log"
+          summary+=("stream-K=$sk ${shape} rc=$?")
+        done
+      done
+      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh*_wgmma_sk*_"$gpu".json \
+        > "$OUT/stream_k_parity.txt" 2>&1
+      cat "$OUT/stream_k_parity.txt" ;;
     serve)
       export STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false
       if ! command -v nginx >/dev/null && ls .deb/*.deb >/dev/null 2>&1; then

@@ -128,11 +128,45 @@ __device__ __forceinline__ void load_l2(const float* p, float (&out)[N]) {
     }
 }
 
-// Element offset of key c's row (KV head g of sequence b) in the cache.
-__device__ __forceinline__ long long key_row(const int* __restrict__ block_table, int b, int g,
-                                             int c, int kv_heads, int seq_k, int pages_per_seq) {
+// The 16-byte copies one lane makes of a tile's K_j (and as many of V_j): copy i takes chunk
+// (lane + 32 i) mod CHUNKS of the warp's key row (lane + 32 i) / CHUNKS.
+constexpr int COPIES = (KW * CHUNKS + 31) / 32;
+__device__ __forceinline__ bool copy_exists(int i, int lane) {
+    return KW * CHUNKS % 32 == 0 || lane + 32 * i < KW * CHUNKS;
+}
+__device__ __forceinline__ int copy_row(int i, int warp, int lane) {
+    return warp * KW + (lane + 32 * i) / CHUNKS;
+}
+
+// The key whose row copy i of the tile at k0 reads: rows past the split's last key k_end read
+// its first key instead (and are zero-filled, never used).
+__device__ __forceinline__ int copy_key(int i, int warp, int lane, int k0, int k_begin, int k_end) {
+    const int c = k0 + copy_row(i, warp, lane);
+    return c < k_end ? c : k_begin;
+}
+
+// Paged cache: the block-table entries of the pages the lane's copies of the tile at k0 read.
+// The main loop looks them up one tile before the copies need them, so that the copies' source
+// addresses do not wait on a block-table read (a dependent load in front of every tile).
+__device__ __forceinline__ void lookup_pages(int (&page)[COPIES],
+                                             const int* __restrict__ block_table, int b, int k0,
+                                             int k_begin, int k_end, int warp, int lane,
+                                             int pages_per_seq) {
 #if PAGE_SIZE > 0
-    const int page = block_table[b * pages_per_seq + c / PAGE_SIZE];
+    #pragma unroll
+    for (int i = 0; i < COPIES; ++i) {
+        const int c = copy_key(i, warp, lane, k0, k_begin, k_end);
+        page[i] = k0 < k_end && copy_exists(i, lane)
+                  ? block_table[b * pages_per_seq + c / PAGE_SIZE] : 0;
+    }
+#endif
+}
+
+// Element offset of key c's row (KV head g of sequence b) in the cache; `page` is the block
+// table's entry for c (paged cache only).
+__device__ __forceinline__ long long key_row(int page, int b, int g, int c, int kv_heads,
+                                             int seq_k) {
+#if PAGE_SIZE > 0
     return (((long long)page * kv_heads + g) * PAGE_SIZE + c % PAGE_SIZE) * d;
 #else
     return (((long long)b * kv_heads + g) * seq_k + c) * d;
@@ -141,21 +175,20 @@ __device__ __forceinline__ long long key_row(const int* __restrict__ block_table
 
 // Stage this warp's KW keys of the tile starting at key k0 into buffer `stage` of K_j and V_j
 // with cp.async, one commit group per call (empty past the last tile); rows past the split's
-// last key k_end are zero-filled, never read.
+// last key k_end are zero-filled, never read. `page`: lookup_pages of this tile.
 __device__ __forceinline__ void load_tile(elem_t* K_j, elem_t* V_j, const elem_t* __restrict__ K,
-                                          const elem_t* __restrict__ V,
-                                          const int* __restrict__ block_table, int b, int g,
-                                          int k0, int k_begin, int k_end, int stage, int warp,
-                                          int lane, int kv_heads, int seq_k, int pages_per_seq) {
+                                          const elem_t* __restrict__ V, const int (&page)[COPIES],
+                                          int b, int g, int k0, int k_begin, int k_end, int stage,
+                                          int warp, int lane, int kv_heads, int seq_k) {
     if (k0 < k_end) {
         #pragma unroll
-        for (int i = 0; i < (KW * CHUNKS + 31) / 32; ++i) {
-            const int idx = lane + 32 * i;
-            if (KW * CHUNKS % 32 != 0 && idx >= KW * CHUNKS) break;
-            const int row = warp * KW + idx / CHUNKS, chunk = idx % CHUNKS;
+        for (int i = 0; i < COPIES; ++i) {
+            if (!copy_exists(i, lane)) break;
+            const int row = copy_row(i, warp, lane), chunk = (lane + 32 * i) % CHUNKS;
             const bool valid = k0 + row < k_end;
-            const long long src = key_row(block_table, b, g, valid ? k0 + row : k_begin,
-                                          kv_heads, seq_k, pages_per_seq) + chunk * CHUNK;
+            const long long src = key_row(page[i], b, g,
+                                          copy_key(i, warp, lane, k0, k_begin, k_end),
+                                          kv_heads, seq_k) + chunk * CHUNK;
             const int dst = (stage * Bc + row) * KV_STRIDE + chunk * CHUNK;
             cp_async16(smem_addr(K_j + dst), K + src, valid);
             cp_async16(smem_addr(V_j + dst), V + src, valid);
@@ -203,10 +236,16 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
 
     // Start fetching the first STAGES - 1 tiles (each warp its own keys); meanwhile Q_i with
     // scale · log2(e) folded in (the softmax runs in exp2).
+    int page[COPIES];   // paged cache: the block-table entries of the next tile to fetch
     #pragma unroll
-    for (int j = 0; j < STAGES - 1; ++j)
-        load_tile(K_j, V_j, K, V, block_table, b, g, k_begin + j * Bc, k_begin, k_end, j, warp,
-                  lane, kv_heads, seq_k, pages_per_seq);
+    for (int j = 0; j < STAGES - 1; ++j) {
+        lookup_pages(page, block_table, b, k_begin + j * Bc, k_begin, k_end, warp, lane,
+                     pages_per_seq);
+        load_tile(K_j, V_j, K, V, page, b, g, k_begin + j * Bc, k_begin, k_end, j, warp, lane,
+                  kv_heads, seq_k);
+    }
+    lookup_pages(page, block_table, b, k_begin + (STAGES - 1) * Bc, k_begin, k_end, warp, lane,
+                 pages_per_seq);
     for (int idx = tid; idx < R * d; idx += NUM_THREADS)
         Q_i[idx] = to_f32(Q[row0 * d + idx]) * (scale * LOG2E);
     __syncthreads();  // Q_i is in shared memory before any warp's dot products read it
@@ -229,9 +268,12 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         cp_async_wait<STAGES - 2>();
         __syncwarp();  // tile j (every lane's copies) has landed, and every lane is done with
                        // tile j - 1's buffer and P_w before they are overwritten
-        // Keep STAGES - 1 tiles in flight: fetch tile j + STAGES - 1 into tile j - 1's buffer.
-        load_tile(K_j, V_j, K, V, block_table, b, g, k0 + (STAGES - 1) * Bc, k_begin, k_end,
-                  (j + STAGES - 1) % STAGES, warp, lane, kv_heads, seq_k, pages_per_seq);
+        // Keep STAGES - 1 tiles in flight: fetch tile j + STAGES - 1 into tile j - 1's buffer
+        // (its pages looked up one iteration ago), then look up the pages of the tile after.
+        load_tile(K_j, V_j, K, V, page, b, g, k0 + (STAGES - 1) * Bc, k_begin, k_end,
+                  (j + STAGES - 1) % STAGES, warp, lane, kv_heads, seq_k);
+        lookup_pages(page, block_table, b, k0 + STAGES * Bc, k_begin, k_end, warp, lane,
+                     pages_per_seq);
 
         // S_ij = Q_i K_jᵀ: lane (part, c) sums dimensions [part·DL, ...) of the warp's key c
         // for every row, then the LPK parts add up by shuffles; one conversion of each K

@@ -25,6 +25,16 @@
 // the items, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
 // warpgroups take turns issuing their products, so one's softmax overlaps the other's products),
 // BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above).
+//
+// Stream-K (PERSISTENT builds, untraced, the launch argument stream_k_tiles > 0: the launcher
+// passes the work's key tiles when the longest item is well over an SM's even share of them,
+// e.g. causal at few batch·heads): the work is laid out as one line of key tiles, item after item, and block b
+// takes an even share of it, [b·W/G, (b+1)·W/G) of W tiles over G blocks, cutting items at the
+// share's ends. A block that ran part of an item writes its unnormalised state (O_acc, m_i, l_i,
+// each thread its own registers) to a slot of sk_part, makes it visible device-wide and takes a
+// ticket from the item's counter in sk_count; the part that draws the last ticket merges the
+// others' states into its registers by their maxima, writes O_i and lse, and sets the counter
+// back to 0 for the next launch (the way the decode kernel merges its splits).
 
 #include "tile_shape.cuh"
 #ifndef TRACE
@@ -53,7 +63,18 @@ constexpr float LOG2E = 1.4426950408889634f;
 // Register budgets after setmaxnreg (a multiple of 8; producer + consumers within 64K).
 constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS = 240;
+// setmaxnreg.inc waits until the block's pool holds the registers, and the pool is what the
+// launch gave the block (ENTRY_REGS a thread): the producer must free at least what the
+// consumers take, or they wait forever.
+constexpr int ENTRY_REGS = 65536 / THREADS / 8 * 8;
+static_assert(128 * (ENTRY_REGS - PRODUCER_REGS) >= CONSUMERS * 128 * (CONSUMER_REGS - ENTRY_REGS),
+              "the consumers' registers come from the producer's");
 constexpr bool TAKE_TURNS = PINGPONG;
+// Stream-K: a part's state in sk_part, one row of SK_THREADS floats (one per consumer thread)
+// for each of the O_REGS accumulators, m_i[2] and l_i[2].
+constexpr int SK_THREADS = CONSUMERS * 128;
+constexpr int SK_SLOT = (O_REGS + 4) * SK_THREADS;
+static_assert(8 * (2 + 4 * STAGES) + 4 <= 128, "the mbarriers and sk_merges fit their 128 bytes");
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
@@ -64,57 +85,130 @@ static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
+// The launch's work: Tr query tiles of bh_count batch·heads (from bh_offset), Tc key tiles.
+// Stream-K (total > 0): `total` key tiles in all (the launcher counts them), and the order of
+// the items on the line of work: causal, the heaviest query tiles first (level by level, each
+// level one query tile of every batch·head); not causal, batch·head by batch·head.
+struct Work {
+    int Tr, Tc, seq_q, bh_count, bh_group, causal, total;
+    // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
+    __device__ int tiles(int i) const {
+        const int last_row = min(i * Br + Br, seq_q) - 1;
+        return causal ? min(Tc, last_row / Bc + 1) : Tc;
+    }
+    __device__ void item(int k, int& i, int& bh) const {
+        if (causal) { i = Tr - 1 - k / bh_count; bh = k % bh_count; }
+        else        { i = k % Tr;                bh = k / Tr; }
+    }
+    // Block b's share starts at key tile share_start(b) of the line; block_at(x) holds tile x.
+    __device__ int share_start(int b) const { return (int)((long long)b * total / gridDim.x); }
+    __device__ int block_at(int x) const {
+        return (int)(((long long)(x + 1) * gridDim.x + total - 1) / total) - 1;
+    }
+    // The slot of sk_part that block b's part of the item starting at `start` goes to: 2b for
+    // the block's first run, 2b + 1 for its last (a block cuts at most those two).
+    __device__ int slot(int b, int start) const { return 2 * b + (share_start(b) < start); }
+};
+
+// A run of key tiles [j_lo, j_hi) of one item (query tile i, batch·head bh of the launch); the
+// item is whole when the run covers all its tiles. Stream-K: the item's index k on the line
+// and its first key tile's position there.
+struct Run { int i, bh, j_lo, j_hi, k, start; };
+
+// A block's walk over the work: next() gives its next run, false when there is none. One block
+// per item: the grid's own item (grid_item_tile in common.cuh). PERSISTENT, a grid of G blocks
+// (one per SM): stream-K, the block's share of the line (struct Work); otherwise whole items,
+// not causal items b, b + G, b + 2G, ... batch·head by batch·head; causal, the groups of
+// bh_group batch·heads one after another, and in each group one item of every round of G of
+// its items in the launch order (slots from the heaviest query tile), the rounds dealt in
+// alternate directions (block b takes item b of even rounds and G - 1 - b of odd ones), so the
+// block with the heaviest item of one round gets the lightest of the next.
+struct Walk {
+    // Whole items: `round` in the current group, whose first batch·head is `first`. Stream-K:
+    // the next key tile x of the line (-1 before the first call), the current item `round`
+    // and its first tile's position `first`. (One pair of registers serves both walks: the
+    // producer thread runs this walk within 24 registers.)
+    int round = 0, first = 0, x = -1;
+    __device__ bool next(const Work& w, Run& r) {
+        if (PERSISTENT && w.total > 0) {
+            int& k = round;
+            int& start = first;
+            if (x < 0) {                  // first call: the share's start, and its item
+                x = w.share_start(blockIdx.x);
+                if (w.causal) {           // skip whole levels, then items of the level
+                    for (int level = 0;; ++level) {
+                        const int n = w.tiles(w.Tr - 1 - level);
+                        if (x < start + w.bh_count * n) {
+                            const int skip = (x - start) / n;
+                            k = level * w.bh_count + skip;
+                            start += skip * n;
+                            break;
+                        }
+                        start += w.bh_count * n;
+                    }
+                } else {
+                    k = x / w.Tc;
+                    start = k * w.Tc;
+                }
+            }
+            const int hi = w.share_start(blockIdx.x + 1);
+            if (x >= hi) return false;
+            w.item(k, r.i, r.bh);
+            const int n = w.tiles(r.i);
+            r.k = k;
+            r.start = start;
+            r.j_lo = x - start;
+            r.j_hi = min(n, hi - start);
+            x = start + r.j_hi;
+            if (r.j_hi == n) { start += n; ++k; }
+            return true;
+        }
+        if (!next_item(w, r.i, r.bh)) return false;
+        r.j_lo = 0;
+        r.j_hi = w.tiles(r.i);
+        return true;
+    }
+    __device__ bool next_item(const Work& w, int& i, int& bh) {
+        if (!PERSISTENT) return round++ == 0 && grid_item_tile(w.causal, w.bh_count, i, bh);
+        const int G = gridDim.x, b = blockIdx.x;
+        if (!w.causal) {
+            const long long v = (long long)round++ * G + b;
+            if (v >= (long long)w.Tr * w.bh_count) return false;
+            i = (int)(v % w.Tr);
+            bh = (int)(v / w.Tr);
+            return true;
+        }
+        while (first < w.bh_count) {
+            const int group = min(w.bh_group, w.bh_count - first);
+            const long long v = (long long)round * G + ((round & 1) ? G - 1 - b : b);
+            if (v < (long long)w.Tr * group) {             // this round has an item for b
+                ++round;
+                i = w.Tr - 1 - (int)(v / group);
+                bh = first + (int)(v % group);
+                return true;
+            }
+            first += w.bh_group;                           // the group's items are all dealt
+            round = 0;
+        }
+        return false;
+    }
+};
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ TensorMap tm_k,
             const __grid_constant__ TensorMap tm_v, half_t* __restrict__ O,
             float* __restrict__ lse, int seq_q, int seq_k, float scale, int causal, int bh_offset,
-            int bh_count, int Tr, int bh_group,
+            int bh_count, int Tr, int bh_group, int stream_k_tiles, float* __restrict__ sk_part,
+            int* __restrict__ sk_count,
             float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
             float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
             int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns, u64* __restrict__ t_end_ns) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int Tc = (seq_k + Bc - 1) / Bc;
-    // This block's walk over the work items (query tile i, batch·head of this launch): next()
-    // gives the next one, false when there is none. One block per item: the grid's own
-    // (grid_item_tile in common.cuh). PERSISTENT, a grid of G blocks (one per SM): not
-    // causal, items b, b + G, b + 2G, ... batch·head by batch·head; causal, the groups of
-    // bh_group batch·heads one after another, and in each group one item of every round of G
-    // of its items in the launch order (slots from the heaviest query tile), the rounds dealt
-    // in alternate directions (block b takes item b of even rounds and G - 1 - b of odd ones),
-    // so the block with the heaviest item of one round gets the lightest of the next.
-    struct Walk {
-        int first_bh = 0, round = 0;          // the current group's first batch·head; round in it
-        __device__ bool next(int Tr, int bh_count, int bh_group, int causal, int& i, int& bh) {
-            if (!PERSISTENT) return round++ == 0 && grid_item_tile(causal, bh_count, i, bh);
-            const int G = gridDim.x, b = blockIdx.x;
-            if (!causal) {
-                const long long w = (long long)round++ * G + b;
-                if (w >= (long long)Tr * bh_count) return false;
-                i = (int)(w % Tr);
-                bh = (int)(w / Tr);
-                return true;
-            }
-            while (first_bh < bh_count) {
-                const int group = min(bh_group, bh_count - first_bh);
-                const long long k = (long long)round * G + ((round & 1) ? G - 1 - b : b);
-                if (k < (long long)Tr * group) {           // this round has an item for b
-                    ++round;
-                    i = Tr - 1 - (int)(k / group);
-                    bh = first_bh + (int)(k % group);
-                    return true;
-                }
-                first_bh += bh_group;                      // the group's items are all dealt
-                round = 0;
-            }
-            return false;
-        }
-    };
-    // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
-    auto tiles_of = [&](int i) {
-        const int last_row = min(i * Br + Br, seq_q) - 1;
-        return causal ? min(Tc, last_row / Bc + 1) : Tc;
-    };
+    // The work: items (query tile i, batch·head of this launch) of tiles(i) key tiles each.
+    const Work work{Tr, Tc, seq_q, bh_count, bh_group, causal,
+                    PERSISTENT && !TRACE ? stream_k_tiles : 0};
 
     // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_i slabs, then
     // STAGES x K_j, STAGES x V_j, then the mbarriers.
@@ -128,6 +222,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     auto v_full = [&](int s) { return bars + 8 * (2 + STAGES + s); };
     auto k_empty = [&](int s) { return bars + 8 * (2 + 2 * STAGES + s); };
     auto v_empty = [&](int s) { return bars + 8 * (2 + 3 * STAGES + s); };
+    // Stream-K: whether this block merges the item it just ran part of (after the mbarriers).
+    volatile int* const sk_merges = (volatile int*)(smem_raw + (bars - smem_addr(smem_raw))
+                                                    + 8 * (2 + 4 * STAGES));
 
     if (tid == 0) {
         mbar_init(q_full, 1);
@@ -142,23 +239,22 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     }
     __syncthreads();  // the mbarriers are initialised before any thread waits on them
 
-    // The ring: the u-th K_j / V_j this block loads (counted across its items) goes to
+    // The ring: the u-th K_j / V_j this block loads (counted across its runs) goes to
     // stage u mod STAGES, in that stage's (u / STAGES)-th phase.
     if (warp < 4) {
         // ---- producer warpgroup: one thread drives the copy engine ----------------------
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
         if (tid == 0) {
-            int u = 0;
-            int i, bh, n = 0;
-            for (Walk walk; walk.next(Tr, bh_count, bh_group, causal, i, bh); ++n) {
-                bh += bh_offset;
-                // Q_i once the consumers are done reading the previous item's Q.
+            int u = 0, n = 0;
+            Run r;
+            for (Walk walk; walk.next(work, r); ++n) {
+                const int bh = r.bh + bh_offset;
+                // Q_i once the consumers are done reading the previous run's Q.
                 if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
                 mbar_expect_bytes(q_full, Q_BYTES);
                 for (int h = 0; h < d / 64; ++h)
-                    tma_load(sQ + h * SLAB_Q, &tm_q, h * 64, i * Br, bh, q_full);
-                const int n_tiles = tiles_of(i);
-                for (int j = 0; j < n_tiles; ++j, ++u) {
+                    tma_load(sQ + h * SLAB_Q, &tm_q, h * 64, r.i * Br, bh, q_full);
+                for (int j = r.j_lo; j < r.j_hi; ++j, ++u) {
                     const int s = u % STAGES;
                     const unsigned parity = ((u / STAGES) - 1) & 1;   // the previous use of s
                     if (u >= STAGES) mbar_wait(k_empty(s), parity);
@@ -220,20 +316,21 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 #endif
 
     int u = 0;                         // ring uses so far (the producer's count)
-    int i, bh, n = 0;
+    int n = 0;
+    Run r, next_run;
     Walk walk;
-    for (; walk.next(Tr, bh_count, bh_group, causal, i, bh); ++n) {
+    for (; walk.next(work, r); ++n) {
 #if TRACE
         const u64 t_start = global_timer();
 #endif
-        bh += bh_offset;
+        const int i = r.i, bh = r.bh + bh_offset;
         const int q0 = i * Br;
         const int wg_row0 = q0 + wg * 64;
         const int row[2] = {wg_row0 + wq * 16 + g, wg_row0 + wq * 16 + g + 8};
-        const int n_tiles = tiles_of(i);
-        int next_i, next_bh;
+        const int n_tiles = work.tiles(i);
+        const int j0 = r.j_lo, n_run = r.j_hi - r.j_lo;   // this run: tiles j0 .. j0 + n_run - 1
         Walk ahead = walk;
-        const bool last_item = !ahead.next(Tr, bh_count, bh_group, causal, next_i, next_bh);
+        const bool last_item = !ahead.next(work, next_run);
         if (n == 0 && wg == CONSUMERS - 1) pass_turn();
         #pragma unroll
         for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
@@ -250,10 +347,10 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             for (int kk = 0; kk < Bc / 16; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
             wgmma_commit();
         };
-        // S_ij is done: release K_j's stage, and after the item's last S also Q_i.
+        // S_ij is done: release K_j's stage, and after the run's last S also Q_i.
         auto release_k = [&](int j, int s) {
             mbar_arrive(k_empty(s));
-            if (j + 1 == n_tiles) mbar_arrive(q_empty);
+            if (j + 1 == r.j_hi) mbar_arrive(q_empty);
         };
 
         // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
@@ -332,7 +429,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 
         mbar_wait(q_full, n & 1);
 
-        // Tile 0: S_i0 alone.
+        // The run's first tile j0: S_ij0 alone.
         wait_turn();
         mbar_wait(k_full(u % STAGES), (u / STAGES) & 1);
         wgmma_fence();
@@ -340,19 +437,19 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         pass_turn();
         wgmma_wait<0>();
         reg_fence(S);
-        release_k(0, u % STAGES);
-        softmax_scores(0);
-        finish_tile(0);
+        release_k(j0, u % STAGES);
+        softmax_scores(j0);
+        finish_tile(j0);
 
-        // Tile j (ring use u + j): S_ij on the tensor cores, then P_{i,j-1} V_{j-1} behind it;
-        // softmax of S_ij while the second product runs.
-        for (int j = 1; j < n_tiles; ++j) {
-            const int s = (u + j) % STAGES, sp = (u + j - 1) % STAGES;
+        // Tile j = j0 + x (ring use u + x): S_ij on the tensor cores, then P_{i,j-1} V_{j-1}
+        // behind it; softmax of S_ij while the second product runs.
+        for (int x = 1; x < n_run; ++x) {
+            const int j = j0 + x, s = (u + x) % STAGES, sp = (u + x - 1) % STAGES;
             wait_turn();
-            mbar_wait(k_full(s), ((u + j) / STAGES) & 1);
+            mbar_wait(k_full(s), ((u + x) / STAGES) & 1);
             wgmma_fence();
             issue_qk(s);
-            mbar_wait(v_full(sp), ((u + j - 1) / STAGES) & 1);
+            mbar_wait(v_full(sp), ((u + x - 1) / STAGES) & 1);
             issue_pv(sp);
             pass_turn();
             wgmma_wait<1>();                 // S_ij is done (P V may still run)
@@ -365,9 +462,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             finish_tile(j);
         }
         {
-            const int s = (u + n_tiles - 1) % STAGES;
+            const int s = (u + n_run - 1) % STAGES;
             wait_turn();
-            mbar_wait(v_full(s), ((u + n_tiles - 1) / STAGES) & 1);
+            mbar_wait(v_full(s), ((u + n_run - 1) / STAGES) & 1);
             wgmma_fence();
             issue_pv(s);
             if (wg != CONSUMERS - 1 || !last_item) pass_turn();
@@ -375,9 +472,65 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             reg_fence(O_acc);
             mbar_arrive(v_empty(s));
         }
-        u += n_tiles;
+        u += n_run;
 
-        // Epilogue (the producer is already loading the next item): full row sums, O_i / l_i,
+        // Stream-K, a run that is part of an item: post this part's state (each consumer
+        // thread its O_acc, m_i, l_i, one float per thread in a row of SK_THREADS), then take
+        // the item's ticket; the part that draws the last one merges, the others are done.
+        if (n_run != n_tiles) {
+            const int c = tid - 128;
+            const int first = work.block_at(r.start), last = work.block_at(r.start + n_tiles - 1);
+            float* mine = sk_part + (u64)work.slot(blockIdx.x, r.start) * SK_SLOT;
+            #pragma unroll
+            for (int e = 0; e < O_REGS; ++e) mine[e * SK_THREADS + c] = O_acc[e];
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                mine[(O_REGS + h) * SK_THREADS + c] = m_i[h];
+                mine[(O_REGS + 2 + h) * SK_THREADS + c] = l_i[h];
+            }
+            __threadfence();  // release: this thread's part reaches the whole GPU first
+            asm volatile("bar.sync 4, %0;" :: "n"(SK_THREADS) : "memory");  // every consumer
+                              // thread has fenced its part before the ticket is taken
+            if (tid == 128) {
+                __threadfence();  // thread 128's fence after the barrier orders the block's
+                                  // writes (cumulatively) before the ticket
+                const int merges = atomicAdd(sk_count + r.k, 1) == last - first;
+                if (merges) {
+                    __threadfence();      // acquire: the other parts, fenced before their
+                    sk_count[r.k] = 0;    // tickets, are visible; all tickets are drawn
+                }
+                *sk_merges = merges;
+            }
+            asm volatile("bar.sync 4, %0;" :: "n"(SK_THREADS) : "memory");  // the ticket's
+                              // answer is in shared memory before the threads read it
+            if (!*sk_merges) continue;
+            // Merge the parts in block order (the same result whichever part merges): the
+            // first part's state, then each next one by the maxima, m = max of the two, each
+            // rescaled by exp2(scale·log2e·(its m - m)); read through L2 (ld.global.cg), this
+            // thread's own part too (its own writes).
+            for (int b = first; b <= last; ++b) {
+                const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT;
+                float own_w[2], part_w[2];
+                #pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const float m_p = __ldcg(part + (O_REGS + h) * SK_THREADS + c);
+                    const float l_p = __ldcg(part + (O_REGS + 2 + h) * SK_THREADS + c);
+                    const float m_new = b == first ? m_p : fmaxf(m_i[h], m_p);
+                    own_w[h] = b == first ? 0.f
+                             : m_i[h] == m_new ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
+                    part_w[h] = m_p == m_new ? 1.f : fast_exp2((m_p - m_new) * scale_log2);
+                    l_i[h] = (b == first ? 0.f : own_w[h] * l_i[h]) + part_w[h] * l_p;
+                    m_i[h] = m_new;
+                }
+                #pragma unroll
+                for (int e = 0; e < O_REGS; ++e) {
+                    const float o_p = part_w[(e >> 1) & 1] * __ldcg(part + e * SK_THREADS + c);
+                    O_acc[e] = b == first ? o_p : fmaf(own_w[(e >> 1) & 1], O_acc[e], o_p);
+                }
+            }
+        }
+
+        // Epilogue (the producer is already loading the next run): full row sums, O_i / l_i,
         // lse = scale·m + log(l), straight from registers to global memory.
         float inv_l[2];
         #pragma unroll

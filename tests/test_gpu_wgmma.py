@@ -9,6 +9,8 @@ from engine.gpu.launchers import mma as tensorcore
 from engine.gpu.runtime import device_is_hopper
 from engine.gpu.launchers import wgmma
 from engine.config import ConfigError
+from engine import stream_k
+from engine.cpu import stream_k as stream_k_emulation
 from engine.gpu import catalog
 from kernel_checks import OUT_TOL, TRACE_NAMES, check_schedule, check_float64, check_output, check_trace, to_gpu
 from reference import attention64, rel_err
@@ -192,3 +194,44 @@ def test_persistent_blocks_walking_many_items_match_one_block_per_item(causal, d
     items_per_sm = np.bincount(traced1["sm_id"])
     assert items_per_sm[items_per_sm > 0].min() >= cfg.Tr * cfg.bh // sms, \
         "each persistent block (one per SM) walks several items"
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("d,bk,n,heads,causal", [
+    (128, 128, 4096, 4, True),    # B·H = 4: rows of 32 tiles, shares of 16, tiny rows packed
+    (128, 64, 1000, 2, True),     # ragged last tiles; rows of up to 16 tiles at block_k 64
+    (64, 128, 3000, 1, False),    # fewer items (24) than SMs: every item cut into parts
+    (128, 128, 777, 3, False),
+])
+@pytest.mark.parametrize("dtype", catalog.WGMMA.dtypes)
+def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bk, n, heads, causal, dtype,
+                                                                monkeypatch):
+    """The stream-K launch (items cut across blocks, parts merged by the last ticket; forced
+    on, whatever the launcher's cost model would choose): O and
+    lse against float64 and the NumPy emulation of the same schedule; relaunched bit for bit
+    (the ticket counters are back at 0 and the merge order is fixed); and against the walk of
+    whole items within rounding."""
+    monkeypatch.setattr(wgmma, "PERSISTENT", 1)
+    monkeypatch.setattr(wgmma, "STREAM_K", 1)
+    monkeypatch.setattr(wgmma, "use_stream_k", lambda *_: True)   # whatever the cost model says
+    cfg = config(seq_q=n, seq_k=n, heads=heads, head_dim=d, block_k=bk, causal=causal,
+                 dtype=dtype)
+    sms = wgmma.live_gpu().sms
+    facts = wgmma.kernel_facts(cfg, trace=False)
+    assert facts["stream_k"] and facts["grid"] == f"{stream_k.blocks(cfg, cfg.bh, sms)} × 1"
+    assert facts["local_bytes_per_thread"] == 0
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=False)
+    check_output(cfg, q, k, v, got)
+    emu = stream_k_emulation.flash(cfg, q, k, v, sms)
+    assert rel_err(got["O"].reshape(emu.output.shape), emu.output) <= OUT_TOL[dtype]
+    assert np.abs(got["lse"].reshape(emu.lse.shape) - emu.lse).max() <= 1e-3
+    for _ in range(2):
+        again = run_kernel(cfg, q, k, v, trace=False)
+        assert np.array_equal(got["O"], again["O"]) and np.array_equal(got["lse"], again["lse"])
+    monkeypatch.setattr(wgmma, "STREAM_K", 0)
+    assert not wgmma.kernel_facts(cfg, trace=False)["stream_k"]
+    whole = run_kernel(cfg, q, k, v, trace=False)
+    assert rel_err(got["O"], whole["O"]) <= OUT_TOL[dtype]
+    assert np.abs(got["lse"] - whole["lse"]).max() <= 1e-4

@@ -15,6 +15,8 @@ import numpy as np
 from ...config import AttentionConfig, ConfigError
 from ...iomodel import smem_bytes
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
+from ...stream_k import (blocks as stream_k_blocks, total_tiles, use_stream_k,
+                         workspace_floats)
 from ..catalog import WGMMA
 from ..runtime import device_is_hopper, live_gpu
 from . import core
@@ -30,6 +32,11 @@ PINGPONG = 1
 # within 1% at 4096-8192 and 1-2% slower at 16384 (benchmarks/NOTES.md: the prediction under
 # "Issue 14", the measurement under "Issue 14: measured").
 PERSISTENT = 1
+# 1: PERSISTENT launches that use_stream_k picks (the longest item well over an SM's even
+# share: causal at few batch·heads, fewer items than SMs) give every block an even share of the
+# key tiles, cutting items and merging their parts (engine/stream_k.py); traced runs walk whole
+# items, so that the trace follows each row over all its key tiles.
+STREAM_K = 1
 
 # The driver's tensor-map encoding (cuda.h): element types float16 and bfloat16, no
 # interleave, 128-byte swizzle, 128-byte L2 promotion, out-of-bounds elements read as zeros.
@@ -95,9 +102,18 @@ def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
     return out
 
 
-def grid(cfg: AttentionConfig, bh: int, sms: int) -> tuple[int, ...]:
+def splits_items(cfg: AttentionConfig, bh: int, sms: int, trace: bool) -> bool:
+    """Whether a launch of bh batch·heads runs stream-K (PERSISTENT, STREAM_K, untraced and
+    engine.stream_k.use_stream_k)."""
+    return bool(PERSISTENT and STREAM_K and not trace and use_stream_k(cfg, bh, sms))
+
+
+def grid(cfg: AttentionConfig, bh: int, sms: int, trace: bool = False) -> tuple[int, ...]:
     """The launch grid for bh batch·heads on a GPU of `sms` SMs: one block per work item in
-    launch order (core.item_grid), or, PERSISTENT, one per SM (never more blocks than items)."""
+    launch order (core.item_grid), or, PERSISTENT, one per SM (never more blocks than items,
+    under stream-K than key tiles)."""
+    if splits_items(cfg, bh, sms, trace):
+        return (stream_k_blocks(cfg, bh, sms), 1)
     if PERSISTENT:
         return (min(cfg.Tr * bh, sms), 1)
     return core.item_grid(cfg, sms)(bh)
@@ -106,7 +122,9 @@ def grid(cfg: AttentionConfig, bh: int, sms: int) -> tuple[int, ...]:
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     check_takes(cfg)
     b = build(cfg, trace)
-    return b.facts(b.compiled(), grid(cfg, cfg.bh, live_gpu().sms))
+    sms = live_gpu().sms
+    return {**b.facts(b.compiled(), grid(cfg, cfg.bh, sms, trace)),
+            "stream_k": splits_items(cfg, cfg.bh, sms, trace)}
 
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
@@ -129,20 +147,31 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
                np.int32(cfg.causal))
     sms = live_gpu().sms
     group = np.int32(core.causal_bh_group(cfg, sms))
+    split = splits_items(cfg, bh, sms, trace)
+    launch_grid = grid(cfg, bh, sms, trace)
+    # Stream-K: the kernel gets the work's key tiles (0: whole items), the parts' states (2
+    # slots a block) and a ticket counter per item, 0 between launches (the merging part sets
+    # it back).
+    workspace = (core.NULL, core.NULL)
+    if split:
+        import cupy
+        workspace = (cupy.empty(workspace_floats(cfg, launch_grid[0]), dtype=np.float32),
+                     cupy.zeros(cfg.Tr * bh, dtype=np.int32))
 
     def args_for(bh0, bh1):
         return (*maps, out["O"], out["lse"], *scalars, np.int32(bh0), np.int32(bh1 - bh0),
-                np.int32(cfg.Tr), group, *traced)
+                np.int32(cfg.Tr), group, np.int32(total_tiles(cfg, bh) if split else 0),
+                *workspace, *traced)
 
     if PERSISTENT:
-        launch_grid, args = grid(cfg, bh, sms), args_for(0, bh)
+        args = args_for(0, bh)
 
         def run():
             fn(launch_grid, (b.threads,), args, shared_mem=b.smem)
     else:
         run = core.launch_loop(fn, b, cfg.Tr, bh, args_for, core.item_grid(cfg, sms))
-    run.operands = (Q, K, V)          # the tensor maps point into these: keep them alive
-    out["info"] = b.facts(fn, grid(cfg, bh, sms))
+    run.operands = (Q, K, V, workspace)   # the tensor maps point into Q, K, V: keep them alive
+    out["info"] = {**b.facts(fn, launch_grid), "stream_k": split}
     return run, out
 
 

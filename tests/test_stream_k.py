@@ -1,0 +1,122 @@
+"""Stream-K (engine/stream_k.py, the schedule the persistent wgmma kernel walks when its items
+are few or uneven, and engine/cpu/stream_k.py, its NumPy emulation): every key tile of every
+item runs exactly once, shares are even, cut items post to distinct slots, and the parts'
+merge gives attention within float32 rounding of a float64 reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine import stream_k
+from engine.config import AttentionConfig
+from engine.cpu import stream_k as emulation
+from reference import attention64, rel_err
+import seeds
+
+RNG = seeds.rng(7311)
+
+
+def config(**changes) -> AttentionConfig:
+    base = dict(batch=1, heads=4, seq_q=4096, seq_k=4096, head_dim=128, block_q=128,
+                block_k=128, causal=True, dtype="float16")
+    return AttentionConfig(**{**base, **changes})
+
+
+def check_schedule(cfg: AttentionConfig, sms: int) -> None:
+    """Coverage, even shares and slots of the stream-K walk of cfg on `sms` SMs."""
+    bh = cfg.bh
+    total, G = stream_k.total_tiles(cfg, bh), stream_k.blocks(cfg, bh, sms)
+    seen = {}
+    slots = set()
+    for b, block in enumerate(stream_k.runs(cfg, bh, G)):
+        assert block, f"block {b} has no work"
+        tiles = sum(r.j_hi - r.j_lo for r in block)
+        assert tiles in (total // G, -(-total // G)), "shares differ by more than one tile"
+        for n, r in enumerate(block):
+            whole = r.j_lo == 0 and r.j_hi == stream_k.item_tiles(cfg, r.i)
+            assert whole or n in (0, len(block) - 1), "only a block's first and last runs cut"
+            if not whole:
+                s = stream_k.slot(b, r.start, total, G)
+                assert s in (2 * b, 2 * b + 1) and s not in slots
+                slots.add(s)
+                assert stream_k.block_at(r.start + r.j_lo, total, G) == b
+            for j in range(r.j_lo, r.j_hi):
+                assert (r.k, j) not in seen, f"tile {j} of item {r.k} runs twice"
+                seen[(r.k, j)] = b
+    items = {(stream_k.item_of(cfg, bh, k)) for k in range(cfg.Tr * bh)}
+    assert len(items) == cfg.Tr * bh
+    assert len(seen) == total == sum(stream_k.item_tiles(cfg, i) for i, _ in items)
+    assert max(slots, default=0) < 2 * G
+    assert stream_k.workspace_floats(cfg, G) == 2 * G * (cfg.head_dim // 2 + 4) * 256
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("n,bh", [(4096, 4), (1000, 2), (4096, 1), (300, 3), (8192, 4)])
+def test_every_tile_runs_once_in_even_shares(n, bh, causal):
+    check_schedule(config(seq_q=n, seq_k=n, heads=bh, causal=causal), 132)
+
+
+def test_the_rule_splits_launches_of_few_items_only():
+    """On 132 SMs the cost model picks stream-K for B·H = 1 and 2 at N = 4096 (32 and 64
+    items, most SMs idle in the whole-item walk: measured 1.8-1.9× faster at B·H = 1 on the
+    H200), and not for causal B·H = 4 at N = 4096 (measured 4% slower: the blocks holding
+    the lightest rows run up to 10 of them) nor for any of the B·H·N = 32k comparison
+    shapes."""
+    for causal in (True, False):
+        for bh in (1, 2):
+            assert stream_k.use_stream_k(config(causal=causal), bh, 132), (bh, causal)
+    assert not stream_k.use_stream_k(config(), 4, 132)
+    assert stream_k.makespan_stream_k(config(), 4, 132) > stream_k.makespan_whole(config(), 4, 132)
+    for n in (512, 1024, 2048, 4096, 8192, 16384):
+        for causal in (True, False):
+            assert not stream_k.use_stream_k(config(seq_q=n, seq_k=n, causal=causal),
+                                              32768 // n, 132), (n, causal)
+
+
+def test_cost_model_reproduces_the_h200_runs():
+    """The model (units of one tile, 1.7 µs at d = 128 on the H200) against the measured
+    stream-K times of 2026-11-23 (benchmarks/records/hopper_bh*_wgmma_sk1_h200_*.json):
+    B·H = 1 not causal 32.9 µs, causal 30.8 µs; B·H = 4 causal 62.4 µs; within 10%."""
+    tile_us = 8.4e6 / (651e12 / 132) * 1e6     # N = 16384's rate: 651 TFLOP/s on 132 SMs
+    for bh, causal, measured_us in ((1, False, 32.9), (1, True, 30.8), (4, True, 62.4)):
+        model = stream_k.makespan_stream_k(config(causal=causal), bh, 132) * tile_us
+        assert abs(model / measured_us - 1) <= 0.10, (bh, causal, model, measured_us)
+
+
+def test_shares_of_the_issue_shape():
+    """Causal, B·H = 4, N = 4096: 4 · (1 + ... + 32) = 2112 tiles, 16 per block on 132 SMs;
+    the heaviest rows (32 tiles) are cut in two."""
+    cfg = config()
+    assert stream_k.total_tiles(cfg, 4) == 2112 and stream_k.blocks(cfg, 4, 132) == 132
+    first = stream_k.runs(cfg, 4, 132)[0]
+    assert first[0] == stream_k.Run(k=0, i=31, bh=0, j_lo=0, j_hi=16, start=0)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("sms", [3, 17, 132])
+def test_emulation_matches_float64(causal, sms):
+    cfg = config(seq_q=700, seq_k=700 if causal else 650, heads=3, head_dim=64, block_k=64,
+                 causal=causal, dtype="float32")
+    q, k, v = (RNG.standard_normal((1, 3, n, 64)).astype(np.float32)
+               for n in (cfg.seq_q, cfg.seq_k, cfg.seq_k))
+    got = emulation.flash(cfg, q, k, v, sms)
+    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, causal)
+    assert rel_err(got.output, O64) <= 1e-5
+    assert np.abs(got.lse - lse64).max() <= 1e-5
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 900), m=st.integers(1, 900), bh=st.integers(1, 4),
+       block_k=st.sampled_from([64, 128]), causal=st.booleans(), sms=st.integers(1, 140))
+def test_schedule_and_merge_over_configs(n, m, bh, block_k, causal, sms):
+    cfg = config(seq_q=n, seq_k=m, heads=bh, head_dim=64, block_k=block_k, causal=causal,
+                 dtype="float32")
+    check_schedule(cfg, sms)
+    q = RNG.standard_normal((1, bh, n, 64)).astype(np.float32)
+    k, v = (RNG.standard_normal((1, bh, m, 64)).astype(np.float32) for _ in range(2))
+    got = emulation.flash(cfg, q, k, v, sms)
+    O64, lse64 = attention64(q, k, v, cfg.softmax_scale, causal)
+    assert rel_err(got.output, O64) <= 1e-5
+    assert np.abs(got.lse - lse64).max() <= 1e-5
