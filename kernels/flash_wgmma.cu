@@ -7,10 +7,9 @@
 // PERSISTENT, one block per SM walks the items (struct Walk below), so the loads of its next
 // item overlap the epilogue of the current one. The block has 1 + Br / 64 warpgroups:
 //   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once per
-//     item into one of two buffers (the next item's Q_i loads while this one ends) and of K_j,
-//     V_j into a two-stage ring of shared-memory buffers; each copy completes on an mbarrier
-//     ("full"); a buffer is refilled only after every consumer thread has arrived on its
-//     "empty" mbarrier (Q_i's after the item's last S_ij).
+//     item and of K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes
+//     on an mbarrier ("full"); a buffer is refilled only after every consumer thread has
+//     arrived on its "empty" mbarrier (Q_i's after the item's last S_ij).
 //   - warpgroups 1 .. Br / 64, the consumers: each owns 64 query rows of Q_i. S_ij = Q_i K_jᵀ runs
 //     as wgmma with both operands in shared memory; O_i += P_ij V_j as wgmma with P_ij in
 //     registers (straight from the S accumulators) and V_j in shared memory. The two products
@@ -54,7 +53,6 @@ constexpr int Bc = BLOCK_K;
 constexpr int CONSUMERS = Br / 64;              // consumer warpgroups, 64 query rows each
 constexpr int THREADS = 128 * (CONSUMERS + 1);
 constexpr int STAGES = 2;                       // K_j / V_j buffers in the ring
-constexpr int Q_STAGES = 2;                     // Q_i buffers: run n reads buffer n mod 2
 constexpr int SLAB_Q = Br * 128;                // bytes of one 64-column slab of Q_i
 constexpr int SLAB_KV = Bc * 128;               // ... of K_j or V_j
 constexpr int Q_BYTES = Br * d * 2;
@@ -76,8 +74,7 @@ constexpr bool TAKE_TURNS = PINGPONG;
 // for each of the O_REGS accumulators, m_i[2] and l_i[2].
 constexpr int SK_THREADS = CONSUMERS * 128;
 constexpr int SK_SLOT = (O_REGS + 4) * SK_THREADS;
-static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= 128,
-              "the mbarriers and sk_merges fit their 128 bytes");
+static_assert(8 * (2 + 4 * STAGES) + 4 <= 128, "the mbarriers and sk_merges fit their 128 bytes");
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
@@ -213,29 +210,25 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     const Work work{Tr, Tc, seq_q, bh_count, bh_group, causal,
                     PERSISTENT && !TRACE ? stream_k_tiles : 0};
 
-    // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_STAGES x Q_i
-    // slabs, then STAGES x K_j, STAGES x V_j, then the mbarriers.
+    // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_i slabs, then
+    // STAGES x K_j, STAGES x V_j, then the mbarriers.
     const unsigned base = (smem_addr(smem_raw) + 1023) & ~1023u;
     const unsigned sQ = base;
-    const unsigned sK = sQ + Q_STAGES * Q_BYTES;
+    const unsigned sK = sQ + Q_BYTES;
     const unsigned sV = sK + STAGES * KV_BYTES;
     const unsigned bars = sV + STAGES * KV_BYTES;
-    auto q_full = [&](int qs) { return bars + 8 * qs; };
-    auto q_empty = [&](int qs) { return bars + 8 * (Q_STAGES + qs); };
-    constexpr int KV_BARS = 2 * Q_STAGES;       // the K_j / V_j mbarriers follow Q_i's
-    auto k_full = [&](int s) { return bars + 8 * (KV_BARS + s); };
-    auto v_full = [&](int s) { return bars + 8 * (KV_BARS + STAGES + s); };
-    auto k_empty = [&](int s) { return bars + 8 * (KV_BARS + 2 * STAGES + s); };
-    auto v_empty = [&](int s) { return bars + 8 * (KV_BARS + 3 * STAGES + s); };
+    const unsigned q_full = bars, q_empty = bars + 8;
+    auto k_full = [&](int s) { return bars + 8 * (2 + s); };
+    auto v_full = [&](int s) { return bars + 8 * (2 + STAGES + s); };
+    auto k_empty = [&](int s) { return bars + 8 * (2 + 2 * STAGES + s); };
+    auto v_empty = [&](int s) { return bars + 8 * (2 + 3 * STAGES + s); };
     // Stream-K: whether this block merges the item it just ran part of (after the mbarriers).
     volatile int* const sk_merges = (volatile int*)(smem_raw + (bars - smem_addr(smem_raw))
-                                                    + 8 * (KV_BARS + 4 * STAGES));
+                                                    + 8 * (2 + 4 * STAGES));
 
     if (tid == 0) {
-        for (int qs = 0; qs < Q_STAGES; ++qs) {
-            mbar_init(q_full(qs), 1);
-            mbar_init(q_empty(qs), CONSUMERS * 128);
-        }
+        mbar_init(q_full, 1);
+        mbar_init(q_empty, CONSUMERS * 128);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
@@ -255,14 +248,12 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             int u = 0, n = 0;
             Run r;
             for (Walk walk; walk.next(work, r); ++n) {
-                const int bh = r.bh + bh_offset, qs = n % Q_STAGES;
-                // Q_i into buffer qs once the consumers are done reading the run before the
-                // previous one there; so the next run's Q_i loads while this run ends.
-                if (n >= Q_STAGES) mbar_wait(q_empty(qs), (n / Q_STAGES - 1) & 1);
-                mbar_expect_bytes(q_full(qs), Q_BYTES);
+                const int bh = r.bh + bh_offset;
+                // Q_i once the consumers are done reading the previous run's Q.
+                if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
+                mbar_expect_bytes(q_full, Q_BYTES);
                 for (int h = 0; h < d / 64; ++h)
-                    tma_load(sQ + qs * Q_BYTES + h * SLAB_Q, &tm_q, h * 64, r.i * Br, bh,
-                             q_full(qs));
+                    tma_load(sQ + h * SLAB_Q, &tm_q, h * 64, r.i * Br, bh, q_full);
                 for (int j = r.j_lo; j < r.j_hi; ++j, ++u) {
                     const int s = u % STAGES;
                     const unsigned parity = ((u / STAGES) - 1) & 1;   // the previous use of s
@@ -306,7 +297,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     // inside a 128-byte swizzled row, and every 4 k-steps to the next slab; 8-row groups are
     // 1024 bytes apart. V_j: N-major (d contiguous, keys are K); a k-step of 16 keys moves
     // 16 rows (2048 bytes); the two 64-column slabs of d are SLAB_KV apart.
-    unsigned q_base = sQ + wg * 64 * 128;      // this warpgroup's rows of the run's Q_i buffer
+    const unsigned q_base = sQ + wg * 64 * 128;
     auto q_desc = [&](int kk) { return smem_desc(q_base + (kk / 4) * SLAB_Q + (kk % 4) * 32, 16, 1024); };
     auto k_desc = [&](int s, int kk) {
         return smem_desc(sK + s * KV_BYTES + (kk / 4) * SLAB_KV + (kk % 4) * 32, 16, 1024);
@@ -356,10 +347,10 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             for (int kk = 0; kk < Bc / 16; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
             wgmma_commit();
         };
-        // S_ij is done: release K_j's stage, and after the run's last S also Q_i's buffer.
+        // S_ij is done: release K_j's stage, and after the run's last S also Q_i.
         auto release_k = [&](int j, int s) {
             mbar_arrive(k_empty(s));
-            if (j + 1 == r.j_hi) mbar_arrive(q_empty(n % Q_STAGES));
+            if (j + 1 == r.j_hi) mbar_arrive(q_empty);
         };
 
         // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
@@ -436,8 +427,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 #endif
         };
 
-        q_base = sQ + (n % Q_STAGES) * Q_BYTES + wg * 64 * 128;
-        mbar_wait(q_full(n % Q_STAGES), (n / Q_STAGES) & 1);
+        mbar_wait(q_full, n & 1);
 
         // The run's first tile j0: S_ij0 alone.
         wait_turn();
