@@ -21,9 +21,9 @@ from .config import AttentionConfig
 
 # The launcher's choice (use_stream_k) weighs the two walks' makespans in a cost model, in
 # units of one key tile's two products, fitted to the H200's stream-K runs of 2026-11-23
-# (benchmarks/NOTES.md, "Issue 14: stream-K", within 7% of the three measured shapes): every run
-# (a whole item or a part) costs RUN_COST tiles besides its own (its Q_i and first K_j, V_j
-# waited for, the first S_ij alone, the last P V_j alone, the epilogue), posting a part
+# (benchmarks/NOTES.md, "Issue 14: stream-K measured", within 7% of the three measured shapes):
+# every run (a whole item or a part) costs RUN_COST tiles besides its own (the first S_ij
+# alone, the last P V_j alone, the epilogue; a second Q_i buffer did not shorten it), posting a part
 # POST_COST, and the block that ends a cut item MERGE_COST per part it reads back. Stream-K
 # runs where the model has it at most GAIN of the whole-item walk's time.
 RUN_COST, POST_COST, MERGE_COST = 2.0, 1.5, 0.9

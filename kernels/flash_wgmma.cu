@@ -27,14 +27,15 @@
 // BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above).
 //
 // Stream-K (PERSISTENT builds, untraced, the launch argument stream_k_tiles > 0: the launcher
-// passes the work's key tiles when the longest item is well over an SM's even share of them,
-// e.g. causal at few batch·heads): the work is laid out as one line of key tiles, item after item, and block b
-// takes an even share of it, [b·W/G, (b+1)·W/G) of W tiles over G blocks, cutting items at the
-// share's ends. A block that ran part of an item writes its unnormalised state (O_acc, m_i, l_i,
-// each thread its own registers) to a slot of sk_part, makes it visible device-wide and takes a
-// ticket from the item's counter in sk_count; the part that draws the last ticket merges the
-// others' states into its registers by their maxima, writes O_i and lse, and sets the counter
-// back to 0 for the next launch (the way the decode kernel merges its splits).
+// passes the work's key tiles when its cost model, engine/stream_k.py, has an even share
+// faster than whole items, i.e. for launches of few items): the work is laid out as one line
+// of key tiles, item after item, and block b takes an even share of it, [b·W/G, (b+1)·W/G) of
+// W tiles over G blocks, cutting items at the share's ends. A block that ran part of an item
+// writes its unnormalised state (O_acc, m_i, l_i, each thread its own registers) to a slot of
+// sk_part, makes it visible device-wide and takes a ticket from the item's counter in
+// sk_count; the part that draws the last ticket merges all the parts in block order, writes
+// O_i and lse, and sets the counter back to 0 for the next launch (the way the decode kernel
+// merges its splits).
 
 #include "tile_shape.cuh"
 #ifndef TRACE
