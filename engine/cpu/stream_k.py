@@ -1,8 +1,7 @@
 """NumPy emulation of the stream-K forward (engine/stream_k.py): each block's runs of key tiles
-with the online softmax, the parts of cut items posted as unnormalised (O, m, l), and the
-merge by the maxima that the part drawing an item's last ticket does. float32 throughout, as
-in the kernel; on the GPU the merging part is whichever finishes last, here the item's last
-block (the merge is the same up to rounding in any order).
+with the online softmax, the parts of cut items posted as unnormalised (O, m, l), and their
+merge by the maxima in block order, as the part drawing an item's last ticket does it on the
+GPU (whichever part that is). float32 throughout, as in the kernel.
 """
 from __future__ import annotations
 
