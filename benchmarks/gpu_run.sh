@@ -61,6 +61,19 @@ cat "$OUT/env.txt"
 export FA_LAB_MAX_QKV_ELEMENTS=1000000000 FA_LAB_MAX_NAIVE_BYTES=200000000000 \
   FA_LAB_MAX_SWEEP_POINTS=100000
 summary=()
+# One `python -m engine bench` run of the wgmma builds (hopper and stream-k modes): the time
+# limit, wgmma.PERSISTENT, wgmma.STREAM_K, the log's name, the output's name
+# (hopper_<name>_<gpu>.json), then the bench arguments.
+bench_wgmma() {
+  local limit=$1 p=$2 sk=$3 log=$4 name=$5; shift 5
+  timeout "$limit" python3 -c "import sys
+from engine.gpu.launchers import wgmma
+wgmma.PERSISTENT, wgmma.STREAM_K = int(sys.argv[1]), int(sys.argv[2])
+from engine.cli import main
+raise SystemExit(main(sys.argv[3:]))" "$p" "$sk" bench "$@" --out "$OUT/hopper_${name}_${gpu}.json" \
+    >> "$OUT/$log.log" 2>> "$OUT/${log}_progress.log"
+  summary+=("$name rc=$?")
+}
 for mode in "$@"; do
   case "$mode" in
     tests)
@@ -161,16 +174,7 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
         hopper_tests persistent 180 tests/test_gpu_wgmma.py -k persistent
       fi
       # wgmma.PERSISTENT set per run: the two builds of the wgmma kernel, timed alike
-      bench_as() {  # PERSISTENT, output name, then bench arguments
-        local p=$1 name=$2; shift 2
-        timeout "${HOPPER_BENCH_S:-200}" python3 -c "import sys
-from engine.gpu.launchers import wgmma
-wgmma.PERSISTENT = int(sys.argv[1])
-from engine.cli import main
-raise SystemExit(main(sys.argv[2:]))" "$p" bench "$@" --out "$OUT/hopper_${name}_${gpu}.json" \
-          >> "$OUT/hopper.log" 2>> "$OUT/hopper_progress.log"
-        summary+=("$name rc=$?")
-      }
+      bench_as() { bench_wgmma "${HOPPER_BENCH_S:-200}" "$1" 1 hopper "${@:2}"; }
       grid=(--seq "${SEQ:-512,1024,2048,4096,8192,16384}" --head-dim 64,128 --block-q 128
             --block-k 128 --dtype float16,bfloat16 --causal both --tokens 32768 --heads 1
             --reps 30 --budget 1)
@@ -198,15 +202,9 @@ raise SystemExit(main(sys.argv[2:]))" "$p" bench "$@" --out "$OUT/hopper_${name}
       summary+=("stream-K gpu tests rc=$?: $(tail -1 "$OUT/stream_k_tests.log")")
       for sk in 0 1; do
         for shape in "--heads 4 --seq 4096,8192,16384" "--heads 1 --seq 4096"; do
-          timeout "${STREAMK_BENCH_S:-90}" python3 -c "import sys
-from engine.gpu.launchers import wgmma
-wgmma.PERSISTENT, wgmma.STREAM_K = 1, int(sys.argv[1])
-from engine.cli import main
-raise SystemExit(main(sys.argv[2:]))" "$sk" bench $shape --head-dim 128 --dtype float16 \
-            --causal both --batch 1 --reps 30 --budget 1 --kernels tensorcore --block-q 128 \
-            --block-k 128 --out "$OUT/hopper_bh${shape:8:1}_wgmma_sk${sk}_${gpu}.json" \
-            >> "$OUT/stream_k.log" 2>> "$OUT/stream_k_progress.log"
-          summary+=("stream-K=$sk ${shape} rc=$?")
+          bench_wgmma "${STREAMK_BENCH_S:-90}" 1 "$sk" stream_k "bh${shape:8:1}_wgmma_sk${sk}" \
+            $shape --head-dim 128 --dtype float16 --causal both --batch 1 --reps 30 --budget 1 \
+            --kernels tensorcore --block-q 128 --block-k 128
         done
       done
       python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh*_wgmma_sk*_"$gpu".json \

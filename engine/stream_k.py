@@ -18,6 +18,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from .config import AttentionConfig
+from .iomodel import query_rows_per_key_tile
 
 # The launcher's choice (use_stream_k) weighs the two walks' makespans in a cost model, in
 # units of one key tile's two products, fitted to the H200's stream-K runs of 2026-11-23
@@ -31,12 +32,9 @@ GAIN = 0.85
 CONSUMER_THREADS = 256   # the kernel's SK_THREADS: two consumer warpgroups (block_q = 128)
 
 
-def item_tiles(cfg: AttentionConfig, i: int) -> int:
-    """Key tiles of query tile i: under causal, tile j runs iff j·block_k <= its last row."""
-    if not cfg.causal:
-        return cfg.Tc
-    last_row = min((i + 1) * cfg.block_q, cfg.seq_q) - 1
-    return min(cfg.Tc, last_row // cfg.block_k + 1)
+def key_tiles(cfg: AttentionConfig) -> list[int]:
+    """Key tiles of each query tile i (the kernel's Work::tiles; iomodel's causal rule)."""
+    return [int(t) for t in query_rows_per_key_tile(cfg)[1]]
 
 
 def item_of(cfg: AttentionConfig, bh: int, k: int) -> tuple[int, int]:
@@ -48,7 +46,7 @@ def item_of(cfg: AttentionConfig, bh: int, k: int) -> tuple[int, int]:
 
 def total_tiles(cfg: AttentionConfig, bh: int) -> int:
     """W: key tiles of every item of bh batch·heads."""
-    return bh * sum(item_tiles(cfg, i) for i in range(cfg.Tr))
+    return bh * sum(key_tiles(cfg))
 
 
 def blocks(cfg: AttentionConfig, bh: int, sms: int) -> int:
@@ -67,18 +65,18 @@ def use_stream_k(cfg: AttentionConfig, bh: int, sms: int) -> bool:
 def makespan_whole(cfg: AttentionConfig, bh: int, sms: int) -> float:
     """The persistent walk of whole items, in tiles: at least its longest item, and at least
     an even share of every item's tiles and run cost."""
-    tiles = [item_tiles(cfg, i) for i in range(cfg.Tr)]
+    tiles = key_tiles(cfg)
     return max(max(tiles) + RUN_COST, bh * (sum(tiles) + RUN_COST * cfg.Tr) / sms)
 
 
 def makespan_stream_k(cfg: AttentionConfig, bh: int, sms: int) -> float:
     """The stream-K walk, in tiles: the slowest block's runs, posts and merges."""
-    total, G = total_tiles(cfg, bh), blocks(cfg, bh, sms)
+    tiles, total, G = key_tiles(cfg), total_tiles(cfg, bh), blocks(cfg, bh, sms)
     worst = 0.0
     for block in runs(cfg, bh, G):
         t = 0.0
         for r in block:
-            n = item_tiles(cfg, r.i)
+            n = tiles[r.i]
             t += r.j_hi - r.j_lo + RUN_COST
             if r.j_hi - r.j_lo < n:
                 t += POST_COST
@@ -118,11 +116,12 @@ class Run:
 
 def runs(cfg: AttentionConfig, bh: int, G: int) -> list[list[Run]]:
     """Every block's runs, in the order the block walks them."""
-    total = total_tiles(cfg, bh)
+    tiles = key_tiles(cfg)
     starts, at = [], 0
     for k in range(cfg.Tr * bh):
         starts.append(at)
-        at += item_tiles(cfg, item_of(cfg, bh, k)[0])
+        at += tiles[item_of(cfg, bh, k)[0]]
+    total = at
     out = []
     for b in range(G):
         x, hi = share_start(b, total, G), share_start(b + 1, total, G)
@@ -130,7 +129,7 @@ def runs(cfg: AttentionConfig, bh: int, G: int) -> list[list[Run]]:
         mine = []
         while x < hi:
             i, h = item_of(cfg, bh, k)
-            n = item_tiles(cfg, i)
+            n = tiles[i]
             j_lo, j_hi = x - starts[k], min(n, hi - starts[k])
             mine.append(Run(k, i, h, j_lo, j_hi, starts[k]))
             x = starts[k] + j_hi

@@ -28,14 +28,15 @@ def check_schedule(cfg: AttentionConfig, sms: int) -> None:
     """Coverage, even shares and slots of the stream-K walk of cfg on `sms` SMs."""
     bh = cfg.bh
     total, G = stream_k.total_tiles(cfg, bh), stream_k.blocks(cfg, bh, sms)
+    tiles = stream_k.key_tiles(cfg)
     seen = {}
     slots = set()
     for b, block in enumerate(stream_k.runs(cfg, bh, G)):
         assert block, f"block {b} has no work"
-        tiles = sum(r.j_hi - r.j_lo for r in block)
-        assert tiles in (total // G, -(-total // G)), "shares differ by more than one tile"
+        share = sum(r.j_hi - r.j_lo for r in block)
+        assert share in (total // G, -(-total // G)), "shares differ by more than one tile"
         for n, r in enumerate(block):
-            whole = r.j_lo == 0 and r.j_hi == stream_k.item_tiles(cfg, r.i)
+            whole = r.j_lo == 0 and r.j_hi == tiles[r.i]
             assert whole or n in (0, len(block) - 1), "only a block's first and last runs cut"
             if not whole:
                 s = stream_k.slot(b, r.start, total, G)
@@ -47,7 +48,7 @@ def check_schedule(cfg: AttentionConfig, sms: int) -> None:
                 seen[(r.k, j)] = b
     items = {(stream_k.item_of(cfg, bh, k)) for k in range(cfg.Tr * bh)}
     assert len(items) == cfg.Tr * bh
-    assert len(seen) == total == sum(stream_k.item_tiles(cfg, i) for i, _ in items)
+    assert len(seen) == total == sum(tiles[i] for i, _ in items)
     assert max(slots, default=0) < 2 * G
     assert stream_k.workspace_floats(cfg, G) == 2 * G * (cfg.head_dim // 2 + 4) * 256
 

@@ -1,7 +1,8 @@
 """NumPy emulation of the stream-K forward (engine/stream_k.py): each block's runs of key tiles
-with the online softmax, the parts of cut items posted as unnormalised (O, m, l), and their
-merge by the maxima in block order, as the part drawing an item's last ticket does it on the
-GPU (whichever part that is). float32 throughout, as in the kernel.
+with the online softmax, and the parts of a cut item merged by their log-sum-exps once its
+last part has run (the merge of the decode emulation, engine/cpu/decode.merge_splits; the
+kernel folds the parts in one at a time, the same up to rounding). float32 throughout, as in
+the kernel.
 """
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 
 from ..config import AttentionConfig
 from ..results import Result
-from ..stream_k import blocks, item_tiles, runs
+from ..stream_k import blocks, key_tiles, runs
+from .decode import merge_splits
 
 
 def run_state(cfg: AttentionConfig, Q, K, V, bh: int, i: int, j_lo: int, j_hi: int):
@@ -35,16 +37,6 @@ def run_state(cfg: AttentionConfig, Q, K, V, bh: int, i: int, j_lo: int, j_hi: i
     return m, l, O
 
 
-def merge(a, b):
-    """Two parts' (m, l, O) as one: each rescaled by exp(its m - the larger m)."""
-    (m_a, l_a, O_a), (m_b, l_b, O_b) = a, b
-    m = np.maximum(m_a, m_b)
-    with np.errstate(invalid="ignore"):
-        w_a = np.where(m_a == m, np.float32(1), np.exp(m_a - m)).astype(np.float32)
-        w_b = np.where(m_b == m, np.float32(1), np.exp(m_b - m)).astype(np.float32)
-    return m, w_a * l_a + w_b * l_b, w_a[:, None] * O_a + w_b[:, None] * O_b
-
-
 def flash(cfg: AttentionConfig, q, k, v, sms: int) -> Result:
     """The forward pass as the stream-K kernel runs it on `sms` SMs."""
     Q, K, V = (np.ascontiguousarray(x.reshape(-1, *x.shape[2:]), dtype=np.float32)
@@ -52,25 +44,19 @@ def flash(cfg: AttentionConfig, q, k, v, sms: int) -> Result:
     bh = Q.shape[0]
     O = np.zeros_like(Q)
     lse = np.zeros(Q.shape[:2], np.float32)
+    tiles = key_tiles(cfg)
     parts: dict[int, list] = {}
     for block in runs(cfg, bh, blocks(cfg, bh, sms)):
         for r in block:
             parts.setdefault(r.k, []).append(run_state(cfg, Q, K, V, r.bh, r.i, r.j_lo, r.j_hi))
-            n = item_tiles(cfg, r.i)
-            if r.j_hi < n:
+            if r.j_hi < tiles[r.i]:
                 continue                  # the item's last part (and its merge) comes later
-            m, l, acc = _merged(parts.pop(r.k))
+            m_s, l_s, O_s = (np.stack(x, axis=-1) for x in zip(*parts.pop(r.k)))
+            seen = l_s > 0                # O_s normalised by l_s, 0 where a part saw no key
+            O_s = np.where(seen[:, None], O_s / np.where(seen, l_s, 1)[:, None], 0)
             rows = slice(r.i * cfg.block_q, min((r.i + 1) * cfg.block_q, cfg.seq_q))
-            O[r.bh, rows] = acc / l[:, None]
-            lse[r.bh, rows] = m + np.log(l)
+            O[r.bh, rows], lse[r.bh, rows] = merge_splits(
+                m_s, l_s, np.moveaxis(O_s, 1, 2).astype(np.float32))[:2]
     B, H = cfg.batch, cfg.heads
     return Result(output=O.reshape(B, H, cfg.seq_q, cfg.head_dim).astype(q.dtype),
                   lse=lse.reshape(B, H, cfg.seq_q), backend="numpy", algorithm="flash")
-
-
-def _merged(states: list):
-    """The parts of one item merged in the order they ran."""
-    out = states[0]
-    for s in states[1:]:
-        out = merge(out, s)
-    return out

@@ -108,11 +108,11 @@ def splits_items(cfg: AttentionConfig, bh: int, sms: int, trace: bool) -> bool:
     return bool(PERSISTENT and STREAM_K and not trace and use_stream_k(cfg, bh, sms))
 
 
-def grid(cfg: AttentionConfig, bh: int, sms: int, trace: bool = False) -> tuple[int, ...]:
+def grid(cfg: AttentionConfig, bh: int, sms: int, split: bool) -> tuple[int, ...]:
     """The launch grid for bh batch·heads on a GPU of `sms` SMs: one block per work item in
     launch order (core.item_grid), or, PERSISTENT, one per SM (never more blocks than items,
-    under stream-K than key tiles)."""
-    if splits_items(cfg, bh, sms, trace):
+    nor, under stream-K (split, from splits_items), than key tiles)."""
+    if split:
         return (stream_k_blocks(cfg, bh, sms), 1)
     if PERSISTENT:
         return (min(cfg.Tr * bh, sms), 1)
@@ -123,8 +123,8 @@ def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     check_takes(cfg)
     b = build(cfg, trace)
     sms = live_gpu().sms
-    return {**b.facts(b.compiled(), grid(cfg, cfg.bh, sms, trace)),
-            "stream_k": splits_items(cfg, cfg.bh, sms, trace)}
+    split = splits_items(cfg, cfg.bh, sms, trace)
+    return {**b.facts(b.compiled(), grid(cfg, cfg.bh, sms, split)), "stream_k": split}
 
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
@@ -148,7 +148,7 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     sms = live_gpu().sms
     group = np.int32(core.causal_bh_group(cfg, sms))
     split = splits_items(cfg, bh, sms, trace)
-    launch_grid = grid(cfg, bh, sms, trace)
+    launch_grid = grid(cfg, bh, sms, split)
     # Stream-K: the kernel gets the work's key tiles (0: whole items), the parts' states (2
     # slots a block) and a ticket counter per item, 0 between launches (the merging part sets
     # it back).
