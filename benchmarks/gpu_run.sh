@@ -31,6 +31,10 @@
 #             (torch); then causal against non-causal at B·H = 4 (N 4096-16384, d 128) for
 #             both tensor-core kernels; the parity tables from benchmarks/cudnn_parity.py
 #             last (hopper_*_<gpu>.json); HOPPER_TESTS=0 skips the tests
+#   compare   issue 14's comparison alone, every line in one run: the naive baseline, the
+#             persistent wgmma build and PyTorch's lines at the hopper mode's B·H·N = 32k
+#             grid (hopper_naive_<gpu>.json, hopper_wgmma_p1_<gpu>.json,
+#             hopper_torch_<gpu>.json), then the parity table
 #   stream-k  issue 14, the wgmma kernel's stream-K walk: its gpu tests, then causal and
 #             non-causal at B·H = 4 (N 4096-16384) and 1 (N 4096), d 128, float16, whole items
 #             against the launcher's rule (hopper_bh*_wgmma_sk*_<gpu>.json)
@@ -74,6 +78,10 @@ raise SystemExit(main(sys.argv[3:]))" "$p" "$sk" bench "$@" --out "$OUT/hopper_$
     >> "$OUT/$log.log" 2>> "$OUT/${log}_progress.log"
   summary+=("$name rc=$?")
 }
+# Issue 14's comparison grid (hopper and compare modes): B·H·N = 32k tokens, 128×128 tiles.
+grid32k=(--seq "${SEQ:-512,1024,2048,4096,8192,16384}" --head-dim 64,128 --block-q 128
+         --block-k 128 --dtype float16,bfloat16 --causal both --tokens 32768 --heads 1
+         --reps 30 --budget 1)
 for mode in "$@"; do
   case "$mode" in
     tests)
@@ -175,29 +183,33 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
       fi
       # wgmma.PERSISTENT set per run: the two builds of the wgmma kernel, timed alike
       bench_as() { bench_wgmma "${HOPPER_BENCH_S:-200}" "$1" 1 hopper "${@:2}"; }
-      grid=(--seq "${SEQ:-512,1024,2048,4096,8192,16384}" --head-dim 64,128 --block-q 128
-            --block-k 128 --dtype float16,bfloat16 --causal both --tokens 32768 --heads 1
-            --reps 30 --budget 1)
       small=(--seq 4096,8192,16384 --head-dim 128 --dtype float16 --causal both --batch 1
              --heads 4 --reps 30 --budget 1 --kernels tensorcore --block-q 128)
-      bench_as 0 wgmma_p0 "${grid[@]}" --kernels tensorcore
-      bench_as 0 torch "${grid[@]}" --kernels torch
+      bench_as 0 wgmma_p0 "${grid32k[@]}" --kernels tensorcore
+      bench_as 0 torch "${grid32k[@]}" --kernels torch
       bench_as 0 bh4_mma "${small[@]}" --block-k 32
       bench_as 0 bh4_wgmma_p0 "${small[@]}" --block-k 128
-      bench_as 1 wgmma_p1 "${grid[@]}" --kernels tensorcore      # the persistent build last
+      bench_as 1 wgmma_p1 "${grid32k[@]}" --kernels tensorcore      # the persistent build last
       bench_as 1 bh4_wgmma_p1 "${small[@]}" --block-k 128
       python3 benchmarks/cudnn_parity.py "$OUT"/hopper_wgmma_p*_"$gpu".json \
         "$OUT"/hopper_torch_"$gpu".json > "$OUT/hopper_parity.txt" 2>&1
       python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh4_*_"$gpu".json > "$OUT/hopper_bh4.txt" 2>&1
       cat "$OUT/hopper_parity.txt" "$OUT/hopper_bh4.txt" ;;
+    compare)
+      bench_wgmma "${HOPPER_BENCH_S:-200}" 1 1 hopper naive "${grid32k[@]}" --kernels naive
+      bench_wgmma "${HOPPER_BENCH_S:-200}" 1 1 hopper wgmma_p1 "${grid32k[@]}" --kernels tensorcore
+      bench_wgmma "${HOPPER_BENCH_S:-200}" 1 1 hopper torch "${grid32k[@]}" --kernels torch
+      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_wgmma_p1_"$gpu".json \
+        "$OUT"/hopper_torch_"$gpu".json > "$OUT/hopper_parity.txt" 2>&1
+      cat "$OUT/hopper_parity.txt" ;;
     stream-k)
       # issue 14, the persistent wgmma kernel's stream-K walk: the wgmma kernel's gpu tests
-      # (tests/test_gpu_wgmma.py, every build), then B·H = 4 at d = 128 (causal and
+      # (tests/test_gpu_wgmma.py, every build, and the launchers'), then B·H = 4 at d = 128 (causal and
       # not, N 4096-16384) and B·H = 1 at N = 4096, whole items (STREAM_K = 0) against the
       # launcher's rule (STREAM_K = 1); hopper_bh4_wgmma_sk<0|1>_<gpu>.json and the table of
       # benchmarks/cudnn_parity.py
       timeout "${STREAMK_TESTS_S:-240}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
-        -p no:cacheprovider -m gpu tests/test_gpu_wgmma.py \
+        -p no:cacheprovider -m gpu tests/test_gpu_wgmma.py tests/test_gpu_launchers.py \
         > "$OUT/stream_k_tests.log" 2>&1
       summary+=("stream-K gpu tests rc=$?: $(tail -1 "$OUT/stream_k_tests.log")")
       for sk in 0 1; do

@@ -34,8 +34,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     "teaching": Q_i, K_j, V_j in the input dtype, then S_ij/P_ij, O_i, m_i, l_i in float32.
     "mma.sync": Q_i and two buffers (cp.async double buffering) each of K_j and V_j, 16-bit;
     S_ij, O_i, m_i and l_i live in registers.
-    "wgmma": the same tiles in the 128-byte swizzle, plus the mbarriers (128 bytes) and up
-    to 1024 bytes to align the swizzle pattern.
+    "wgmma": the same tiles in the 128-byte swizzle, Q_i in two buffers (a persistent
+    block loads its next item's Q_i during the current one), plus the mbarriers (128 bytes)
+    and up to 1024 bytes to align the swizzle pattern.
     "backward teaching" (kernels/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
     dtype, each row padded by one 32-bit word (bank conflicts); then dK_j, dV_j, P_ij, dS_ij,
     L_i and D_i in float32.
@@ -70,7 +71,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     if kernel == "mma.sync":
         return tiles
     if kernel == "wgmma":
-        return {**tiles, "mbarriers": 128, "swizzle alignment": 1024}
+        ring = {name: size for name, size in tiles.items() if name != "Q_i"}
+        return {"Q_i (2 buffers)": 2 * Br * d * 2, **ring, "mbarriers": 128,
+                "swizzle alignment": 1024}
     raise ValueError(f"kernel must be teaching, backward teaching, backward mma.sync, backward "
                      f"wgmma, mma.sync or wgmma; got {kernel!r}.")
 

@@ -2,8 +2,10 @@
 Python, the same arithmetic as struct Work and struct Walk in kernels/flash_wgmma.cu.
 
 The work is one line of key tiles, item after item (an item is one query tile i of one
-batch·head; it holds tiles(i) key tiles). Causal items come heaviest first, level by level
-(level 0 is query tile Tr - 1 of every batch·head); non-causal items batch·head by batch·head.
+batch·head; it holds tiles(i) key tiles). Causal items come in pairs of levels, the heaviest
+and the lightest query tile left (Tr - 1 and 0 of every batch·head, then Tr - 2 and 1, ...),
+so that no share ends in a run of light items, each a run with its own fixed cost;
+non-causal items batch·head by batch·head.
 Block b of G takes tiles [b·W/G, (b+1)·W/G) of the W on the line, cutting items at its share's
 ends. A block that ran part of an item posts its unnormalised state (O, m, l) to slot 2b (its
 first run) or 2b + 1 (its last run) and takes a ticket from the item's counter; the part that
@@ -14,20 +16,20 @@ walks: launches of few items (fewer than the SMs), whose whole-item walk leaves 
 """
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
 
 from .config import AttentionConfig
 from .iomodel import query_rows_per_key_tile
 
 # The launcher's choice (use_stream_k) weighs the two walks' makespans in a cost model, in
-# units of one key tile's two products, fitted to the H200's stream-K runs of 2026-11-23
-# (benchmarks/NOTES.md, "Issue 14: stream-K measured", within 7% of the three measured shapes):
-# every run (a whole item or a part) costs RUN_COST tiles besides its own (the first S_ij
-# alone, the last P V_j alone, the epilogue; a second Q_i buffer did not shorten it), posting a part
-# POST_COST, and the block that ends a cut item MERGE_COST per part it reads back. Stream-K
-# runs where the model has it at most GAIN of the whole-item walk's time.
-RUN_COST, POST_COST, MERGE_COST = 2.0, 1.5, 0.9
+# units of one key tile's two products, fitted to the H200's stream-K runs of 2026-11-23 (the
+# kernel with the pipeline across runs and the paired causal levels; benchmarks/NOTES.md,
+# "Issue 14: a pipeline across runs, measured", within 5% of the three measured shapes):
+# every run (a whole item or a part) costs RUN_COST tiles besides its own (launch, first loads,
+# the first softmax alone, the epilogue), posting a part POST_COST, and the block that ends a
+# cut item MERGE_COST per part it reads back. Stream-K runs where the model has it at most GAIN
+# of the whole-item walk's time.
+RUN_COST, POST_COST, MERGE_COST = 2.0, 1.0, 1.3
 GAIN = 0.85
 CONSUMER_THREADS = 256   # the kernel's SK_THREADS: two consumer warpgroups (block_q = 128)
 
@@ -38,10 +40,15 @@ def key_tiles(cfg: AttentionConfig) -> list[int]:
 
 
 def item_of(cfg: AttentionConfig, bh: int, k: int) -> tuple[int, int]:
-    """(query tile i, batch·head) of item k on the line."""
-    if cfg.causal:
-        return cfg.Tr - 1 - k // bh, k % bh
-    return k % cfg.Tr, k // cfg.Tr
+    """(query tile i, batch·head) of item k on the line: causal, pairs of levels p (query
+    tiles Tr - 1 - p and p, each batch·head's two side by side), then the middle query tile of
+    an odd Tr; not causal, batch·head by batch·head."""
+    if not cfg.causal:
+        return k % cfg.Tr, k // cfg.Tr
+    p, e = divmod(k, 2 * bh)
+    if p < cfg.Tr // 2:
+        return (p if e % 2 else cfg.Tr - 1 - p), e // 2
+    return cfg.Tr // 2, k - cfg.Tr // 2 * 2 * bh
 
 
 def total_tiles(cfg: AttentionConfig, bh: int) -> int:
@@ -56,8 +63,10 @@ def blocks(cfg: AttentionConfig, bh: int, sms: int) -> int:
 
 def use_stream_k(cfg: AttentionConfig, bh: int, sms: int) -> bool:
     """True where the cost model has the stream-K walk at most GAIN of the whole-item walk's
-    makespan (never for launches of more than two items per SM: their walks are even)."""
-    if cfg.Tr * bh > 2 * sms:
+    makespan (never for launches of more than two items per SM: their walks are even, nor
+    where tiles · blocks reaches 2^32: the kernel's share arithmetic is 32-bit, since a 64-bit
+    division is a call and no call may sit where a wgmma is in flight)."""
+    if cfg.Tr * bh > 2 * sms or total_tiles(cfg, bh) * blocks(cfg, bh, sms) >= 2**32:
         return False
     return makespan_stream_k(cfg, bh, sms) <= GAIN * makespan_whole(cfg, bh, sms)
 
@@ -114,26 +123,45 @@ class Run:
     start: int
 
 
+def item_at(cfg: AttentionConfig, bh: int, x: int) -> tuple[int, int]:
+    """(k, start): the item holding tile x of the line and its first tile's position, found
+    as the kernel's Walk finds a share's first item: whole (pairs of) levels skipped, then
+    whole (pairs of) items."""
+    tiles = key_tiles(cfg)
+    if not cfg.causal:
+        return x // cfg.Tc, x // cfg.Tc * cfg.Tc
+    start, half = 0, cfg.Tr // 2
+    for p in range(half + 1):
+        heavy = tiles[cfg.Tr - 1 - p]
+        n = heavy + tiles[p] if p < half else heavy
+        if x < start + bh * n:
+            skip = (x - start) // n
+            k = p * 2 * bh + (2 * skip if p < half else skip)
+            start += skip * n
+            if p < half and x >= start + heavy:
+                k, start = k + 1, start + heavy
+            return k, start
+        start += bh * n
+    raise ValueError(f"tile {x} is past the line's end")
+
+
 def runs(cfg: AttentionConfig, bh: int, G: int) -> list[list[Run]]:
     """Every block's runs, in the order the block walks them."""
     tiles = key_tiles(cfg)
-    starts, at = [], 0
-    for k in range(cfg.Tr * bh):
-        starts.append(at)
-        at += tiles[item_of(cfg, bh, k)[0]]
-    total = at
+    total = total_tiles(cfg, bh)
     out = []
     for b in range(G):
         x, hi = share_start(b, total, G), share_start(b + 1, total, G)
-        k = bisect_right(starts, x) - 1
+        k, start = item_at(cfg, bh, x)
         mine = []
         while x < hi:
             i, h = item_of(cfg, bh, k)
             n = tiles[i]
-            j_lo, j_hi = x - starts[k], min(n, hi - starts[k])
-            mine.append(Run(k, i, h, j_lo, j_hi, starts[k]))
-            x = starts[k] + j_hi
-            k += j_hi == n
+            j_lo, j_hi = x - start, min(n, hi - start)
+            mine.append(Run(k, i, h, j_lo, j_hi, start))
+            x = start + j_hi
+            if j_hi == n:
+                k, start = k + 1, start + n
         out.append(mine)
     return out
 

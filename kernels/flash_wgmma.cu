@@ -7,9 +7,10 @@
 // PERSISTENT, one block per SM walks the items (struct Walk below), so the loads of its next
 // item overlap the epilogue of the current one. The block has 1 + Br / 64 warpgroups:
 //   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once per
-//     item and of K_j, V_j into a two-stage ring of shared-memory buffers; each copy completes
-//     on an mbarrier ("full"); a buffer is refilled only after every consumer thread has
-//     arrived on its "empty" mbarrier (Q_i's after the item's last S_ij).
+//     item into one of two buffers (the next item's Q_i loads while this one runs) and of K_j,
+//     V_j into a two-stage ring of shared-memory buffers; each copy completes on an mbarrier
+//     ("full"); a buffer is refilled only after every consumer thread has arrived on its
+//     "empty" mbarrier (Q_i's after the item's last S_ij).
 //   - warpgroups 1 .. Br / 64, the consumers: each owns 64 query rows of Q_i. S_ij = Q_i K_jᵀ runs
 //     as wgmma with both operands in shared memory; O_i += P_ij V_j as wgmma with P_ij in
 //     registers (straight from the S accumulators) and V_j in shared memory. The two products
@@ -54,6 +55,7 @@ constexpr int Bc = BLOCK_K;
 constexpr int CONSUMERS = Br / 64;              // consumer warpgroups, 64 query rows each
 constexpr int THREADS = 128 * (CONSUMERS + 1);
 constexpr int STAGES = 2;                       // K_j / V_j buffers in the ring
+constexpr int Q_STAGES = 2;                     // Q_i buffers: run n reads buffer n mod 2
 constexpr int SLAB_Q = Br * 128;                // bytes of one 64-column slab of Q_i
 constexpr int SLAB_KV = Bc * 128;               // ... of K_j or V_j
 constexpr int Q_BYTES = Br * d * 2;
@@ -75,7 +77,8 @@ constexpr bool TAKE_TURNS = PINGPONG;
 // for each of the O_REGS accumulators, m_i[2] and l_i[2].
 constexpr int SK_THREADS = CONSUMERS * 128;
 constexpr int SK_SLOT = (O_REGS + 4) * SK_THREADS;
-static_assert(8 * (2 + 4 * STAGES) + 4 <= 128, "the mbarriers and sk_merges fit their 128 bytes");
+static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= 128,
+              "the mbarriers and sk_merges fit their 128 bytes");
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
@@ -88,8 +91,10 @@ typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 wh
 
 // The launch's work: Tr query tiles of bh_count batch·heads (from bh_offset), Tc key tiles.
 // Stream-K (total > 0): `total` key tiles in all (the launcher counts them), and the order of
-// the items on the line of work: causal, the heaviest query tiles first (level by level, each
-// level one query tile of every batch·head); not causal, batch·head by batch·head.
+// the items on the line of work: causal, in pairs of levels p = 0, 1, ... (query tiles
+// Tr - 1 - p and p, the heaviest and the lightest left), each batch·head's two items side by
+// side, then the middle query tile of an odd Tr, so that no share collects many light items;
+// not causal, batch·head by batch·head.
 struct Work {
     int Tr, Tc, seq_q, bh_count, bh_group, causal, total;
     // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
@@ -98,13 +103,19 @@ struct Work {
         return causal ? min(Tc, last_row / Bc + 1) : Tc;
     }
     __device__ void item(int k, int& i, int& bh) const {
-        if (causal) { i = Tr - 1 - k / bh_count; bh = k % bh_count; }
-        else        { i = k % Tr;                bh = k / Tr; }
+        if (!causal) { i = k % Tr; bh = k / Tr; return; }
+        const int p = k / (2 * bh_count), e = k % (2 * bh_count);
+        if (p < Tr / 2) { i = (e & 1) ? p : Tr - 1 - p; bh = e / 2; }
+        else            { i = Tr / 2;                   bh = k - Tr / 2 * 2 * bh_count; }
     }
     // Block b's share starts at key tile share_start(b) of the line; block_at(x) holds tile x.
-    __device__ int share_start(int b) const { return (int)((long long)b * total / gridDim.x); }
+    // 32-bit unsigned arithmetic (the launcher keeps total · blocks under 2^32): a 64-bit
+    // division is a call, and no call may sit where a wgmma is in flight.
+    __device__ int share_start(int b) const {
+        return (int)((unsigned)b * (unsigned)total / gridDim.x);
+    }
     __device__ int block_at(int x) const {
-        return (int)(((long long)(x + 1) * gridDim.x + total - 1) / total) - 1;
+        return (int)(((unsigned)(x + 1) * gridDim.x + (unsigned)total - 1) / (unsigned)total) - 1;
     }
     // The slot of sk_part that block b's part of the item starting at `start` goes to: 2b for
     // the block's first run, 2b + 1 for its last (a block cuts at most those two).
@@ -136,13 +147,15 @@ struct Walk {
             int& start = first;
             if (x < 0) {                  // first call: the share's start, and its item
                 x = w.share_start(blockIdx.x);
-                if (w.causal) {           // skip whole levels, then items of the level
-                    for (int level = 0;; ++level) {
-                        const int n = w.tiles(w.Tr - 1 - level);
+                if (w.causal) {           // skip whole pairs of levels, then pairs of items
+                    for (int p = 0;; ++p) {
+                        const int heavy = w.tiles(w.Tr - 1 - p);
+                        const int n = p < w.Tr / 2 ? heavy + w.tiles(p) : heavy;
                         if (x < start + w.bh_count * n) {
                             const int skip = (x - start) / n;
-                            k = level * w.bh_count + skip;
+                            k = p * 2 * w.bh_count + (p < w.Tr / 2 ? 2 * skip : skip);
                             start += skip * n;
+                            if (p < w.Tr / 2 && x >= start + heavy) { ++k; start += heavy; }
                             break;
                         }
                         start += w.bh_count * n;
@@ -172,17 +185,17 @@ struct Walk {
     __device__ bool next_item(const Work& w, int& i, int& bh) {
         if (!PERSISTENT) return round++ == 0 && grid_item_tile(w.causal, w.bh_count, i, bh);
         const int G = gridDim.x, b = blockIdx.x;
-        if (!w.causal) {
-            const long long v = (long long)round++ * G + b;
-            if (v >= (long long)w.Tr * w.bh_count) return false;
+        if (!w.causal) {                    // (items fit an int: 32-bit divisions, no calls)
+            const unsigned v = (unsigned)round++ * G + b;
+            if (v >= (unsigned)(w.Tr * w.bh_count)) return false;
             i = (int)(v % w.Tr);
             bh = (int)(v / w.Tr);
             return true;
         }
         while (first < w.bh_count) {
             const int group = min(w.bh_group, w.bh_count - first);
-            const long long v = (long long)round * G + ((round & 1) ? G - 1 - b : b);
-            if (v < (long long)w.Tr * group) {             // this round has an item for b
+            const unsigned v = (unsigned)round * G + ((round & 1) ? G - 1 - b : b);
+            if (v < (unsigned)(w.Tr * group)) {            // this round has an item for b
                 ++round;
                 i = w.Tr - 1 - (int)(v / group);
                 bh = first + (int)(v % group);
@@ -211,25 +224,29 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     const Work work{Tr, Tc, seq_q, bh_count, bh_group, causal,
                     PERSISTENT && !TRACE ? stream_k_tiles : 0};
 
-    // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_i slabs, then
-    // STAGES x K_j, STAGES x V_j, then the mbarriers.
+    // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_STAGES x Q_i
+    // slabs, then STAGES x K_j, STAGES x V_j, then the mbarriers.
     const unsigned base = (smem_addr(smem_raw) + 1023) & ~1023u;
     const unsigned sQ = base;
-    const unsigned sK = sQ + Q_BYTES;
+    const unsigned sK = sQ + Q_STAGES * Q_BYTES;
     const unsigned sV = sK + STAGES * KV_BYTES;
     const unsigned bars = sV + STAGES * KV_BYTES;
-    const unsigned q_full = bars, q_empty = bars + 8;
-    auto k_full = [&](int s) { return bars + 8 * (2 + s); };
-    auto v_full = [&](int s) { return bars + 8 * (2 + STAGES + s); };
-    auto k_empty = [&](int s) { return bars + 8 * (2 + 2 * STAGES + s); };
-    auto v_empty = [&](int s) { return bars + 8 * (2 + 3 * STAGES + s); };
+    auto q_full = [&](int qs) { return bars + 8 * qs; };
+    auto q_empty = [&](int qs) { return bars + 8 * (Q_STAGES + qs); };
+    constexpr int KV_BARS = 2 * Q_STAGES;       // the K_j / V_j mbarriers follow Q_i's
+    auto k_full = [&](int s) { return bars + 8 * (KV_BARS + s); };
+    auto v_full = [&](int s) { return bars + 8 * (KV_BARS + STAGES + s); };
+    auto k_empty = [&](int s) { return bars + 8 * (KV_BARS + 2 * STAGES + s); };
+    auto v_empty = [&](int s) { return bars + 8 * (KV_BARS + 3 * STAGES + s); };
     // Stream-K: whether this block merges the item it just ran part of (after the mbarriers).
     volatile int* const sk_merges = (volatile int*)(smem_raw + (bars - smem_addr(smem_raw))
-                                                    + 8 * (2 + 4 * STAGES));
+                                                    + 8 * (KV_BARS + 4 * STAGES));
 
     if (tid == 0) {
-        mbar_init(q_full, 1);
-        mbar_init(q_empty, CONSUMERS * 128);
+        for (int qs = 0; qs < Q_STAGES; ++qs) {
+            mbar_init(q_full(qs), 1);
+            mbar_init(q_empty(qs), CONSUMERS * 128);
+        }
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(k_full(s), 1);
             mbar_init(v_full(s), 1);
@@ -249,12 +266,14 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             int u = 0, n = 0;
             Run r;
             for (Walk walk; walk.next(work, r); ++n) {
-                const int bh = r.bh + bh_offset;
-                // Q_i once the consumers are done reading the previous run's Q.
-                if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
-                mbar_expect_bytes(q_full, Q_BYTES);
+                const int bh = r.bh + bh_offset, qs = n % Q_STAGES;
+                // Q_i into buffer qs once the consumers are done reading the run before the
+                // previous one there; so the next run's Q_i loads while this run computes.
+                if (n >= Q_STAGES) mbar_wait(q_empty(qs), (n / Q_STAGES - 1) & 1);
+                mbar_expect_bytes(q_full(qs), Q_BYTES);
                 for (int h = 0; h < d / 64; ++h)
-                    tma_load(sQ + h * SLAB_Q, &tm_q, h * 64, r.i * Br, bh, q_full);
+                    tma_load(sQ + qs * Q_BYTES + h * SLAB_Q, &tm_q, h * 64, r.i * Br, bh,
+                             q_full(qs));
                 for (int j = r.j_lo; j < r.j_hi; ++j, ++u) {
                     const int s = u % STAGES;
                     const unsigned parity = ((u / STAGES) - 1) & 1;   // the previous use of s
@@ -293,13 +312,22 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     auto pass_turn = [&]() {
         if constexpr (TAKE_TURNS) asm volatile("bar.arrive %0, 256;" :: "r"(next_turn) : "memory");
     };
+    // pass_turn() where `cond` holds, as one predicated instruction: a branch between a wgmma
+    // and its wait would leave ptxas unsure which products are done, and it would wait for all.
+    auto pass_turn_if = [&](bool cond) {
+        if constexpr (TAKE_TURNS)
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p bar.arrive %0, 256;\n}"
+                         :: "r"(next_turn), "r"((int)cond) : "memory");
+    };
 
     // Descriptors. Q_i, K_j: K-major (d contiguous); a k-step of 16 columns moves 32 bytes
     // inside a 128-byte swizzled row, and every 4 k-steps to the next slab; 8-row groups are
     // 1024 bytes apart. V_j: N-major (d contiguous, keys are K); a k-step of 16 keys moves
     // 16 rows (2048 bytes); the two 64-column slabs of d are SLAB_KV apart.
-    const unsigned q_base = sQ + wg * 64 * 128;
-    auto q_desc = [&](int kk) { return smem_desc(q_base + (kk / 4) * SLAB_Q + (kk % 4) * 32, 16, 1024); };
+    const unsigned q_base = sQ + wg * 64 * 128;   // this warpgroup's rows of Q_i buffer 0
+    auto q_desc = [&](int qs, int kk) {
+        return smem_desc(q_base + qs * Q_BYTES + (kk / 4) * SLAB_Q + (kk % 4) * 32, 16, 1024);
+    };
     auto k_desc = [&](int s, int kk) {
         return smem_desc(sK + s * KV_BYTES + (kk / 4) * SLAB_KV + (kk % 4) * 32, 16, 1024);
     };
@@ -316,128 +344,149 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     float keep[4][2];   // trace values of the tile j with j mod 4 == t, stored 4 tiles at once
 #endif
 
-    int u = 0;                         // ring uses so far (the producer's count)
-    int n = 0;
-    Run r, next_run;
+    // The current run r (its item: query tile i of batch·head bh) and what follows from it.
+    Run r{}, next_run{};
     Walk walk;
-    for (; walk.next(work, r); ++n) {
+    int n = 0;                         // the block's runs so far; run n reads Q_i buffer n mod 2
+    int bh = 0, wg_row0 = 0, row[2] = {0, 0}, n_tiles = 0;
+
+    auto issue_qk = [&](int qs, int s) {
+        #pragma unroll
+        for (int kk = 0; kk < d / 16; ++kk) wgmma_ss(S, q_desc(qs, kk), k_desc(s, kk), kk > 0);
+        wgmma_commit();
+    };
+    auto issue_pv = [&](int s) {
+        #pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
+        wgmma_commit();
+    };
+    // S_ij is done: release K_j's stage, and after the run's last S also Q_i's buffer.
+    auto release_k = [&](int j, int s) {
+        mbar_arrive(k_empty(s));
+        if (j + 1 == r.j_hi) mbar_arrive(q_empty(n % Q_STAGES));
+    };
+
+    // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
+    auto softmax_scores = [&](int j) {
+        const int k0 = j * Bc;
+        const bool diagonal = causal && k0 + Bc - 1 > wg_row0;
+        if (diagonal || k0 + Bc > seq_k) {
+            #pragma unroll
+            for (int nn = 0; nn < Bc / 8; ++nn)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int c = k0 + nn * 8 + 2 * t + (e & 1);
+                    if (c >= seq_k || (causal && c > row[e >> 1])) S[4 * nn + e] = neg_inf();
+                }
+        }
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
+        #pragma unroll
+        for (int nn = 0; nn < Bc / 8; ++nn) {
+            tile_max[0] = fmaxf(tile_max[0], fmaxf(S[4 * nn], S[4 * nn + 1]));
+            tile_max[1] = fmaxf(tile_max[1], fmaxf(S[4 * nn + 2], S[4 * nn + 3]));
+        }
+        float m_shift[2];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            tile_max[h] = quad_max(tile_max[h]);
+            const float m_new = fmaxf(m_i[h], tile_max[h]);
+            rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
+            m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
+            m_i[h] = m_new;
+        }
+        #pragma unroll
+        for (int e = 0; e < S_REGS; ++e) {
+            const int h = (e >> 1) & 1;
+            S[e] = fast_exp2(fmaf(S[e], scale_log2, -m_shift[h]));
+            row_sum[h] += S[e];
+        }
+    };
+
+    // After the previous P V_j: rescale O_i and l_i, P_ij as 16-bit fragments, the trace.
+    auto finish_tile = [&](int j) {
+        #pragma unroll
+        for (int e = 0; e < O_REGS; ++e) O_acc[e] *= rescale[(e >> 1) & 1];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
+        #pragma unroll
+        for (int kk = 0; kk < Bc / 16; ++kk) {
+            P[kk][0] = pack_pair<BF16>(S[8 * kk + 0], S[8 * kk + 1]);
+            P[kk][1] = pack_pair<BF16>(S[8 * kk + 2], S[8 * kk + 3]);
+            P[kk][2] = pack_pair<BF16>(S[8 * kk + 4], S[8 * kk + 5]);
+            P[kk][3] = pack_pair<BF16>(S[8 * kk + 6], S[8 * kk + 7]);
+        }
 #if TRACE
-        const u64 t_start = global_timer();
+        // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const float l_row = quad_sum(l_i[h]);
+            if ((j & 3) == t) {
+                keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
+                keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
+            }
+        }
+        if ((j & 3) == 3 || j + 1 == n_tiles) {
+            const int jj = (j & ~3) + t;
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                if (jj <= j && row[h] < seq_q) {
+                    const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
+                    t_running_max[at] = keep[0][h]; t_running_sum[at] = keep[1][h];
+                    t_rescale[at] = keep[2][h];     t_tile_max[at] = keep[3][h];
+                }
+            }
+        }
 #endif
-        const int i = r.i, bh = r.bh + bh_offset;
-        const int q0 = i * Br;
-        const int wg_row0 = q0 + wg * 64;
-        const int row[2] = {wg_row0 + wq * 16 + g, wg_row0 + wq * 16 + g + 8};
-        const int n_tiles = work.tiles(i);
+    };
+
+    if (!walk.next(work, r)) return;
+#if TRACE
+    u64 t_start = global_timer();
+#endif
+    // The block's first S_ij. Every later run's first S_ij is issued behind the last P V of
+    // the run before it (the pipeline across runs, at the end of the loop below).
+    if (wg == CONSUMERS - 1) pass_turn();
+    mbar_wait(q_full(0), 0);
+    wait_turn();
+    mbar_wait(k_full(0), 0);
+    wgmma_fence();
+    issue_qk(0, 0);
+    pass_turn();
+
+    int u = 0;                         // ring uses so far (the producer's count)
+    for (;; ++n) {
+        const int i = r.i;
+        bh = r.bh + bh_offset;
+        wg_row0 = i * Br + wg * 64;
+        row[0] = wg_row0 + wq * 16 + g;
+        row[1] = row[0] + 8;
+        n_tiles = work.tiles(i);
         const int j0 = r.j_lo, n_run = r.j_hi - r.j_lo;   // this run: tiles j0 .. j0 + n_run - 1
+
+        // The next run, and for a part of an item (stream-K) the blocks that run its parts and
+        // its slot in sk_part (block b > first posts to slot 2b: the item starts its share),
+        // while S_ij0 is on the tensor cores.
         Walk ahead = walk;
-        const bool last_item = !ahead.next(work, next_run);
-        if (n == 0 && wg == CONSUMERS - 1) pass_turn();
+        const bool last_run = !ahead.next(work, next_run);
+        const bool part = n_run != n_tiles;
+        int sk_first = 0, sk_last = 0, sk_slot0 = 0;
+        if (part) {
+            sk_first = work.block_at(r.start);
+            sk_last = work.block_at(r.start + n_tiles - 1);
+            sk_slot0 = work.slot(sk_first, r.start);
+        }
+        float* const sk_mine = sk_part + (u64)(sk_first == blockIdx.x ? sk_slot0 : 2 * blockIdx.x)
+                                         * SK_SLOT;
+
+        // The run's first tile j0: S_ij0 (issued above the loop or behind the previous run's
+        // last P V).
+        wgmma_wait<0>();
+        reg_fence(S);
         #pragma unroll
         for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
         #pragma unroll
         for (int e = 0; e < O_REGS; ++e) O_acc[e] = 0.f;
-
-        auto issue_qk = [&](int s) {
-            #pragma unroll
-            for (int kk = 0; kk < d / 16; ++kk) wgmma_ss(S, q_desc(kk), k_desc(s, kk), kk > 0);
-            wgmma_commit();
-        };
-        auto issue_pv = [&](int s) {
-            #pragma unroll
-            for (int kk = 0; kk < Bc / 16; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
-            wgmma_commit();
-        };
-        // S_ij is done: release K_j's stage, and after the run's last S also Q_i.
-        auto release_k = [&](int j, int s) {
-            mbar_arrive(k_empty(s));
-            if (j + 1 == r.j_hi) mbar_arrive(q_empty);
-        };
-
-        // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
-        auto softmax_scores = [&](int j) {
-            const int k0 = j * Bc;
-            const bool diagonal = causal && k0 + Bc - 1 > wg_row0;
-            if (diagonal || k0 + Bc > seq_k) {
-                #pragma unroll
-                for (int nn = 0; nn < Bc / 8; ++nn)
-                    #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const int c = k0 + nn * 8 + 2 * t + (e & 1);
-                        if (c >= seq_k || (causal && c > row[e >> 1])) S[4 * nn + e] = neg_inf();
-                    }
-            }
-            #pragma unroll
-            for (int h = 0; h < 2; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
-            #pragma unroll
-            for (int nn = 0; nn < Bc / 8; ++nn) {
-                tile_max[0] = fmaxf(tile_max[0], fmaxf(S[4 * nn], S[4 * nn + 1]));
-                tile_max[1] = fmaxf(tile_max[1], fmaxf(S[4 * nn + 2], S[4 * nn + 3]));
-            }
-            float m_shift[2];
-            #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                tile_max[h] = quad_max(tile_max[h]);
-                const float m_new = fmaxf(m_i[h], tile_max[h]);
-                rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
-                m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
-                m_i[h] = m_new;
-            }
-            #pragma unroll
-            for (int e = 0; e < S_REGS; ++e) {
-                const int h = (e >> 1) & 1;
-                S[e] = fast_exp2(fmaf(S[e], scale_log2, -m_shift[h]));
-                row_sum[h] += S[e];
-            }
-        };
-
-        // After the previous P V_j: rescale O_i and l_i, P_ij as 16-bit fragments, the trace.
-        auto finish_tile = [&](int j) {
-            #pragma unroll
-            for (int e = 0; e < O_REGS; ++e) O_acc[e] *= rescale[(e >> 1) & 1];
-            #pragma unroll
-            for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
-            #pragma unroll
-            for (int kk = 0; kk < Bc / 16; ++kk) {
-                P[kk][0] = pack_pair<BF16>(S[8 * kk + 0], S[8 * kk + 1]);
-                P[kk][1] = pack_pair<BF16>(S[8 * kk + 2], S[8 * kk + 3]);
-                P[kk][2] = pack_pair<BF16>(S[8 * kk + 4], S[8 * kk + 5]);
-                P[kk][3] = pack_pair<BF16>(S[8 * kk + 6], S[8 * kk + 7]);
-            }
-#if TRACE
-            // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
-            #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const float l_row = quad_sum(l_i[h]);
-                if ((j & 3) == t) {
-                    keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
-                    keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
-                }
-            }
-            if ((j & 3) == 3 || j + 1 == n_tiles) {
-                const int jj = (j & ~3) + t;
-                #pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    if (jj <= j && row[h] < seq_q) {
-                        const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
-                        t_running_max[at] = keep[0][h]; t_running_sum[at] = keep[1][h];
-                        t_rescale[at] = keep[2][h];     t_tile_max[at] = keep[3][h];
-                    }
-                }
-            }
-#endif
-        };
-
-        mbar_wait(q_full, n & 1);
-
-        // The run's first tile j0: S_ij0 alone.
-        wait_turn();
-        mbar_wait(k_full(u % STAGES), (u / STAGES) & 1);
-        wgmma_fence();
-        issue_qk(u % STAGES);
-        pass_turn();
-        wgmma_wait<0>();
-        reg_fence(S);
         release_k(j0, u % STAGES);
         softmax_scores(j0);
         finish_tile(j0);
@@ -449,7 +498,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             wait_turn();
             mbar_wait(k_full(s), ((u + x) / STAGES) & 1);
             wgmma_fence();
-            issue_qk(s);
+            issue_qk(n % Q_STAGES, s);
             mbar_wait(v_full(sp), ((u + x - 1) / STAGES) & 1);
             issue_pv(sp);
             pass_turn();
@@ -462,14 +511,28 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             mbar_arrive(v_empty(sp));
             finish_tile(j);
         }
+
+        // The run's last P V, and behind it the next run's first S (its Q_i and first K_j
+        // were loaded while this run's last tiles ran); the epilogue below runs while that S
+        // is on the tensor cores.
         {
-            const int s = (u + n_run - 1) % STAGES;
+            const int s = (u + n_run - 1) % STAGES, s_next = (u + n_run) % STAGES;
             wait_turn();
             mbar_wait(v_full(s), ((u + n_run - 1) / STAGES) & 1);
+            if (!last_run) {
+                mbar_wait(q_full((n + 1) % Q_STAGES), ((n + 1) / Q_STAGES) & 1);
+                mbar_wait(k_full(s_next), ((u + n_run) / STAGES) & 1);
+            }
+            // PERSISTENT: after the block's last run, an S_ij of the same Q_i and K_j (nothing
+            // overwrites them any more) whose result is not used: one code path for both
+            // cases, since ptxas serialises every wgmma of the kernel when only one path issues
+            // a product. One block per item: its only run is its last, so no S follows.
             wgmma_fence();
             issue_pv(s);
-            if (wg != CONSUMERS - 1 || !last_item) pass_turn();
-            wgmma_wait<0>();
+            if constexpr (PERSISTENT)
+                issue_qk((n + !last_run) % Q_STAGES, last_run ? s : s_next);
+            pass_turn_if(wg != CONSUMERS - 1 || !last_run);
+            wgmma_wait<PERSISTENT>();        // this P V is done (the next S may still run)
             reg_fence(O_acc);
             mbar_arrive(v_empty(s));
         }
@@ -478,10 +541,10 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         // Stream-K, a run that is part of an item: post this part's state (each consumer
         // thread its O_acc, m_i, l_i, one float per thread in a row of SK_THREADS), then take
         // the item's ticket; the part that draws the last one merges, the others are done.
-        if (n_run != n_tiles) {
+        bool writes = true;
+        if (part) {
             const int c = tid - 128;
-            const int first = work.block_at(r.start), last = work.block_at(r.start + n_tiles - 1);
-            float* mine = sk_part + (u64)work.slot(blockIdx.x, r.start) * SK_SLOT;
+            float* const mine = sk_mine;
             #pragma unroll
             for (int e = 0; e < O_REGS; ++e) mine[e * SK_THREADS + c] = O_acc[e];
             #pragma unroll
@@ -495,7 +558,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             if (tid == 128) {
                 __threadfence();  // thread 128's fence after the barrier orders the block's
                                   // writes (cumulatively) before the ticket
-                const int merges = atomicAdd(sk_count + r.k, 1) == last - first;
+                const int merges = atomicAdd(sk_count + r.k, 1) == sk_last - sk_first;
                 if (merges) {
                     __threadfence();      // acquire: the other parts, fenced before their
                     sk_count[r.k] = 0;    // tickets, are visible; all tickets are drawn
@@ -504,78 +567,90 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             }
             asm volatile("bar.sync 4, %0;" :: "n"(SK_THREADS) : "memory");  // the ticket's
                               // answer is in shared memory before the threads read it
-            if (!*sk_merges) continue;
+            writes = *sk_merges;
             // Merge the parts in block order (the same result whichever part merges): the
             // first part's state, then each next one by the maxima, m = max of the two, each
             // rescaled by exp2(scale·log2e·(its m - m)); read through L2 (ld.global.cg), this
             // thread's own part too (its own writes).
-            for (int b = first; b <= last; ++b) {
-                const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT;
+            for (int b = sk_first; writes && b <= sk_last; ++b) {
+                const float* other = sk_part + (u64)(b == sk_first ? sk_slot0 : 2 * b) * SK_SLOT;
                 float own_w[2], part_w[2];
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const float m_p = __ldcg(part + (O_REGS + h) * SK_THREADS + c);
-                    const float l_p = __ldcg(part + (O_REGS + 2 + h) * SK_THREADS + c);
-                    const float m_new = b == first ? m_p : fmaxf(m_i[h], m_p);
-                    own_w[h] = b == first ? 0.f
+                    const float m_p = __ldcg(other + (O_REGS + h) * SK_THREADS + c);
+                    const float l_p = __ldcg(other + (O_REGS + 2 + h) * SK_THREADS + c);
+                    const float m_new = b == sk_first ? m_p : fmaxf(m_i[h], m_p);
+                    own_w[h] = b == sk_first ? 0.f
                              : m_i[h] == m_new ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
                     part_w[h] = m_p == m_new ? 1.f : fast_exp2((m_p - m_new) * scale_log2);
-                    l_i[h] = (b == first ? 0.f : own_w[h] * l_i[h]) + part_w[h] * l_p;
+                    l_i[h] = (b == sk_first ? 0.f : own_w[h] * l_i[h]) + part_w[h] * l_p;
                     m_i[h] = m_new;
                 }
                 #pragma unroll
                 for (int e = 0; e < O_REGS; ++e) {
-                    const float o_p = part_w[(e >> 1) & 1] * __ldcg(part + e * SK_THREADS + c);
-                    O_acc[e] = b == first ? o_p : fmaf(own_w[(e >> 1) & 1], O_acc[e], o_p);
+                    const float o_p = part_w[(e >> 1) & 1] * __ldcg(other + e * SK_THREADS + c);
+                    O_acc[e] = b == sk_first ? o_p : fmaf(own_w[(e >> 1) & 1], O_acc[e], o_p);
                 }
             }
         }
 
-        // Epilogue (the producer is already loading the next run): full row sums, O_i / l_i,
-        // lse = scale·m + log(l), straight from registers to global memory.
-        float inv_l[2];
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            l_i[h] = quad_sum(l_i[h]);
-            inv_l[h] = 1.f / l_i[h];
-            if (t == 0 && row[h] < seq_q) lse[(u64)bh * seq_q + row[h]] = m_i[h] * scale + logf(l_i[h]);
-        }
+        // Epilogue (the producer is already loading the next run, whose first S runs):
+        // full row sums, O_i / l_i, lse = scale·m + log(l), straight from registers to
+        // global memory.
+        if (writes) {
+            float inv_l[2];
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                l_i[h] = quad_sum(l_i[h]);
+                inv_l[h] = __fdividef(1.f, l_i[h]);   // l >= 1: no slow path (a call)
+                if (t == 0 && row[h] < seq_q)
+                    lse[(u64)bh * seq_q + row[h]] = m_i[h] * scale + logf(l_i[h]);
+            }
 #if TRACE
-        // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the quad's
-        // lanes take adjacent tiles.
-        for (int jj = n_tiles + t; jj < Tc; jj += 4) {
+            // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the
+            // quad's lanes take adjacent tiles.
+            for (int jj = n_tiles + t; jj < Tc; jj += 4) {
+                #pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    if (row[h] < seq_q) {
+                        const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
+                        t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
+                        t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
+                    }
+                }
+            }
+#endif
+            half_t* Ob = O + (u64)bh * seq_q * d;
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 if (row[h] < seq_q) {
-                    const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
-                    t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
-                    t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
+                    unsigned* dst = (unsigned*)(Ob + (u64)row[h] * d + 2 * t);
+                    #pragma unroll
+                    for (int nn = 0; nn < d / 8; ++nn)
+                        dst[nn * 4] = pack_pair<BF16>(O_acc[4 * nn + 2 * h] * inv_l[h],
+                                                      O_acc[4 * nn + 2 * h + 1] * inv_l[h]);
                 }
-            }
-        }
-#endif
-        half_t* Ob = O + (u64)bh * seq_q * d;
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            if (row[h] < seq_q) {
-                unsigned* dst = (unsigned*)(Ob + (u64)row[h] * d + 2 * t);
-                #pragma unroll
-                for (int nn = 0; nn < d / 8; ++nn)
-                    dst[nn * 4] = pack_pair<BF16>(O_acc[4 * nn + 2 * h] * inv_l[h],
-                                                  O_acc[4 * nn + 2 * h + 1] * inv_l[h]);
             }
         }
 
 #if TRACE
         // The item's schedule record: the consumers meet on named barrier 1, then one thread
-        // records.
+        // records. The next item starts here (its first S is already running).
         asm volatile("bar.sync 1, %0;" :: "n"(CONSUMERS * 128) : "memory");
+        const u64 t_end = global_timer();
         if (tid == 128) {
             const int rec = bh * Tr + i;
             t_sm_id[rec] = sm_index();
             t_start_ns[rec] = t_start;
-            t_end_ns[rec] = global_timer();
+            t_end_ns[rec] = t_end;
         }
+        t_start = t_end;
 #endif
+        if (last_run) {
+            wgmma_wait<0>();                 // the unused S_ij, before the block exits
+            break;
+        }
+        walk = ahead;
+        r = next_run;
     }
 }

@@ -201,6 +201,7 @@ def test_persistent_blocks_walking_many_items_match_one_block_per_item(causal, d
 @pytest.mark.parametrize("d,bk,n,heads,causal", [
     (128, 128, 4096, 4, True),    # B·H = 4: rows of 32 tiles, shares of 16, tiny rows packed
     (128, 64, 1000, 2, True),     # ragged last tiles; rows of up to 16 tiles at block_k 64
+    (64, 128, 1100, 3, True),     # odd Tr (9): the middle level ends the line of paired levels
     (64, 128, 3000, 1, False),    # fewer items (24) than SMs: every item cut into parts
     (128, 128, 777, 3, False),
 ])
