@@ -15,7 +15,9 @@
 //     as wgmma with both operands in shared memory; O_i += P_ij V_j as wgmma with P_ij in
 //     registers (straight from the S accumulators) and V_j in shared memory. The two products
 //     are software-pipelined: S_{i,j} is issued before P_{i,j-1} V_{j-1}, and the softmax of
-//     tile j runs while that second product is still on the tensor cores.
+//     tile j runs while that second product is still on the tensor cores. Across runs too:
+//     a run's last P V is followed by the next run's first S_ij, and the run's output is
+//     written while that S_ij computes.
 // Shared-memory tiles are 64-column (128-byte) slabs in the 128-byte swizzle that both the copy
 // engine writes and wgmma reads (16-byte chunk c of row r sits at chunk c XOR (r mod 8)).
 // Rows past seq_q / seq_k arrive as zeros (the tensor map's bounds); masks apply only on the
