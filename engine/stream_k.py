@@ -66,7 +66,8 @@ def use_stream_k(cfg: AttentionConfig, bh: int, sms: int) -> bool:
     makespan (never for launches of more than two items per SM: their walks are even, nor
     where tiles · blocks reaches 2^32: the kernel's share arithmetic is 32-bit, since a 64-bit
     division is a call and no call may sit where a wgmma is in flight)."""
-    if cfg.Tr * bh > 2 * sms or total_tiles(cfg, bh) * blocks(cfg, bh, sms) >= 2**32:
+    total = total_tiles(cfg, bh)
+    if cfg.Tr * bh > 2 * sms or total * min(total, sms) >= 2**32:
         return False
     return makespan_stream_k(cfg, bh, sms) <= GAIN * makespan_whole(cfg, bh, sms)
 
@@ -123,11 +124,10 @@ class Run:
     start: int
 
 
-def item_at(cfg: AttentionConfig, bh: int, x: int) -> tuple[int, int]:
+def item_at(cfg: AttentionConfig, bh: int, tiles: list[int], x: int) -> tuple[int, int]:
     """(k, start): the item holding tile x of the line and its first tile's position, found
     as the kernel's Walk finds a share's first item: whole (pairs of) levels skipped, then
-    whole (pairs of) items."""
-    tiles = key_tiles(cfg)
+    whole (pairs of) items. tiles: key_tiles(cfg)."""
     if not cfg.causal:
         return x // cfg.Tc, x // cfg.Tc * cfg.Tc
     start, half = 0, cfg.Tr // 2
@@ -148,11 +148,11 @@ def item_at(cfg: AttentionConfig, bh: int, x: int) -> tuple[int, int]:
 def runs(cfg: AttentionConfig, bh: int, G: int) -> list[list[Run]]:
     """Every block's runs, in the order the block walks them."""
     tiles = key_tiles(cfg)
-    total = total_tiles(cfg, bh)
+    total = bh * sum(tiles)
     out = []
     for b in range(G):
         x, hi = share_start(b, total, G), share_start(b + 1, total, G)
-        k, start = item_at(cfg, bh, x)
+        k, start = item_at(cfg, bh, tiles, x)
         mine = []
         while x < hi:
             i, h = item_of(cfg, bh, k)

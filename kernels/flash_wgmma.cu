@@ -546,13 +546,12 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         bool writes = true;
         if (part) {
             const int c = tid - 128;
-            float* const mine = sk_mine;
             #pragma unroll
-            for (int e = 0; e < O_REGS; ++e) mine[e * SK_THREADS + c] = O_acc[e];
+            for (int e = 0; e < O_REGS; ++e) sk_mine[e * SK_THREADS + c] = O_acc[e];
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                mine[(O_REGS + h) * SK_THREADS + c] = m_i[h];
-                mine[(O_REGS + 2 + h) * SK_THREADS + c] = l_i[h];
+                sk_mine[(O_REGS + h) * SK_THREADS + c] = m_i[h];
+                sk_mine[(O_REGS + 2 + h) * SK_THREADS + c] = l_i[h];
             }
             __threadfence();  // release: this thread's part reaches the whole GPU first
             asm volatile("bar.sync 4, %0;" :: "n"(SK_THREADS) : "memory");  // every consumer

@@ -51,7 +51,7 @@ def check_schedule(cfg: AttentionConfig, sms: int) -> None:
     # the kernel's way to a share's first item (levels skipped) against the line laid out
     starts = np.cumsum([0] + [tiles[stream_k.item_of(cfg, bh, k)[0]] for k in range(cfg.Tr * bh)])
     for x in {stream_k.share_start(b, total, G) for b in range(G)} | {0, total - 1}:
-        k, start = stream_k.item_at(cfg, bh, x)
+        k, start = stream_k.item_at(cfg, bh, tiles, x)
         assert start == starts[k] <= x < starts[k + 1], (x, k, start)
     assert len(seen) == total == sum(tiles[i] for i, _ in items)
     assert max(slots, default=0) < 2 * G
