@@ -35,9 +35,12 @@
 #             persistent wgmma build and PyTorch's lines at the hopper mode's B·H·N = 32k
 #             grid (hopper_naive_<gpu>.json, hopper_wgmma_p1_<gpu>.json,
 #             hopper_torch_<gpu>.json), then the parity table
-#   stream-k  issue 14, the wgmma kernel's stream-K walk: its gpu tests, then causal and
-#             non-causal at B·H = 4 (N 4096-16384) and 1 (N 4096), d 128, float16, whole items
-#             against the launcher's rule (hopper_bh*_wgmma_sk*_<gpu>.json)
+#   stream-k  issue 14, the stream-K walks: the gpu tests of both tensor-core kernels, then
+#             causal and non-causal at B·H = 4 (N 4096-16384) and 1 (N 4096), d 128, float16,
+#             whole items against the launchers' rule: the wgmma kernel at 128×128
+#             (hopper_bh*_wgmma_sk*_<gpu>.json), the mma.sync kernel at 128×32
+#             (hopper_bh4_mma_sk*_<gpu>.json) and at B·H·N = 32k, N 1024-8192
+#             (hopper_grid_mma_sk*_<gpu>.json)
 #   serve     server load (tests/server_load.py) on this machine, server and clients together:
 #             the mixed load (30 sessions x 60 s) on one app process, first on the code in
 #             $BEFORE (a `git archive` tarball of an earlier commit; skipped when unset), then
@@ -65,14 +68,15 @@ cat "$OUT/env.txt"
 export FA_LAB_MAX_QKV_ELEMENTS=1000000000 FA_LAB_MAX_NAIVE_BYTES=200000000000 \
   FA_LAB_MAX_SWEEP_POINTS=100000
 summary=()
-# One `python -m engine bench` run of the wgmma builds (hopper and stream-k modes): the time
-# limit, wgmma.PERSISTENT, wgmma.STREAM_K, the log's name, the output's name
-# (hopper_<name>_<gpu>.json), then the bench arguments.
+# One `python -m engine bench` run of the tensor-core builds (hopper and stream-k modes): the
+# time limit, wgmma.PERSISTENT, STREAM_K (of both the wgmma and the mma.sync launcher), the
+# log's name, the output's name (hopper_<name>_<gpu>.json), then the bench arguments.
 bench_wgmma() {
   local limit=$1 p=$2 sk=$3 log=$4 name=$5; shift 5
   timeout "$limit" python3 -c "import sys
-from engine.gpu.launchers import wgmma
+from engine.gpu.launchers import mma, wgmma
 wgmma.PERSISTENT, wgmma.STREAM_K = int(sys.argv[1]), int(sys.argv[2])
+mma.STREAM_K = int(sys.argv[2])
 from engine.cli import main
 raise SystemExit(main(sys.argv[3:]))" "$p" "$sk" bench "$@" --out "$OUT/hopper_${name}_${gpu}.json" \
     >> "$OUT/$log.log" 2>> "$OUT/${log}_progress.log"
@@ -210,7 +214,7 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
       # benchmarks/cudnn_parity.py
       timeout "${STREAMK_TESTS_S:-240}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
         -p no:cacheprovider -m gpu tests/test_gpu_wgmma.py tests/test_gpu_launchers.py \
-        > "$OUT/stream_k_tests.log" 2>&1
+        tests/test_gpu_tensorcore.py > "$OUT/stream_k_tests.log" 2>&1
       summary+=("stream-K gpu tests rc=$?: $(tail -1 "$OUT/stream_k_tests.log")")
       for sk in 0 1; do
         for shape in "--heads 4 --seq 4096,8192,16384" "--heads 1 --seq 4096"; do
@@ -219,8 +223,16 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
             --kernels tensorcore --block-q 128 --block-k 128
         done
       done
-      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh*_wgmma_sk*_"$gpu".json \
-        > "$OUT/stream_k_parity.txt" 2>&1
+      for sk in 0 1; do
+        bench_wgmma "${STREAMK_BENCH_S:-90}" 1 "$sk" stream_k "bh4_mma_sk${sk}" --heads 4 \
+          --seq 4096,8192,16384 --head-dim 128 --dtype float16 --causal both --batch 1 \
+          --reps 30 --budget 1 --kernels tensorcore --block-q 128 --block-k 32
+        bench_wgmma "${STREAMK_BENCH_S:-90}" 1 "$sk" stream_k "grid_mma_sk${sk}" --heads 1 \
+          --tokens 32768 --seq 1024,2048,4096,8192 --head-dim 128 --dtype float16 \
+          --causal both --reps 30 --budget 1 --kernels tensorcore --block-q 128 --block-k 32
+      done
+      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh*_sk*_"$gpu".json \
+        "$OUT"/hopper_grid_mma_sk*_"$gpu".json > "$OUT/stream_k_parity.txt" 2>&1
       cat "$OUT/stream_k_parity.txt" ;;
     serve)
       export STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false

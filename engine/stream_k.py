@@ -1,5 +1,7 @@
-"""Stream-K: the persistent wgmma forward kernel's even share of the work for every SM, as pure
-Python, the same arithmetic as struct Work and struct Walk in kernels/flash_wgmma.cu.
+"""Stream-K: an even share of the forward's work for every block that runs at once, as pure
+Python, the same arithmetic as kernels/stream_k.cuh (walked by the persistent wgmma kernel,
+one block per SM, and by the mma.sync kernel's STREAM_K build, as many blocks as fit on the
+GPU at once).
 
 The work is one line of key tiles, item after item (an item is one query tile i of one
 batch·head; it holds tiles(i) key tiles). Causal items come in pairs of levels, the heaviest
@@ -11,8 +13,9 @@ ends. A block that ran part of an item posts its unnormalised state (O, m, l) to
 first run) or 2b + 1 (its last run) and takes a ticket from the item's counter; the part that
 draws the last ticket merges the others and writes O_i and lse.
 
-The launcher turns it on (use_stream_k) where an even share pays, by a cost model of the two
-walks: launches of few items (fewer than the SMs), whose whole-item walk leaves SMs idle.
+The launchers turn it on (use_stream_k) where an even share pays, by a cost model of the two
+walks: launches of few items (fewer than the blocks the GPU runs at once, `slots`), whose
+whole-item walk leaves SMs idle or waits for its longest rows.
 """
 from __future__ import annotations
 
@@ -21,17 +24,29 @@ from dataclasses import dataclass
 from .config import AttentionConfig
 from .iomodel import query_rows_per_key_tile
 
-# The launcher's choice (use_stream_k) weighs the two walks' makespans in a cost model, in
-# units of one key tile's two products, fitted to the H200's stream-K runs of 2026-11-23 (the
-# kernel with the pipeline across runs and the paired causal levels; benchmarks/NOTES.md,
-# "Issue 14: a pipeline across runs, measured", within 5% of the three measured shapes):
-# every run (a whole item or a part) costs RUN_COST tiles besides its own (launch, first loads,
-# the first softmax alone, the epilogue), posting a part POST_COST, and the block that ends a
-# cut item MERGE_COST per part it reads back. Stream-K runs where the model has it at most GAIN
-# of the whole-item walk's time.
-RUN_COST, POST_COST, MERGE_COST = 2.0, 1.0, 1.3
+
+@dataclass(frozen=True)
+class Costs:
+    """A kernel's costs in the launchers' model, in units of one of its key tiles' two
+    products: every run (a whole item or a part) costs `run` tiles besides its own (launch,
+    first loads, the first softmax alone, the epilogue), posting a part `post`, and the block
+    that ends a cut item `merge` per part it reads back."""
+    run: float
+    post: float
+    merge: float
+
+
+# The persistent wgmma kernel (tiles of 128 keys), fitted to the H200's stream-K runs of
+# 2026-11-23 (the kernel with the pipeline across runs and the paired causal levels;
+# benchmarks/NOTES.md, "Issue 14: a pipeline across runs, measured", within 5% of the three
+# measured shapes).
+WGMMA_COSTS = Costs(run=2.0, post=1.0, merge=1.3)
+# The mma.sync kernel's STREAM_K build, one block per run slot (tiles of block_k keys; at
+# d = 128, 128×32 a tile takes about 1.1 µs on an H200 SM): a prediction written before its
+# first GPU run (benchmarks/NOTES.md, "Issue 14: stream-K in the mma.sync kernel").
+MMA_SYNC_COSTS = Costs(run=2.5, post=0.5, merge=0.6)
+# Stream-K runs where the model has it at most GAIN of the whole-item walk's time.
 GAIN = 0.85
-CONSUMER_THREADS = 256   # the kernel's SK_THREADS: two consumer warpgroups (block_q = 128)
 
 
 def key_tiles(cfg: AttentionConfig) -> list[int]:
@@ -56,43 +71,48 @@ def total_tiles(cfg: AttentionConfig, bh: int) -> int:
     return bh * sum(key_tiles(cfg))
 
 
-def blocks(cfg: AttentionConfig, bh: int, sms: int) -> int:
-    """G: one block per SM, never more blocks than tiles (every share holds one)."""
-    return min(total_tiles(cfg, bh), sms)
+def blocks(cfg: AttentionConfig, bh: int, slots: int) -> int:
+    """G: one block per slot (the blocks that run at once), never more blocks than tiles
+    (every share holds one)."""
+    return min(total_tiles(cfg, bh), slots)
 
 
-def use_stream_k(cfg: AttentionConfig, bh: int, sms: int) -> bool:
-    """True where the cost model has the stream-K walk at most GAIN of the whole-item walk's
-    makespan (never for launches of more than two items per SM: their walks are even, nor
-    where tiles · blocks reaches 2^32: the kernel's share arithmetic is 32-bit, since a 64-bit
-    division is a call and no call may sit where a wgmma is in flight)."""
+def use_stream_k(cfg: AttentionConfig, bh: int, slots: int, costs: Costs = WGMMA_COSTS) -> bool:
+    """True where the cost model has the stream-K walk on `slots` blocks at most GAIN of the
+    whole-item walk's makespan (never for launches of more than two items per slot: their
+    walks are even, nor where tiles · blocks reaches 2^32: the kernels' share arithmetic is
+    32-bit, since a 64-bit division is a call and no call may sit where a wgmma is in
+    flight)."""
     total = total_tiles(cfg, bh)
-    if cfg.Tr * bh > 2 * sms or total * min(total, sms) >= 2**32:
+    if cfg.Tr * bh > 2 * slots or total * min(total, slots) >= 2**32:
         return False
-    return makespan_stream_k(cfg, bh, sms) <= GAIN * makespan_whole(cfg, bh, sms)
+    return (makespan_stream_k(cfg, bh, slots, costs)
+            <= GAIN * makespan_whole(cfg, bh, slots, costs))
 
 
-def makespan_whole(cfg: AttentionConfig, bh: int, sms: int) -> float:
-    """The persistent walk of whole items, in tiles: at least its longest item, and at least
-    an even share of every item's tiles and run cost."""
+def makespan_whole(cfg: AttentionConfig, bh: int, slots: int,
+                   costs: Costs = WGMMA_COSTS) -> float:
+    """The walk of whole items, in tiles: at least its longest item, and at least an even
+    share of every item's tiles and run cost."""
     tiles = key_tiles(cfg)
-    return max(max(tiles) + RUN_COST, bh * (sum(tiles) + RUN_COST * cfg.Tr) / sms)
+    return max(max(tiles) + costs.run, bh * (sum(tiles) + costs.run * cfg.Tr) / slots)
 
 
-def makespan_stream_k(cfg: AttentionConfig, bh: int, sms: int) -> float:
+def makespan_stream_k(cfg: AttentionConfig, bh: int, slots: int,
+                      costs: Costs = WGMMA_COSTS) -> float:
     """The stream-K walk, in tiles: the slowest block's runs, posts and merges."""
-    tiles, total, G = key_tiles(cfg), total_tiles(cfg, bh), blocks(cfg, bh, sms)
+    tiles, total, G = key_tiles(cfg), total_tiles(cfg, bh), blocks(cfg, bh, slots)
     worst = 0.0
     for block in runs(cfg, bh, G):
         t = 0.0
         for r in block:
             n = tiles[r.i]
-            t += r.j_hi - r.j_lo + RUN_COST
+            t += r.j_hi - r.j_lo + costs.run
             if r.j_hi - r.j_lo < n:
-                t += POST_COST
+                t += costs.post
                 if r.j_hi == n:
                     parts = block_at(r.start + n - 1, total, G) - block_at(r.start, total, G) + 1
-                    t += MERGE_COST * parts
+                    t += costs.merge * parts
         worst = max(worst, t)
     return worst
 
@@ -167,6 +187,8 @@ def runs(cfg: AttentionConfig, bh: int, G: int) -> list[list[Run]]:
 
 
 def workspace_floats(cfg: AttentionConfig, G: int) -> int:
-    """Floats of the kernel's sk_part: 2 slots per block, each the O accumulators (head_dim / 2
-    per thread), m_i[2] and l_i[2] of every consumer thread."""
-    return 2 * G * (cfg.head_dim // 2 + 4) * CONSUMER_THREADS
+    """Floats of the kernels' sk_part: 2 slots per block, each the O accumulators, m_i and l_i
+    of every thread that holds rows: block_q · head_dim floats of O and 8 · block_q of m and l
+    (the wgmma kernel's 256 consumer threads hold head_dim / 2 + 4 each, the mma.sync kernel's
+    128 threads block_q · head_dim / 128 + block_q / 16)."""
+    return 2 * G * cfg.block_q * (cfg.head_dim + 8)

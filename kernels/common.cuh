@@ -213,6 +213,15 @@ __device__ __forceinline__ bool grid_item_tile(int causal, int bh_count, int& i,
     return bh < bh_count;
 }
 
+// threadIdx.x read by an instruction the compiler may not move or merge: what a loop body
+// derives from it is recomputed in every iteration instead of held in registers across the
+// loop.
+__device__ __forceinline__ int thread_index_anew() {
+    int x;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(x));
+    return x;
+}
+
 // ---- the block schedule: which SM runs this block, and the global nanosecond clock ----
 __device__ __forceinline__ int sm_index() {
     int s;

@@ -12,13 +12,23 @@
 // Scores are kept raw (q·k); exp2 uses scale·log2(e) folded in, so the trace, written in
 // natural-log units of scale·q·k, needs only one multiply.
 //
+// Stream-K (-DSTREAM_K=1, untraced; the launcher builds it where its cost model,
+// engine/stream_k.py, has an even share of the key tiles faster than one block per item, i.e.
+// for launches of fewer items than the GPU holds blocks at once): a grid of G blocks, each
+// walking its share of the line of key tiles (stream_k.cuh), run after run; the parts of an
+// item cut across blocks are posted (each thread its own registers) and merged by the block
+// that draws the item's last ticket.
+//
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc),
 // TRACE (0 or 1: write the online-softmax trace and the block schedule), BF16 (0: float16
-// inputs and output, 1: bfloat16).
+// inputs and output, 1: bfloat16), STREAM_K (0 or 1, as above).
 
 #include "tile_shape.cuh"
 #ifndef TRACE
 #define TRACE 0
+#endif
+#ifndef STREAM_K
+#define STREAM_K 0
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -35,58 +45,54 @@ constexpr int ROW_BYTES = d * 2;
 constexpr int S_TILES = Bc / 8;          // n-tiles of 8 keys in one row strip of S_ij
 constexpr int O_TILES = d / 8;           // n-tiles of 8 columns in one row strip of O_i
 constexpr float LOG2E = 1.4426950408889634f;
+// Stream-K: a part's state in sk_part, one row of THREADS floats (one per thread) for each
+// of its O_acc, m_i and l_i registers.
+constexpr int O_FLOATS = MT * O_TILES * 4;
+constexpr int SK_SLOT = (O_FLOATS + 2 * RT) * THREADS;
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 64 || Br == 128, "BLOCK_Q must be 64 or 128");
 static_assert(Bc % 16 == 0 && Bc >= 16, "BLOCK_K must be a multiple of 16");
 static_assert((Bc * CHUNKS) % THREADS == 0, "K/V tile must split evenly over the threads");
 static_assert((Br * CHUNKS) % THREADS == 0, "Q tile must split evenly over the threads");
+static_assert(!(TRACE && STREAM_K), "traced runs take whole items (the trace follows each row "
+                                    "over all its key tiles)");
 
 #include "common.cuh"
+#include "stream_k.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                  const half_t* __restrict__ V, half_t* __restrict__ O, float* __restrict__ lse,
-                 int seq_q, int seq_k, float scale, int causal, int bh_count,
+                 int seq_q, int seq_k, float scale, int causal, int bh_count, int Tr,
+                 int stream_k_tiles, float* __restrict__ sk_part, int* __restrict__ sk_count,
                  float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
                  float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
                  int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns,
                  u64* __restrict__ t_end_ns) {
     extern __shared__ __align__(16) unsigned char smem[];
-    int i, bh;          // this block's work item (common.cuh: heaviest first under causal)
-    if (!grid_item_tile(causal, bh_count, i, bh)) return;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
+    __shared__ int sk_merges;   // stream-K: whether this block merges the item it ran part of
     const int Tc = (seq_k + Bc - 1) / Bc;
-#if TRACE
-    const u64 t_start = global_timer();
-#endif
-
+    // The work: items (query tile i, batch·head) of work.tiles(i) key tiles each (causal: key
+    // tile j runs iff j·Bc <= the last row of Q_i; later tiles are skipped).
+    const Work work{Tr, Tc, seq_q, bh_count, 1, causal, STREAM_K ? stream_k_tiles : 0};
     const unsigned sQ = smem_addr(smem);                  // Br x d (later: O_i staging)
     const unsigned sK = sQ + Br * d * 2;                  // 2 buffers of Bc x d
     const unsigned sV = sK + 2 * Bc * d * 2;              // 2 buffers of Bc x d
-    const int q0 = i * Br;
-    const half_t* Qb = Q + (u64)bh * seq_q * d;
-    const half_t* Kb = K + (u64)bh * seq_k * d;
-    const half_t* Vb = V + (u64)bh * seq_k * d;
 
-    // Causal: key tile j runs iff j·Bc <= the last row of Q_i; later tiles are skipped.
-    const int last_row = min(q0 + Br, seq_q) - 1;
-    const int n_tiles = causal ? min(Tc, last_row / Bc + 1) : Tc;
-
-    // Prologue: Q_i and K_0 in one group, V_0 in the next.
-    load_tile<Br, d, THREADS>(sQ, Qb, q0, seq_q, tid);
-    load_tile<Bc, d, THREADS>(sK, Kb, 0, seq_k, tid);
-    cp_async_commit();
-    load_tile<Bc, d, THREADS>(sV, Vb, 0, seq_k, tid);
-    cp_async_commit();
-
-    // Thread row h (0 .. RT-1) is query row row_of(h): row tile h / 2, fragment row g or g + 8.
-    const int warp_row0 = warp * WARP_ROWS;
-    auto row_of = [&](int h) { return q0 + warp_row0 + (h >> 1) * 16 + (h & 1) * 8 + g; };
+    // One run: key tiles [r.j_lo, r.j_hi) of query tile r.i of batch·head r.bh, then O_i and
+    // lse written (a whole item, or the merge of a cut one) or the part posted.
+    auto run_tiles = [&](const Run& r) {
+    const int i = r.i, bh = r.bh, j_lo = r.j_lo, j_hi = r.j_hi;
+    // Stream-K: the thread index read anew in every run, so that what derives from it is
+    // recomputed per run, not held in registers across the runs (ptxas spilled them).
+    const int tid = STREAM_K ? thread_index_anew() : threadIdx.x;
+    const int warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
     const float scale_log2 = scale * LOG2E;
+    const int warp_row0 = warp * WARP_ROWS;
 
     // ldmatrix row addresses of this lane at k-step 0 (Q_i, K_j) and column step 0 (V_j).
     // Chunk 2·kk XOR the swizzle equals the offset XOR 32·kk bytes, so loops need no tables.
@@ -95,6 +101,23 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
     const unsigned k_lane_off = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES
                                 + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
     const unsigned v_lane_off = (lane & 15) * ROW_BYTES + (((lane >> 4) ^ (lane & 7)) * 16);
+#if TRACE
+    const u64 t_start = global_timer();
+#endif
+    const int q0 = i * Br;
+    const half_t* Qb = Q + (u64)bh * seq_q * d;
+    const half_t* Kb = K + (u64)bh * seq_k * d;
+    const half_t* Vb = V + (u64)bh * seq_k * d;
+
+    // Prologue: Q_i and K_{j_lo} in one group, V_{j_lo} in the next (tile j in buffer j mod 2).
+    load_tile<Br, d, THREADS>(sQ, Qb, q0, seq_q, tid);
+    load_tile<Bc, d, THREADS>(sK + (j_lo & 1) * Bc * d * 2, Kb, j_lo * Bc, seq_k, tid);
+    cp_async_commit();
+    load_tile<Bc, d, THREADS>(sV + (j_lo & 1) * Bc * d * 2, Vb, j_lo * Bc, seq_k, tid);
+    cp_async_commit();
+
+    // Thread row h (0 .. RT-1) is query row row_of(h): row tile h / 2, fragment row g or g + 8.
+    auto row_of = [&](int h) { return q0 + warp_row0 + (h >> 1) * 16 + (h & 1) * 8 + g; };
 
     unsigned Qf[Q_IN_REGS ? MT : 1][d / 16][4];   // Q_i as mma A fragments, if kept in registers
     float O_acc[MT][O_TILES][4];              // unnormalised O_i
@@ -110,19 +133,19 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
     float keep[4][RT];   // trace values of the tile j with j mod 4 == t, stored 4 tiles at once
 #endif
 
-    for (int j = 0; j < n_tiles; ++j) {
+    for (int j = j_lo; j < j_hi; ++j) {
         const unsigned bufK = sK + (j & 1) * Bc * d * 2;
         const unsigned bufV = sV + (j & 1) * Bc * d * 2;
         cp_async_wait<1>();            // K_j (and Q_i) have landed
         __syncthreads();
-        if (Q_IN_REGS && j == 0) {
+        if (Q_IN_REGS && j == j_lo) {
             #pragma unroll
             for (int mt = 0; mt < (Q_IN_REGS ? MT : 0); ++mt)
                 #pragma unroll
                 for (int kk = 0; kk < d / 16; ++kk)
                     ldmatrix_x4(sQ + mt * 16 * ROW_BYTES + (q_lane_off ^ (kk * 32)), Qf[mt][kk]);
         }
-        if (j + 1 < n_tiles)           // prefetch K_{j+1}; its buffer held K_{j-1}
+        if (j + 1 < j_hi)              // prefetch K_{j+1}; its buffer held K_{j-1}
             load_tile<Bc, d, THREADS>(sK + ((j + 1) & 1) * Bc * d * 2, Kb, (j + 1) * Bc, seq_k, tid);
         cp_async_commit();
 
@@ -222,7 +245,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
             }
         }
-        if ((j & 3) == 3 || j + 1 == n_tiles) {
+        if ((j & 3) == 3 || j + 1 == j_hi) {
             int jj = (j & ~3) + t;
             #pragma unroll
             for (int h = 0; h < RT; ++h) {
@@ -238,7 +261,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 
         cp_async_wait<1>();            // V_j has landed (K_{j+1} may still be in flight)
         __syncthreads();
-        if (j + 1 < n_tiles)           // prefetch V_{j+1}; its buffer held V_{j-1}
+        if (j + 1 < j_hi)              // prefetch V_{j+1}; its buffer held V_{j-1}
             load_tile<Bc, d, THREADS>(sV + ((j + 1) & 1) * Bc * d * 2, Vb, (j + 1) * Bc, seq_k, tid);
         cp_async_commit();
 
@@ -266,12 +289,73 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         }
     }
     cp_async_wait<0>();
+    #pragma unroll
+    for (int h = 0; h < RT; ++h) l_i[h] = quad_sum(l_i[h]);   // full row sums
 
-    // Epilogue: full row sums, O_i / l_i, lse = scale·m + log(l).
+#if STREAM_K
+    // A part of a cut item: post this part's state (each thread its O_acc, m_i, l_i, one float
+    // per thread in a row of THREADS), then take the item's ticket; the part that draws the
+    // last one merges, the others are done.
+    if (j_hi - j_lo != work.tiles(i)) {
+        const int first = work.block_at(r.start);
+        const int last = work.block_at(r.start + work.tiles(i) - 1);
+        float* const mine = sk_part + (u64)work.slot(blockIdx.x, r.start) * SK_SLOT + tid;
+        #pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            #pragma unroll
+            for (int n = 0; n < O_TILES; ++n)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    mine[((mt * O_TILES + n) * 4 + e) * THREADS] = O_acc[mt][n][e];
+        #pragma unroll
+        for (int h = 0; h < RT; ++h) {
+            mine[(O_FLOATS + h) * THREADS] = m_i[h];
+            mine[(O_FLOATS + RT + h) * THREADS] = l_i[h];
+        }
+        if (!take_ticket(sk_count + r.k, last - first, &sk_merges, tid == 0,
+                         [] { __syncthreads(); }))
+            return;
+        // Merge the parts in block order (the same result whichever part merges), each
+        // thread its own rows and columns, read through L2 (ld.global.cg), its own part too:
+        // first the row maxima over the parts, then l and O as sums of the parts' l and O,
+        // each weighted by exp2(scale·log2e·(its m - m)).
+        #pragma unroll
+        for (int h = 0; h < RT; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
+        for (int b = first; b <= last; ++b) {
+            const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT + tid;
+            #pragma unroll
+            for (int h = 0; h < RT; ++h) m_i[h] = fmaxf(m_i[h], __ldcg(part + (O_FLOATS + h) * THREADS));
+        }
+        #pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+            #pragma unroll
+            for (int n = 0; n < O_TILES; ++n)
+                O_acc[mt][n][0] = O_acc[mt][n][1] = O_acc[mt][n][2] = O_acc[mt][n][3] = 0.f;
+        for (int b = first; b <= last; ++b) {
+            const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT + tid;
+            float w[RT];
+            #pragma unroll
+            for (int h = 0; h < RT; ++h) {
+                w[h] = part_weight(__ldcg(part + (O_FLOATS + h) * THREADS), m_i[h], scale_log2);
+                l_i[h] = fmaf(w[h], __ldcg(part + (O_FLOATS + RT + h) * THREADS), l_i[h]);
+            }
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                #pragma unroll
+                for (int n = 0; n < O_TILES; ++n)
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        O_acc[mt][n][e] = fmaf(w[2 * mt + (e >> 1)],
+                                               __ldcg(part + ((mt * O_TILES + n) * 4 + e) * THREADS),
+                                               O_acc[mt][n][e]);
+        }
+    }
+#endif
+
+    // Epilogue: O_i / l_i, lse = scale·m + log(l).
     float inv_l[RT];
     #pragma unroll
     for (int h = 0; h < RT; ++h) {
-        l_i[h] = quad_sum(l_i[h]);
         inv_l[h] = 1.f / l_i[h];
         int r = row_of(h);
         if (t == 0 && r < seq_q) lse[(u64)bh * seq_q + r] = m_i[h] * scale + logf(l_i[h]);
@@ -279,7 +363,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 #if TRACE
     // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the quad's
     // lanes take adjacent tiles.
-    for (int jj = n_tiles + t; jj < Tc; jj += 4) {
+    for (int jj = j_hi + t; jj < Tc; jj += 4) {
         #pragma unroll
         for (int h = 0; h < RT; ++h) {
             int r = row_of(h);
@@ -325,5 +409,32 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         t_start_ns[rec] = t_start;
         t_end_ns[rec] = global_timer();
     }
+#endif
+    };
+
+#if STREAM_K
+    // This block's share of the line, run after run. Thread 0 walks it; the walk's state and
+    // the current run live in shared memory, not in registers the main loop needs.
+    __shared__ Run sk_run;
+    __shared__ int sk_walk[4];    // k, start, x (stream_k_next), and whether sk_run is a run
+    if (threadIdx.x == 0) { sk_walk[0] = 0; sk_walk[1] = 0; sk_walk[2] = -1; }
+    for (;;) {
+        __syncthreads();  // the last run's threads are done with sk_run and have stored their
+                          // O_i from the Q_i buffer, which the next Q_i overwrites
+        if (threadIdx.x == 0) {
+            Run r;
+            sk_walk[3] = stream_k_next(work, sk_walk[0], sk_walk[1], sk_walk[2], r);
+            sk_run = r;
+        }
+        __syncthreads();  // the run is in shared memory before the threads read it
+        if (!sk_walk[3]) break;
+        run_tiles(sk_run);
+    }
+#else
+    // This block's item (common.cuh: heaviest first under causal), all its key tiles.
+    Run r{0, 0, 0, 0, 0, 0};
+    if (!grid_item_tile(causal, bh_count, r.i, r.bh)) return;
+    r.j_hi = work.tiles(r.i);
+    run_tiles(r);
 #endif
 }

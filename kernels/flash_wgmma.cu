@@ -31,14 +31,10 @@
 //
 // Stream-K (PERSISTENT builds, untraced, the launch argument stream_k_tiles > 0: the launcher
 // passes the work's key tiles when its cost model, engine/stream_k.py, has an even share
-// faster than whole items, i.e. for launches of few items): the work is laid out as one line
-// of key tiles, item after item, and block b takes an even share of it, [b·W/G, (b+1)·W/G) of
-// W tiles over G blocks, cutting items at the share's ends. A block that ran part of an item
-// writes its unnormalised state (O_acc, m_i, l_i, each thread its own registers) to a slot of
-// sk_part, makes it visible device-wide and takes a ticket from the item's counter in
-// sk_count; the part that draws the last ticket merges all the parts in block order, writes
-// O_i and lse, and sets the counter back to 0 for the next launch (the way the decode kernel
-// merges its splits).
+// faster than whole items, i.e. for launches of few items): each block walks an even share of
+// the line of key tiles, cutting items at its share's ends, and the parts of a cut item are
+// merged by the block that ends it (stream_k.cuh; each consumer thread posts its own
+// registers).
 
 #include "tile_shape.cuh"
 #ifndef TRACE
@@ -88,46 +84,9 @@ static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
 
 #include "common.cuh"
 #include "hopper.cuh"
+#include "stream_k.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
-
-// The launch's work: Tr query tiles of bh_count batch·heads (from bh_offset), Tc key tiles.
-// Stream-K (total > 0): `total` key tiles in all (the launcher counts them), and the order of
-// the items on the line of work: causal, in pairs of levels p = 0, 1, ... (query tiles
-// Tr - 1 - p and p, the heaviest and the lightest left), each batch·head's two items side by
-// side, then the middle query tile of an odd Tr, so that no share collects many light items;
-// not causal, batch·head by batch·head.
-struct Work {
-    int Tr, Tc, seq_q, bh_count, bh_group, causal, total;
-    // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
-    __device__ int tiles(int i) const {
-        const int last_row = min(i * Br + Br, seq_q) - 1;
-        return causal ? min(Tc, last_row / Bc + 1) : Tc;
-    }
-    __device__ void item(int k, int& i, int& bh) const {
-        if (!causal) { i = k % Tr; bh = k / Tr; return; }
-        const int p = k / (2 * bh_count), e = k % (2 * bh_count);
-        if (p < Tr / 2) { i = (e & 1) ? p : Tr - 1 - p; bh = e / 2; }
-        else            { i = Tr / 2;                   bh = k - Tr / 2 * 2 * bh_count; }
-    }
-    // Block b's share starts at key tile share_start(b) of the line; block_at(x) holds tile x.
-    // 32-bit unsigned arithmetic (the launcher keeps total · blocks under 2^32): a 64-bit
-    // division is a call, and no call may sit where a wgmma is in flight.
-    __device__ int share_start(int b) const {
-        return (int)((unsigned)b * (unsigned)total / gridDim.x);
-    }
-    __device__ int block_at(int x) const {
-        return (int)(((unsigned)(x + 1) * gridDim.x + (unsigned)total - 1) / (unsigned)total) - 1;
-    }
-    // The slot of sk_part that block b's part of the item starting at `start` goes to: 2b for
-    // the block's first run, 2b + 1 for its last (a block cuts at most those two).
-    __device__ int slot(int b, int start) const { return 2 * b + (share_start(b) < start); }
-};
-
-// A run of key tiles [j_lo, j_hi) of one item (query tile i, batch·head bh of the launch); the
-// item is whole when the run covers all its tiles. Stream-K: the item's index k on the line
-// and its first key tile's position there.
-struct Run { int i, bh, j_lo, j_hi, k, start; };
 
 // A block's walk over the work: next() gives its next run, false when there is none. One block
 // per item: the grid's own item (grid_item_tile in common.cuh). PERSISTENT, a grid of G blocks
@@ -144,41 +103,7 @@ struct Walk {
     // producer thread runs this walk within 24 registers.)
     int round = 0, first = 0, x = -1;
     __device__ bool next(const Work& w, Run& r) {
-        if (PERSISTENT && w.total > 0) {
-            int& k = round;
-            int& start = first;
-            if (x < 0) {                  // first call: the share's start, and its item
-                x = w.share_start(blockIdx.x);
-                if (w.causal) {           // skip whole pairs of levels, then pairs of items
-                    for (int p = 0;; ++p) {
-                        const int heavy = w.tiles(w.Tr - 1 - p);
-                        const int n = p < w.Tr / 2 ? heavy + w.tiles(p) : heavy;
-                        if (x < start + w.bh_count * n) {
-                            const int skip = (x - start) / n;
-                            k = p * 2 * w.bh_count + (p < w.Tr / 2 ? 2 * skip : skip);
-                            start += skip * n;
-                            if (p < w.Tr / 2 && x >= start + heavy) { ++k; start += heavy; }
-                            break;
-                        }
-                        start += w.bh_count * n;
-                    }
-                } else {
-                    k = x / w.Tc;
-                    start = k * w.Tc;
-                }
-            }
-            const int hi = w.share_start(blockIdx.x + 1);
-            if (x >= hi) return false;
-            w.item(k, r.i, r.bh);
-            const int n = w.tiles(r.i);
-            r.k = k;
-            r.start = start;
-            r.j_lo = x - start;
-            r.j_hi = min(n, hi - start);
-            x = start + r.j_hi;
-            if (r.j_hi == n) { start += n; ++k; }
-            return true;
-        }
+        if (PERSISTENT && w.total > 0) return stream_k_next(w, round, first, x, r);
         if (!next_item(w, r.i, r.bh)) return false;
         r.j_lo = 0;
         r.j_hi = w.tiles(r.i);
@@ -553,45 +478,37 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                 sk_mine[(O_REGS + h) * SK_THREADS + c] = m_i[h];
                 sk_mine[(O_REGS + 2 + h) * SK_THREADS + c] = l_i[h];
             }
-            __threadfence();  // release: this thread's part reaches the whole GPU first
-            asm volatile("bar.sync 4, %0;" :: "n"(SK_THREADS) : "memory");  // every consumer
-                              // thread has fenced its part before the ticket is taken
-            if (tid == 128) {
-                __threadfence();  // thread 128's fence after the barrier orders the block's
-                                  // writes (cumulatively) before the ticket
-                const int merges = atomicAdd(sk_count + r.k, 1) == sk_last - sk_first;
-                if (merges) {
-                    __threadfence();      // acquire: the other parts, fenced before their
-                    sk_count[r.k] = 0;    // tickets, are visible; all tickets are drawn
-                }
-                *sk_merges = merges;
-            }
-            asm volatile("bar.sync 4, %0;" :: "n"(SK_THREADS) : "memory");  // the ticket's
-                              // answer is in shared memory before the threads read it
-            writes = *sk_merges;
-            // Merge the parts in block order (the same result whichever part merges): the
-            // first part's state, then each next one by the maxima, m = max of the two, each
-            // rescaled by exp2(scale·log2e·(its m - m)); read through L2 (ld.global.cg), this
-            // thread's own part too (its own writes).
+            writes = take_ticket(sk_count + r.k, sk_last - sk_first, sk_merges, tid == 128, [] {
+                asm volatile("bar.sync 4, %0;" :: "n"(SK_THREADS) : "memory");   // consumers
+            });
+            // Merge the parts in block order (the same result whichever part merges), read
+            // through L2 (ld.global.cg), this thread's own part too (its own writes): first the
+            // row maxima over the parts, then l and O as sums of the parts' l and O, each
+            // weighted by exp2(scale·log2e·(its m - m)). (Every run sets m_i, l_i and O_acc
+            // anew, so a block that does not merge may clear them too.)
+            auto part_of = [&](int b) {
+                return sk_part + (u64)(b == sk_first ? sk_slot0 : 2 * b) * SK_SLOT + c;
+            };
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
+            #pragma unroll
+            for (int e = 0; e < O_REGS; ++e) O_acc[e] = 0.f;
             for (int b = sk_first; writes && b <= sk_last; ++b) {
-                const float* other = sk_part + (u64)(b == sk_first ? sk_slot0 : 2 * b) * SK_SLOT;
-                float own_w[2], part_w[2];
+                #pragma unroll
+                for (int h = 0; h < 2; ++h)
+                    m_i[h] = fmaxf(m_i[h], __ldcg(part_of(b) + (O_REGS + h) * SK_THREADS));
+            }
+            for (int b = sk_first; writes && b <= sk_last; ++b) {
+                const float* part = part_of(b);
+                float w[2];
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    const float m_p = __ldcg(other + (O_REGS + h) * SK_THREADS + c);
-                    const float l_p = __ldcg(other + (O_REGS + 2 + h) * SK_THREADS + c);
-                    const float m_new = b == sk_first ? m_p : fmaxf(m_i[h], m_p);
-                    own_w[h] = b == sk_first ? 0.f
-                             : m_i[h] == m_new ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
-                    part_w[h] = m_p == m_new ? 1.f : fast_exp2((m_p - m_new) * scale_log2);
-                    l_i[h] = (b == sk_first ? 0.f : own_w[h] * l_i[h]) + part_w[h] * l_p;
-                    m_i[h] = m_new;
+                    w[h] = part_weight(__ldcg(part + (O_REGS + h) * SK_THREADS), m_i[h], scale_log2);
+                    l_i[h] = fmaf(w[h], __ldcg(part + (O_REGS + 2 + h) * SK_THREADS), l_i[h]);
                 }
                 #pragma unroll
-                for (int e = 0; e < O_REGS; ++e) {
-                    const float o_p = part_w[(e >> 1) & 1] * __ldcg(other + e * SK_THREADS + c);
-                    O_acc[e] = b == sk_first ? o_p : fmaf(own_w[(e >> 1) & 1], O_acc[e], o_p);
-                }
+                for (int e = 0; e < O_REGS; ++e)
+                    O_acc[e] = fmaf(w[(e >> 1) & 1], __ldcg(part + e * SK_THREADS), O_acc[e]);
             }
         }
 

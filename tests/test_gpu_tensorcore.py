@@ -1,11 +1,14 @@
 """Tensor-core kernel: the support check (any machine) and, on a GPU, output, lse, trace and
 block schedule against float64 and NumPy references, every output poisoned before launch."""
+import numpy as np
 import pytest
 
 import engine
+from engine import stream_k
+from engine.cpu import stream_k as stream_k_emulation
 from engine.gpu import catalog
 from engine.gpu.launchers import mma as tensorcore
-from kernel_checks import TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
+from kernel_checks import OUT_TOL, TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
 from reference import rel_err
 import seeds
 
@@ -88,3 +91,56 @@ def test_engine_run_and_benchmark_reach_the_kernel():
     big = config(head_dim=128, block_q=128, block_k=32, seq_q=2048, seq_k=2048, heads=8)
     t = engine.benchmark(big, backend="cupy", kernel="tensorcore", reps=20, warmup=1)
     assert t.reps == 20 and 0 < t.median_ms and 10 < t.tflops < 1000
+
+
+# ---- stream-K (the STREAM_K build) ------------------------------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("d,bq,bk,n,heads,causal", [
+    (128, 128, 32, 4096, 4, True),    # the issue's shape: rows of 4 to 128 tiles, shares of 32
+    (128, 64, 64, 1000, 2, True),     # ragged last tiles, block_q 64
+    (64, 128, 64, 1100, 3, True),     # odd Tr (9): the middle level ends the line
+    (64, 64, 32, 3000, 1, False),     # few items: every item cut into parts
+    (128, 128, 32, 777, 3, False),
+])
+@pytest.mark.parametrize("dtype", catalog.MMA_SYNC.dtypes)
+def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bq, bk, n, heads, causal,
+                                                                dtype, monkeypatch):
+    """The STREAM_K build forced on (whatever the cost model says): O and lse against float64
+    and the NumPy emulation of the same schedule; relaunched bit for bit (the ticket counters
+    are back at 0, the merge order is fixed); against one block per item within rounding; no
+    local memory."""
+    monkeypatch.setattr(stream_k, "use_stream_k", lambda *_: True)
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=n, seq_k=n, heads=heads,
+                 causal=causal, dtype=dtype)
+    if tensorcore.chosen(cfg) is not catalog.MMA_SYNC:
+        pytest.skip("another build runs this shape here")
+    facts = tensorcore.kernel_facts(cfg, trace=False)
+    G = int(facts["grid"].split(" × ")[0])
+    assert facts["stream_k"] and "-DSTREAM_K=1" in facts["compile_options"]
+    assert facts["local_bytes_per_thread"] == 0
+    q, k, v = engine.make_inputs(cfg)
+    got = run_kernel(cfg, q, k, v, trace=False)
+    check_output(cfg, q, k, v, got)
+    emu = stream_k_emulation.flash(cfg, q, k, v, G)
+    assert rel_err(got["O"].reshape(emu.output.shape), emu.output) <= OUT_TOL[dtype]
+    assert np.abs(got["lse"].reshape(emu.lse.shape) - emu.lse).max() <= 1e-3
+    for _ in range(2):
+        again = run_kernel(cfg, q, k, v, trace=False)
+        assert np.array_equal(got["O"], again["O"]) and np.array_equal(got["lse"], again["lse"])
+    monkeypatch.setattr(tensorcore, "STREAM_K", 0)
+    assert not tensorcore.kernel_facts(cfg, trace=False)["stream_k"]
+    whole = run_kernel(cfg, q, k, v, trace=False)
+    assert rel_err(got["O"], whole["O"]) <= OUT_TOL[dtype]
+    assert np.abs(got["lse"] - whole["lse"]).max() <= 1e-4
+
+
+@pytest.mark.gpu
+def test_the_launcher_picks_stream_k_for_a_causal_one_wave_launch():
+    """B·H = 4, N = 4096, d = 128, 128×32, causal: the cost model picks the STREAM_K build,
+    as many blocks as fit on the GPU at once; traced, the same config takes whole items."""
+    cfg = config(head_dim=128, block_q=128, block_k=32, seq_q=4096, seq_k=4096, heads=4,
+                 causal=True)
+    facts = tensorcore.kernel_facts(cfg, trace=False)
+    assert facts["stream_k"] and facts["local_bytes_per_thread"] == 0
+    assert int(facts["grid"].split(" × ")[0]) >= tensorcore.live_gpu().sms
+    assert not tensorcore.kernel_facts(cfg, trace=True)["stream_k"]

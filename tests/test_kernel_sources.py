@@ -58,12 +58,21 @@ EXAMPLES = {
 
 def tensorcore_examples():
     """The mma.sync kernel's first and last catalogued shapes in every dtype it takes,
-    traced and not."""
+    traced and not, then their STREAM_K builds (float16)."""
     from engine.gpu.launchers import mma
     shapes = catalog.MMA_SYNC.shapes
     return [mma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt), t)
             for d, bq, bk in (shapes[0], shapes[-1]) for t in (False, True)
-            for dt in catalog.MMA_SYNC.dtypes]
+            for dt in catalog.MMA_SYNC.dtypes] + stream_k_examples()
+
+
+def stream_k_examples():
+    """The mma.sync kernel's STREAM_K builds of its first and last catalogued shapes (the last,
+    head_dim 128 at 128×32, holds the most registers)."""
+    from engine.gpu.launchers import mma
+    shapes = catalog.MMA_SYNC.shapes
+    return [mma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk), False, split=True)
+            for d, bq, bk in (shapes[0], shapes[-1])]
 
 
 def wgmma_examples():
@@ -160,11 +169,14 @@ def test_every_kernel_source_compiles_for_sm90(source):
         assert done.returncode == 0, f"{source} {' '.join(options)}:\n{done.stderr}"
 
 
-# (source, kernel function, options) of every backward build whose registers are checked
+# (source, kernel function, options) of every backward build whose registers are checked, and
+# of the forward's STREAM_K builds (the walk and the merge beside the main loop's registers)
 BACKWARD_BUILDS = ([("flash_backward_mma.cu", "flash_backward_mma", o)
                     for o in backward_mma_examples()]
                    + [("flash_backward_wgmma.cu", "flash_backward_wgmma", o)
-                      for o in backward_wgmma_examples()])
+                      for o in backward_wgmma_examples()]
+                   + [("flash_tensorcore.cu", "flash_tensorcore", o)
+                      for o in stream_k_examples()])
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
-"""Stream-K (engine/stream_k.py, the schedule the persistent wgmma kernel walks when its items
-are few or uneven, and engine/cpu/stream_k.py, its NumPy emulation): every key tile of every
+"""Stream-K (engine/stream_k.py, the schedule the persistent wgmma kernel and the mma.sync
+kernel's STREAM_K build walk when their items are few or uneven, and engine/cpu/stream_k.py,
+its NumPy emulation): every key tile of every
 item runs exactly once, shares are even, cut items post to distinct slots, and the parts'
 merge gives attention within float32 rounding of a float64 reference."""
 from __future__ import annotations
@@ -55,13 +56,26 @@ def check_schedule(cfg: AttentionConfig, sms: int) -> None:
         assert start == starts[k] <= x < starts[k + 1], (x, k, start)
     assert len(seen) == total == sum(tiles[i] for i, _ in items)
     assert max(slots, default=0) < 2 * G
-    assert stream_k.workspace_floats(cfg, G) == 2 * G * (cfg.head_dim // 2 + 4) * 256
+    # two slots a block of every row-holding thread's O, m and l: the wgmma kernel's 256
+    # consumer threads (head_dim / 2 + 4 floats each) at block_q 128, the mma.sync kernel's
+    # 128 threads (block_q · head_dim / 128 + block_q / 16 each) at any block_q
+    per_thread = (2 * G * (cfg.head_dim // 2 + 4) * 256 if cfg.block_q == 128 else
+                  2 * G * (cfg.block_q * cfg.head_dim // 128 + cfg.block_q // 16) * 128)
+    assert stream_k.workspace_floats(cfg, G) == per_thread
 
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("n,bh", [(4096, 4), (1000, 2), (4096, 1), (300, 3), (8192, 4)])
 def test_every_tile_runs_once_in_even_shares(n, bh, causal):
     check_schedule(config(seq_q=n, seq_k=n, heads=bh, causal=causal), 132)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("bq,bk,slots", [(128, 32, 264), (64, 64, 396), (64, 128, 264)])
+def test_every_tile_runs_once_with_mma_sync_tiles(bq, bk, slots, causal):
+    """The mma.sync kernel's tiles (block_q 64 too) and slots (several blocks an SM)."""
+    check_schedule(config(seq_q=4096, seq_k=4096, block_q=bq, block_k=bk, causal=causal),
+                   slots)
 
 
 def test_the_rule_splits_launches_of_few_items_only():
@@ -85,6 +99,28 @@ def test_the_rule_splits_launches_of_few_items_only():
         for causal in (True, False):
             assert not stream_k.use_stream_k(config(seq_q=n, seq_k=n, causal=causal),
                                               32768 // n, 132), (n, causal)
+
+
+def test_the_mma_sync_rule_splits_one_wave_launches():
+    """The mma.sync kernel's STREAM_K build (two blocks an SM at d = 128, 128×32: 264 slots on
+    132 SMs) at B·H = 4: stream-K for N = 4096 causal and not (128 items, half the slots idle
+    and causal rows of 4 to 128 tiles) and N = 8192 causal (one wave of 256 items whose longest
+    rows make the time); whole items for N = 8192 not causal (256 even rows fill the slots)
+    and for N = 16384 (two waves, heaviest first already even)."""
+    costs = stream_k.MMA_SYNC_COSTS
+
+    def picks(n, causal, bh=4, slots=264):
+        return stream_k.use_stream_k(config(seq_q=n, seq_k=n, heads=bh, block_k=32,
+                                            causal=causal), bh, slots, costs)
+    assert picks(4096, True) and picks(4096, False) and picks(8192, True)
+    assert not picks(8192, False) and not picks(16384, True) and not picks(16384, False)
+    cfg = config(block_k=32)
+    # causal rows of 4 to 128 tiles of 32 keys: shares of 32, at most 3 runs a block
+    assert stream_k.total_tiles(cfg, 4) == 8448 and stream_k.blocks(cfg, 4, 264) == 264
+    assert max(len(b) for b in stream_k.runs(cfg, 4, 264)) == 3
+    # the model's causal time against the whole-item walk's: about a third
+    assert stream_k.makespan_stream_k(cfg, 4, 264, costs) < 0.35 * stream_k.makespan_whole(
+        cfg, 4, 264, costs)
 
 
 def test_cost_model_reproduces_the_h200_runs():

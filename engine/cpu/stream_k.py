@@ -1,8 +1,8 @@
 """NumPy emulation of the stream-K forward (engine/stream_k.py): each block's runs of key tiles
 with the online softmax, and the parts of a cut item merged by their log-sum-exps once its
 last part has run (the merge of the decode emulation, engine/cpu/decode.merge_splits; the
-kernel folds the parts in one at a time, the same up to rounding). float32 throughout, as in
-the kernel.
+kernels weight the parts' unnormalised sums by the row maximum instead, the same up to
+rounding). float32 throughout, as in the kernels.
 """
 from __future__ import annotations
 
@@ -37,8 +37,9 @@ def run_state(cfg: AttentionConfig, Q, K, V, bh: int, i: int, j_lo: int, j_hi: i
     return m, l, O
 
 
-def flash(cfg: AttentionConfig, q, k, v, sms: int) -> Result:
-    """The forward pass as the stream-K kernel runs it on `sms` SMs."""
+def flash(cfg: AttentionConfig, q, k, v, slots: int) -> Result:
+    """The forward pass as a stream-K kernel runs it with `slots` blocks at once (the wgmma
+    kernel: one per SM; the mma.sync kernel: as many as fit)."""
     Q, K, V = (np.ascontiguousarray(x.reshape(-1, *x.shape[2:]), dtype=np.float32)
                for x in (q, k, v))
     bh = Q.shape[0]
@@ -46,7 +47,7 @@ def flash(cfg: AttentionConfig, q, k, v, sms: int) -> Result:
     lse = np.zeros(Q.shape[:2], np.float32)
     tiles = key_tiles(cfg)
     parts: dict[int, list] = {}
-    for block in runs(cfg, bh, blocks(cfg, bh, sms)):
+    for block in runs(cfg, bh, blocks(cfg, bh, slots)):
         for r in block:
             parts.setdefault(r.k, []).append(run_state(cfg, Q, K, V, r.bh, r.i, r.j_lo, r.j_hi))
             if r.j_hi < tiles[r.i]:

@@ -110,17 +110,17 @@ def forward_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> 
 
 
 def forward_args(Q, K, V, out: dict, scalars: tuple, trace: bool, Tr: int,
-                 with_count: bool = False) -> Callable:
+                 with_count: bool = False, extra: tuple = ()) -> Callable:
     """args_for(bh0, bh1) of the forward kernels for launch_loop: Q, K, V, O, lse and the
-    scalars (with_count: then the chunk's number of batch·heads), then the trace arrays and
-    the block records of the chunk (or NULLs untraced)."""
+    scalars (with_count: then the chunk's number of batch·heads), the `extra` arguments, then
+    the trace arrays and the block records of the chunk (or NULLs untraced)."""
     def args_for(bh0, bh1):
         traced = ([out[k][bh0:bh1] for k in TRACE_FIELDS]
                   + [out[k][bh0 * Tr:bh1 * Tr] for k in BLOCK_FIELDS]
                   if trace else [NULL] * (len(TRACE_FIELDS) + len(BLOCK_FIELDS)))
         count = (np.int32(bh1 - bh0),) if with_count else ()
         return (Q[bh0:bh1], K[bh0:bh1], V[bh0:bh1], out["O"][bh0:bh1], out["lse"][bh0:bh1],
-                *scalars, *count, *traced)
+                *scalars, *count, *extra, *traced)
     return args_for
 
 

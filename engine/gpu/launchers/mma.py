@@ -7,14 +7,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from ... import stream_k
 from ...config import AttentionConfig
 from ...iomodel import smem_bytes
 from .. import catalog
-from ..runtime import device_is_hopper, live_gpu
+from ..runtime import device_is_hopper, gpu_failures, live_gpu
 from . import core, wgmma
 
 FUNCTION = "flash_tensorcore"
 THREADS = 128                # four warps, each owning block_q / 4 query rows
+# 1: untraced launches that stream_k.use_stream_k picks with the mma.sync kernel's costs
+# (launches of fewer items than the GPU holds blocks at once, or whose longest causal rows
+# outlast an even share) run the STREAM_K build: as many blocks as fit on the GPU at once,
+# each an even share of the key tiles, cut items merged (engine/stream_k.py); 0: one block per
+# item always. Traced runs take whole items.
+STREAM_K = 1
 
 
 def chosen(cfg: AttentionConfig) -> catalog.TensorCoreBuild:
@@ -22,23 +29,43 @@ def chosen(cfg: AttentionConfig) -> catalog.TensorCoreBuild:
     return catalog.tensorcore_build(cfg, device_is_hopper())
 
 
-def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
+def compile_options(cfg: AttentionConfig, trace: bool, split: bool = False) -> tuple[str, ...]:
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DBLOCK_Q={cfg.block_q}",
             f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
-            f"-DBF16={int(cfg.dtype == 'bfloat16')}")
+            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DSTREAM_K={int(split)}")
 
 
-def build(cfg: AttentionConfig, trace: bool) -> core.Build:
-    return core.Build(catalog.MMA_SYNC.source, FUNCTION, compile_options(cfg, trace), THREADS,
-                      smem_bytes(cfg, catalog.MMA_SYNC.name))
+def build(cfg: AttentionConfig, trace: bool, split: bool = False) -> core.Build:
+    return core.Build(catalog.MMA_SYNC.source, FUNCTION, compile_options(cfg, trace, split),
+                      THREADS, smem_bytes(cfg, catalog.MMA_SYNC.name))
+
+
+def stream_k_blocks(cfg: AttentionConfig, bh: int, trace: bool) -> int:
+    """G, the blocks of a stream-K launch of bh batch·heads, or 0 where whole items run (traced,
+    STREAM_K off, or the cost model against it). The slots are the GPU's SMs times the blocks
+    of the STREAM_K build that fit on one SM (CUDA's occupancy calculator)."""
+    sms = live_gpu().sms
+    if trace or not STREAM_K or cfg.Tr * bh > 2 * 32 * sms:   # (32 blocks an SM at most)
+        return 0
+    import cupy
+    b = build(cfg, False, split=True)
+    with gpu_failures("occupancy of the stream-K mma.sync build"):
+        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            b.compiled().kernel.ptr, b.threads, b.smem)
+    slots = sms * max(1, int(per_sm))
+    if not stream_k.use_stream_k(cfg, bh, slots, stream_k.MMA_SYNC_COSTS):
+        return 0
+    return stream_k.blocks(cfg, bh, slots)
 
 
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
     """Compile facts of the build that runs this config."""
     if chosen(cfg) is catalog.WGMMA:
         return wgmma.kernel_facts(cfg, trace)
-    b = build(cfg, trace)
-    return b.facts(b.compiled(), core.item_grid(cfg, live_gpu().sms)(cfg.bh))
+    G = stream_k_blocks(cfg, cfg.bh, trace)
+    b = build(cfg, trace, split=G > 0)
+    grid = (G, 1) if G else core.item_grid(cfg, live_gpu().sms)(cfg.bh)
+    return {**b.facts(b.compiled(), grid), "stream_k": G > 0}
 
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
@@ -50,15 +77,34 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     bh, d, Tr = cfg.bh, cfg.head_dim, cfg.Tr
     core.check_operands(cfg.dtype, Q=(Q, (bh, cfg.seq_q, d)), K=(K, (bh, cfg.seq_k, d)),
                         V=(V, (bh, cfg.seq_k, d)))
-    b = build(cfg, trace)
+    G = stream_k_blocks(cfg, bh, trace)
+    b = build(cfg, trace, split=G > 0)
     fn = b.compiled()
     out = outputs if outputs is not None else core.forward_outputs(cfg, trace, poison)
     scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
                np.int32(cfg.causal))
-    grid_of = core.item_grid(cfg, live_gpu().sms)
-    args_for = core.forward_args(Q, K, V, out, scalars, trace, Tr, with_count=True)
-    run = core.launch_loop(fn, b, Tr, bh, args_for, grid_of)
-    out["info"] = b.facts(fn, grid_of(bh))
+    # Stream-K: the kernel gets the work's key tiles (0: whole items), the parts' states (2
+    # slots a block) and a ticket counter per item, 0 between launches (the merging part sets
+    # it back).
+    workspace = (core.NULL, core.NULL)
+    if G:
+        import cupy
+        workspace = (cupy.empty(stream_k.workspace_floats(cfg, G), dtype=np.float32),
+                     cupy.zeros(Tr * bh, dtype=np.int32))
+    extra = (np.int32(Tr), np.int32(stream_k.total_tiles(cfg, bh) if G else 0), *workspace)
+    args_for = core.forward_args(Q, K, V, out, scalars, trace, Tr, with_count=True, extra=extra)
+    if G:
+        args = args_for(0, bh)
+
+        def run():
+            fn((G, 1), (b.threads,), args, shared_mem=b.smem)
+        launch_grid = (G, 1)
+    else:
+        grid_of = core.item_grid(cfg, live_gpu().sms)
+        run = core.launch_loop(fn, b, Tr, bh, args_for, grid_of)
+        launch_grid = grid_of(bh)
+    run.operands = workspace     # kept alive while run() may be called
+    out["info"] = {**b.facts(fn, launch_grid), "stream_k": G > 0}
     return run, out
 
 
