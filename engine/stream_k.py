@@ -41,10 +41,13 @@ class Costs:
 # benchmarks/NOTES.md, "Issue 14: a pipeline across runs, measured", within 5% of the three
 # measured shapes).
 WGMMA_COSTS = Costs(run=2.0, post=1.0, merge=1.3)
-# The mma.sync kernel's STREAM_K build, one block per run slot (tiles of block_k keys; at
-# d = 128, 128×32 a tile takes about 1.1 µs on an H200 SM): a prediction written before its
-# first GPU run (benchmarks/NOTES.md, "Issue 14: stream-K in the mma.sync kernel").
-MMA_SYNC_COSTS = Costs(run=2.5, post=0.5, merge=0.6)
+# The mma.sync kernel's STREAM_K build (tiles of block_k keys, several blocks an SM): fitted
+# to its first H200 runs (2026-11-23, d = 128, 128×32, ten shapes; benchmarks/NOTES.md, "Issue
+# 14: stream-K in the mma.sync kernel, measured"), so that the rule picks stream-K at the
+# shapes where it measured faster and not at N = 1024, B·H = 32 causal, where it measured
+# slower. The model counts slots, not SMs (two blocks sharing an SM each run slower than one
+# alone): its times are a ranking of the two walks, not a prediction of either.
+MMA_SYNC_COSTS = Costs(run=4.0, post=1.0, merge=1.0)
 # Stream-K runs where the model has it at most GAIN of the whole-item walk's time.
 GAIN = 0.85
 

@@ -33,10 +33,12 @@ class Build:
 
     def compiled(self):
         """The cupy.RawKernel (kernels.loader caches one module per option set), opted in to
-        more than 48 KiB of dynamic shared memory where the build needs it."""
+        its dynamic shared memory where that and the kernel's static shared memory together
+        pass 48 KiB."""
         from kernels.loader import get_function
         fn = get_function(self.source, self.function, self.options)
-        if self.smem > DEFAULT_SMEM_LIMIT and fn.max_dynamic_shared_size_bytes < self.smem:
+        if (self.smem + fn.shared_size_bytes > DEFAULT_SMEM_LIMIT
+                and fn.max_dynamic_shared_size_bytes < self.smem):
             fn.max_dynamic_shared_size_bytes = self.smem
         return fn
 
