@@ -85,330 +85,330 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
     // One run: key tiles [r.j_lo, r.j_hi) of query tile r.i of batch·head r.bh, then O_i and
     // lse written (a whole item, or the merge of a cut one) or the part posted.
     auto run_tiles = [&](const Run& r) {
-    const int i = r.i, bh = r.bh, j_lo = r.j_lo, j_hi = r.j_hi;
-    // Stream-K: the thread index read anew in every run, so that what derives from it is
-    // recomputed per run, not held in registers across the runs (ptxas spilled them).
-    const int tid = STREAM_K ? thread_index_anew() : threadIdx.x;
-    const int warp = tid / 32, lane = tid % 32;
-    const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
-    const float scale_log2 = scale * LOG2E;
-    const int warp_row0 = warp * WARP_ROWS;
+        const int i = r.i, bh = r.bh, j_lo = r.j_lo, j_hi = r.j_hi;
+        // Stream-K: the thread index read anew in every run, so that what derives from it is
+        // recomputed per run, not held in registers across the runs (ptxas spilled them).
+        const int tid = STREAM_K ? thread_index_anew() : threadIdx.x;
+        const int warp = tid / 32, lane = tid % 32;
+        const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
+        const float scale_log2 = scale * LOG2E;
+        const int warp_row0 = warp * WARP_ROWS;
 
-    // ldmatrix row addresses of this lane at k-step 0 (Q_i, K_j) and column step 0 (V_j).
-    // Chunk 2·kk XOR the swizzle equals the offset XOR 32·kk bytes, so loops need no tables.
-    const unsigned q_lane_off = (warp_row0 + (lane & 15)) * ROW_BYTES
-                                + (((lane >> 4) ^ (lane & 7)) * 16);
-    const unsigned k_lane_off = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES
-                                + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
-    const unsigned v_lane_off = (lane & 15) * ROW_BYTES + (((lane >> 4) ^ (lane & 7)) * 16);
+        // ldmatrix row addresses of this lane at k-step 0 (Q_i, K_j) and column step 0 (V_j).
+        // Chunk 2·kk XOR the swizzle equals the offset XOR 32·kk bytes, so loops need no tables.
+        const unsigned q_lane_off = (warp_row0 + (lane & 15)) * ROW_BYTES
+                                    + (((lane >> 4) ^ (lane & 7)) * 16);
+        const unsigned k_lane_off = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES
+                                    + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
+        const unsigned v_lane_off = (lane & 15) * ROW_BYTES + (((lane >> 4) ^ (lane & 7)) * 16);
 #if TRACE
-    const u64 t_start = global_timer();
+        const u64 t_start = global_timer();
 #endif
-    const int q0 = i * Br;
-    const half_t* Qb = Q + (u64)bh * seq_q * d;
-    const half_t* Kb = K + (u64)bh * seq_k * d;
-    const half_t* Vb = V + (u64)bh * seq_k * d;
+        const int q0 = i * Br;
+        const half_t* Qb = Q + (u64)bh * seq_q * d;
+        const half_t* Kb = K + (u64)bh * seq_k * d;
+        const half_t* Vb = V + (u64)bh * seq_k * d;
 
-    // Prologue: Q_i and K_{j_lo} in one group, V_{j_lo} in the next (tile j in buffer j mod 2).
-    load_tile<Br, d, THREADS>(sQ, Qb, q0, seq_q, tid);
-    load_tile<Bc, d, THREADS>(sK + (j_lo & 1) * Bc * d * 2, Kb, j_lo * Bc, seq_k, tid);
-    cp_async_commit();
-    load_tile<Bc, d, THREADS>(sV + (j_lo & 1) * Bc * d * 2, Vb, j_lo * Bc, seq_k, tid);
-    cp_async_commit();
-
-    // Thread row h (0 .. RT-1) is query row row_of(h): row tile h / 2, fragment row g or g + 8.
-    auto row_of = [&](int h) { return q0 + warp_row0 + (h >> 1) * 16 + (h & 1) * 8 + g; };
-
-    unsigned Qf[Q_IN_REGS ? MT : 1][d / 16][4];   // Q_i as mma A fragments, if kept in registers
-    float O_acc[MT][O_TILES][4];              // unnormalised O_i
-    float m_i[RT], l_i[RT];                   // running max of raw scores q·k; running sum
-    #pragma unroll
-    for (int h = 0; h < RT; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }  // l_i: own columns
-    #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-        #pragma unroll
-        for (int n = 0; n < O_TILES; ++n)
-            O_acc[mt][n][0] = O_acc[mt][n][1] = O_acc[mt][n][2] = O_acc[mt][n][3] = 0.f;
-#if TRACE
-    float keep[4][RT];   // trace values of the tile j with j mod 4 == t, stored 4 tiles at once
-#endif
-
-    for (int j = j_lo; j < j_hi; ++j) {
-        const unsigned bufK = sK + (j & 1) * Bc * d * 2;
-        const unsigned bufV = sV + (j & 1) * Bc * d * 2;
-        cp_async_wait<1>();            // K_j (and Q_i) have landed
-        __syncthreads();
-        if (Q_IN_REGS && j == j_lo) {
-            #pragma unroll
-            for (int mt = 0; mt < (Q_IN_REGS ? MT : 0); ++mt)
-                #pragma unroll
-                for (int kk = 0; kk < d / 16; ++kk)
-                    ldmatrix_x4(sQ + mt * 16 * ROW_BYTES + (q_lane_off ^ (kk * 32)), Qf[mt][kk]);
-        }
-        if (j + 1 < j_hi)              // prefetch K_{j+1}; its buffer held K_{j-1}
-            load_tile<Bc, d, THREADS>(sK + ((j + 1) & 1) * Bc * d * 2, Kb, (j + 1) * Bc, seq_k, tid);
+        // Prologue: Q_i and K_{j_lo} in one group, V_{j_lo} in the next (tile j in buffer j mod 2).
+        load_tile<Br, d, THREADS>(sQ, Qb, q0, seq_q, tid);
+        load_tile<Bc, d, THREADS>(sK + (j_lo & 1) * Bc * d * 2, Kb, j_lo * Bc, seq_k, tid);
+        cp_async_commit();
+        load_tile<Bc, d, THREADS>(sV + (j_lo & 1) * Bc * d * 2, Vb, j_lo * Bc, seq_k, tid);
         cp_async_commit();
 
-        // S_ij = Q_i K_jᵀ (raw scores).
-        float S[MT][S_TILES][4];
+        // Thread row h (0 .. RT-1) is query row row_of(h): row tile h / 2, fragment row g or g + 8.
+        auto row_of = [&](int h) { return q0 + warp_row0 + (h >> 1) * 16 + (h & 1) * 8 + g; };
+
+        unsigned Qf[Q_IN_REGS ? MT : 1][d / 16][4];   // Q_i as mma A fragments (if in registers)
+        float O_acc[MT][O_TILES][4];              // unnormalised O_i
+        float m_i[RT], l_i[RT];                   // running max of raw scores q·k; running sum
+        #pragma unroll
+        for (int h = 0; h < RT; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }  // l_i: own columns
         #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
             #pragma unroll
-            for (int n = 0; n < S_TILES; ++n)
-                S[mt][n][0] = S[mt][n][1] = S[mt][n][2] = S[mt][n][3] = 0.f;
-        #pragma unroll
-        for (int kk = 0; kk < d / 16; ++kk) {
-            unsigned a[MT][4];
-            #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                if constexpr (Q_IN_REGS) {
-                    a[mt][0] = Qf[mt][kk][0]; a[mt][1] = Qf[mt][kk][1];
-                    a[mt][2] = Qf[mt][kk][2]; a[mt][3] = Qf[mt][kk][3];
-                } else {
-                    ldmatrix_x4(sQ + mt * 16 * ROW_BYTES + (q_lane_off ^ (kk * 32)), a[mt]);
-                }
+            for (int n = 0; n < O_TILES; ++n)
+                O_acc[mt][n][0] = O_acc[mt][n][1] = O_acc[mt][n][2] = O_acc[mt][n][3] = 0.f;
+#if TRACE
+        float keep[4][RT];   // trace values of the tile j with j mod 4 == t, stored 4 tiles at once
+#endif
+
+        for (int j = j_lo; j < j_hi; ++j) {
+            const unsigned bufK = sK + (j & 1) * Bc * d * 2;
+            const unsigned bufV = sV + (j & 1) * Bc * d * 2;
+            cp_async_wait<1>();            // K_j (and Q_i) have landed
+            __syncthreads();
+            if (Q_IN_REGS && j == j_lo) {
+                #pragma unroll
+                for (int mt = 0; mt < (Q_IN_REGS ? MT : 0); ++mt)
+                    #pragma unroll
+                    for (int kk = 0; kk < d / 16; ++kk)
+                        ldmatrix_x4(sQ + mt * 16 * ROW_BYTES + (q_lane_off ^ (kk * 32)),
+                                    Qf[mt][kk]);
             }
+            if (j + 1 < j_hi)              // prefetch K_{j+1}; its buffer held K_{j-1}
+                load_tile<Bc, d, THREADS>(sK + ((j + 1) & 1) * Bc * d * 2, Kb, (j + 1) * Bc, seq_k,
+                                          tid);
+            cp_async_commit();
+
+            // S_ij = Q_i K_jᵀ (raw scores).
+            float S[MT][S_TILES][4];
             #pragma unroll
-            for (int n2 = 0; n2 < S_TILES / 2; ++n2) {
-                unsigned b[4];
-                ldmatrix_x4(bufK + n2 * 16 * ROW_BYTES + (k_lane_off ^ (kk * 32)), b);
+            for (int mt = 0; mt < MT; ++mt)
+                #pragma unroll
+                for (int n = 0; n < S_TILES; ++n)
+                    S[mt][n][0] = S[mt][n][1] = S[mt][n][2] = S[mt][n][3] = 0.f;
+            #pragma unroll
+            for (int kk = 0; kk < d / 16; ++kk) {
+                unsigned a[MT][4];
                 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt) {
-                    mma16816<BF16>(S[mt][2 * n2], a[mt], b[0], b[1]);
-                    mma16816<BF16>(S[mt][2 * n2 + 1], a[mt], b[2], b[3]);
+                    if constexpr (Q_IN_REGS) {
+                        a[mt][0] = Qf[mt][kk][0]; a[mt][1] = Qf[mt][kk][1];
+                        a[mt][2] = Qf[mt][kk][2]; a[mt][3] = Qf[mt][kk][3];
+                    } else {
+                        ldmatrix_x4(sQ + mt * 16 * ROW_BYTES + (q_lane_off ^ (kk * 32)), a[mt]);
+                    }
+                }
+                #pragma unroll
+                for (int n2 = 0; n2 < S_TILES / 2; ++n2) {
+                    unsigned b[4];
+                    ldmatrix_x4(bufK + n2 * 16 * ROW_BYTES + (k_lane_off ^ (kk * 32)), b);
+                    #pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816<BF16>(S[mt][2 * n2], a[mt], b[0], b[1]);
+                        mma16816<BF16>(S[mt][2 * n2 + 1], a[mt], b[2], b[3]);
+                    }
                 }
             }
-        }
 
-        // Masks only where needed: the diagonal tiles (causal) and a ragged last key tile.
-        const int k0 = j * Bc;
-        const bool diagonal = causal && k0 + Bc - 1 > q0;
-        if (diagonal || k0 + Bc > seq_k) {
+            // Masks only where needed: the diagonal tiles (causal) and a ragged last key tile.
+            const int k0 = j * Bc;
+            const bool diagonal = causal && k0 + Bc - 1 > q0;
+            if (diagonal || k0 + Bc > seq_k) {
+                #pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    #pragma unroll
+                    for (int n = 0; n < S_TILES; ++n)
+                        #pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            int c = k0 + n * 8 + 2 * t + (e & 1);
+                            int r = row_of(2 * mt + (e >> 1));
+                            if (c >= seq_k || (causal && c > r)) S[mt][n][e] = neg_inf();
+                        }
+            }
+
+            // Online softmax: new max, rescale factor, P_ij = exp(scale·(S - m)).
+            float tile_max[RT], rescale[RT], m_shift[RT], row_sum[RT];
+            #pragma unroll
+            for (int h = 0; h < RT; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                #pragma unroll
+                for (int n = 0; n < S_TILES; ++n) {
+                    tile_max[2 * mt] = fmaxf(tile_max[2 * mt], fmaxf(S[mt][n][0], S[mt][n][1]));
+                    tile_max[2 * mt + 1] = fmaxf(tile_max[2 * mt + 1],
+                                                 fmaxf(S[mt][n][2], S[mt][n][3]));
+                }
+            #pragma unroll
+            for (int h = 0; h < RT; ++h) {
+                tile_max[h] = quad_max(tile_max[h]);
+                float m_new = fmaxf(m_i[h], tile_max[h]);
+                rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
+                m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
+                m_i[h] = m_new;
+            }
             #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
                 #pragma unroll
                 for (int n = 0; n < S_TILES; ++n)
                     #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        int c = k0 + n * 8 + 2 * t + (e & 1);
-                        int r = row_of(2 * mt + (e >> 1));
-                        if (c >= seq_k || (causal && c > r)) S[mt][n][e] = neg_inf();
+                        int h = 2 * mt + (e >> 1);
+                        S[mt][n][e] = fast_exp2(fmaf(S[mt][n][e], scale_log2, -m_shift[h]));
+                        row_sum[h] += S[mt][n][e];
                     }
-        }
-
-        // Online softmax: new max, rescale factor, P_ij = exp(scale·(S - m)).
-        float tile_max[RT], rescale[RT], m_shift[RT], row_sum[RT];
-        #pragma unroll
-        for (int h = 0; h < RT; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
-        #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
             #pragma unroll
-            for (int n = 0; n < S_TILES; ++n) {
-                tile_max[2 * mt] = fmaxf(tile_max[2 * mt], fmaxf(S[mt][n][0], S[mt][n][1]));
-                tile_max[2 * mt + 1] = fmaxf(tile_max[2 * mt + 1], fmaxf(S[mt][n][2], S[mt][n][3]));
+            for (int h = 0; h < RT; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                #pragma unroll
+                for (int n = 0; n < O_TILES; ++n) {
+                    O_acc[mt][n][0] *= rescale[2 * mt]; O_acc[mt][n][1] *= rescale[2 * mt];
+                    O_acc[mt][n][2] *= rescale[2 * mt + 1]; O_acc[mt][n][3] *= rescale[2 * mt + 1];
+                }
+
+#if TRACE
+            // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
+            #pragma unroll
+            for (int h = 0; h < RT; ++h) {
+                float l_row = quad_sum(l_i[h]);
+                if ((j & 3) == t) {
+                    keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
+                    keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
+                }
             }
+            if ((j & 3) == 3 || j + 1 == j_hi) {
+                int jj = (j & ~3) + t;
+                #pragma unroll
+                for (int h = 0; h < RT; ++h) {
+                    int r = row_of(h);
+                    if (jj <= j && r < seq_q) {
+                        u64 at = ((u64)bh * seq_q + r) * Tc + jj;
+                        t_running_max[at] = keep[0][h]; t_running_sum[at] = keep[1][h];
+                        t_rescale[at] = keep[2][h];     t_tile_max[at] = keep[3][h];
+                    }
+                }
+            }
+#endif
+
+            cp_async_wait<1>();            // V_j has landed (K_{j+1} may still be in flight)
+            __syncthreads();
+            if (j + 1 < j_hi)              // prefetch V_{j+1}; its buffer held V_{j-1}
+                load_tile<Bc, d, THREADS>(sV + ((j + 1) & 1) * Bc * d * 2, Vb, (j + 1) * Bc, seq_k,
+                                          tid);
+            cp_async_commit();
+
+            // O_i += P_ij V_j, P_ij as 16-bit A fragments straight from the S accumulators.
+            #pragma unroll
+            for (int kk = 0; kk < Bc / 16; ++kk) {
+                unsigned P[MT][4];
+                #pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    P[mt][0] = pack_pair<BF16>(S[mt][2 * kk][0], S[mt][2 * kk][1]);
+                    P[mt][1] = pack_pair<BF16>(S[mt][2 * kk][2], S[mt][2 * kk][3]);
+                    P[mt][2] = pack_pair<BF16>(S[mt][2 * kk + 1][0], S[mt][2 * kk + 1][1]);
+                    P[mt][3] = pack_pair<BF16>(S[mt][2 * kk + 1][2], S[mt][2 * kk + 1][3]);
+                }
+                #pragma unroll
+                for (int n2 = 0; n2 < O_TILES / 2; ++n2) {
+                    unsigned b[4];
+                    ldmatrix_x4_trans(bufV + kk * 16 * ROW_BYTES + (v_lane_off ^ (n2 * 32)), b);
+                    #pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816<BF16>(O_acc[mt][2 * n2], P[mt], b[0], b[1]);
+                        mma16816<BF16>(O_acc[mt][2 * n2 + 1], P[mt], b[2], b[3]);
+                    }
+                }
+            }
+        }
+        cp_async_wait<0>();
+        #pragma unroll
+        for (int h = 0; h < RT; ++h) l_i[h] = quad_sum(l_i[h]);   // full row sums
+
+#if STREAM_K
+        // A part of a cut item: post this part's state (each thread its O_acc, m_i, l_i, one float
+        // per thread in a row of THREADS), then take the item's ticket; the part that draws the
+        // last one merges, the others are done.
+        if (j_hi - j_lo != work.tiles(i)) {
+            // f(x, h, o) for every O_acc register o: its row x of the slot, its thread row h
+            auto each_o = [&](auto f) {
+                #pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    #pragma unroll
+                    for (int n = 0; n < O_TILES; ++n)
+                        #pragma unroll
+                        for (int e = 0; e < 4; ++e)
+                            f((mt * O_TILES + n) * 4 + e, 2 * mt + (e >> 1), O_acc[mt][n][e]);
+            };
+            const int first = work.block_at(r.start);
+            const int last = work.block_at(r.start + work.tiles(i) - 1);
+            float* const mine = sk_part + (u64)work.slot(blockIdx.x, r.start) * SK_SLOT + tid;
+            each_o([&](int x, int, float& o) { mine[x * THREADS] = o; });
+            #pragma unroll
+            for (int h = 0; h < RT; ++h) {
+                mine[(O_FLOATS + h) * THREADS] = m_i[h];
+                mine[(O_FLOATS + RT + h) * THREADS] = l_i[h];
+            }
+            if (!take_ticket(sk_count + r.k, last - first, &sk_merges, tid == 0,
+                             [] { __syncthreads(); }))
+                return;
+            // Merge the parts in block order (the same result whichever part merges), each
+            // thread its own rows and columns, read through L2 (ld.global.cg), its own part too:
+            // first the row maxima over the parts, then l and O as sums of the parts' l and O,
+            // each weighted by exp2(scale·log2e·(its m - m)).
+            #pragma unroll
+            for (int h = 0; h < RT; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
+            for (int b = first; b <= last; ++b) {
+                const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT + tid;
+                #pragma unroll
+                for (int h = 0; h < RT; ++h)
+                    m_i[h] = fmaxf(m_i[h], __ldcg(part + (O_FLOATS + h) * THREADS));
+            }
+            each_o([](int, int, float& o) { o = 0.f; });
+            for (int b = first; b <= last; ++b) {
+                const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT + tid;
+                float w[RT];
+                #pragma unroll
+                for (int h = 0; h < RT; ++h) {
+                    w[h] = part_weight(__ldcg(part + (O_FLOATS + h) * THREADS), m_i[h], scale_log2);
+                    l_i[h] = fmaf(w[h], __ldcg(part + (O_FLOATS + RT + h) * THREADS), l_i[h]);
+                }
+                each_o([&](int x, int h, float& o) {
+                    o = fmaf(w[h], __ldcg(part + x * THREADS), o);
+                });
+            }
+        }
+#endif
+
+        // Epilogue: O_i / l_i, lse = scale·m + log(l).
+        float inv_l[RT];
         #pragma unroll
         for (int h = 0; h < RT; ++h) {
-            tile_max[h] = quad_max(tile_max[h]);
-            float m_new = fmaxf(m_i[h], tile_max[h]);
-            rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
-            m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
-            m_i[h] = m_new;
+            inv_l[h] = 1.f / l_i[h];
+            int r = row_of(h);
+            if (t == 0 && r < seq_q) lse[(u64)bh * seq_q + r] = m_i[h] * scale + logf(l_i[h]);
         }
-        #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
+#if TRACE
+        // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the quad's
+        // lanes take adjacent tiles.
+        for (int jj = j_hi + t; jj < Tc; jj += 4) {
             #pragma unroll
-            for (int n = 0; n < S_TILES; ++n)
-                #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    int h = 2 * mt + (e >> 1);
-                    S[mt][n][e] = fast_exp2(fmaf(S[mt][n][e], scale_log2, -m_shift[h]));
-                    row_sum[h] += S[mt][n][e];
+            for (int h = 0; h < RT; ++h) {
+                int r = row_of(h);
+                if (r < seq_q) {
+                    u64 at = ((u64)bh * seq_q + r) * Tc + jj;
+                    t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
+                    t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
                 }
-        #pragma unroll
-        for (int h = 0; h < RT; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
+            }
+        }
+#endif
+
+        // Stage this warp's rows of O_i in its own rows of the Q_i buffer, then store 16 B per
+        // lane, coalesced. Only this warp touches those rows: a warp barrier suffices.
+        unsigned char* sO = smem;
         #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
             #pragma unroll
             for (int n = 0; n < O_TILES; ++n) {
-                O_acc[mt][n][0] *= rescale[2 * mt]; O_acc[mt][n][1] *= rescale[2 * mt];
-                O_acc[mt][n][2] *= rescale[2 * mt + 1]; O_acc[mt][n][3] *= rescale[2 * mt + 1];
+                int row = warp_row0 + mt * 16 + g;
+                *(unsigned*)(sO + swizzle<CHUNKS>(row, n) * 16 + t * 4) =
+                    pack_pair<BF16>(O_acc[mt][n][0] * inv_l[2 * mt],
+                                    O_acc[mt][n][1] * inv_l[2 * mt]);
+                *(unsigned*)(sO + swizzle<CHUNKS>(row + 8, n) * 16 + t * 4) =
+                    pack_pair<BF16>(O_acc[mt][n][2] * inv_l[2 * mt + 1],
+                               O_acc[mt][n][3] * inv_l[2 * mt + 1]);
             }
+        __syncwarp();
+        half_t* Ob = O + (u64)bh * seq_q * d;
+        #pragma unroll
+        for (int it = 0; it < WARP_ROWS * CHUNKS / 32; ++it) {
+            int idx = lane + it * 32;
+            int row = warp_row0 + idx / CHUNKS, chunk = idx % CHUNKS;
+            if (q0 + row < seq_q)
+                *(uint4*)(Ob + (u64)(q0 + row) * d + chunk * 8) =
+                    *(const uint4*)(sO + swizzle<CHUNKS>(row, chunk) * 16);
+        }
 
 #if TRACE
-        // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
-        #pragma unroll
-        for (int h = 0; h < RT; ++h) {
-            float l_row = quad_sum(l_i[h]);
-            if ((j & 3) == t) {
-                keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
-                keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
-            }
-        }
-        if ((j & 3) == 3 || j + 1 == j_hi) {
-            int jj = (j & ~3) + t;
-            #pragma unroll
-            for (int h = 0; h < RT; ++h) {
-                int r = row_of(h);
-                if (jj <= j && r < seq_q) {
-                    u64 at = ((u64)bh * seq_q + r) * Tc + jj;
-                    t_running_max[at] = keep[0][h]; t_running_sum[at] = keep[1][h];
-                    t_rescale[at] = keep[2][h];     t_tile_max[at] = keep[3][h];
-                }
-            }
-        }
-#endif
-
-        cp_async_wait<1>();            // V_j has landed (K_{j+1} may still be in flight)
         __syncthreads();
-        if (j + 1 < j_hi)              // prefetch V_{j+1}; its buffer held V_{j-1}
-            load_tile<Bc, d, THREADS>(sV + ((j + 1) & 1) * Bc * d * 2, Vb, (j + 1) * Bc, seq_k, tid);
-        cp_async_commit();
-
-        // O_i += P_ij V_j, P_ij as 16-bit A fragments straight from the S accumulators.
-        #pragma unroll
-        for (int kk = 0; kk < Bc / 16; ++kk) {
-            unsigned P[MT][4];
-            #pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-                P[mt][0] = pack_pair<BF16>(S[mt][2 * kk][0], S[mt][2 * kk][1]);
-                P[mt][1] = pack_pair<BF16>(S[mt][2 * kk][2], S[mt][2 * kk][3]);
-                P[mt][2] = pack_pair<BF16>(S[mt][2 * kk + 1][0], S[mt][2 * kk + 1][1]);
-                P[mt][3] = pack_pair<BF16>(S[mt][2 * kk + 1][2], S[mt][2 * kk + 1][3]);
-            }
-            #pragma unroll
-            for (int n2 = 0; n2 < O_TILES / 2; ++n2) {
-                unsigned b[4];
-                ldmatrix_x4_trans(bufV + kk * 16 * ROW_BYTES + (v_lane_off ^ (n2 * 32)), b);
-                #pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                    mma16816<BF16>(O_acc[mt][2 * n2], P[mt], b[0], b[1]);
-                    mma16816<BF16>(O_acc[mt][2 * n2 + 1], P[mt], b[2], b[3]);
-                }
-            }
+        if (tid == 0) {
+            int rec = bh * gridDim.y + i;       // gridDim.y = Tr
+            t_sm_id[rec] = sm_index();
+            t_start_ns[rec] = t_start;
+            t_end_ns[rec] = global_timer();
         }
-    }
-    cp_async_wait<0>();
-    #pragma unroll
-    for (int h = 0; h < RT; ++h) l_i[h] = quad_sum(l_i[h]);   // full row sums
-
-#if STREAM_K
-    // A part of a cut item: post this part's state (each thread its O_acc, m_i, l_i, one float
-    // per thread in a row of THREADS), then take the item's ticket; the part that draws the
-    // last one merges, the others are done.
-    if (j_hi - j_lo != work.tiles(i)) {
-        const int first = work.block_at(r.start);
-        const int last = work.block_at(r.start + work.tiles(i) - 1);
-        float* const mine = sk_part + (u64)work.slot(blockIdx.x, r.start) * SK_SLOT + tid;
-        #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-            #pragma unroll
-            for (int n = 0; n < O_TILES; ++n)
-                #pragma unroll
-                for (int e = 0; e < 4; ++e)
-                    mine[((mt * O_TILES + n) * 4 + e) * THREADS] = O_acc[mt][n][e];
-        #pragma unroll
-        for (int h = 0; h < RT; ++h) {
-            mine[(O_FLOATS + h) * THREADS] = m_i[h];
-            mine[(O_FLOATS + RT + h) * THREADS] = l_i[h];
-        }
-        if (!take_ticket(sk_count + r.k, last - first, &sk_merges, tid == 0,
-                         [] { __syncthreads(); }))
-            return;
-        // Merge the parts in block order (the same result whichever part merges), each
-        // thread its own rows and columns, read through L2 (ld.global.cg), its own part too:
-        // first the row maxima over the parts, then l and O as sums of the parts' l and O,
-        // each weighted by exp2(scale·log2e·(its m - m)).
-        #pragma unroll
-        for (int h = 0; h < RT; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
-        for (int b = first; b <= last; ++b) {
-            const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT + tid;
-            #pragma unroll
-            for (int h = 0; h < RT; ++h) m_i[h] = fmaxf(m_i[h], __ldcg(part + (O_FLOATS + h) * THREADS));
-        }
-        #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-            #pragma unroll
-            for (int n = 0; n < O_TILES; ++n)
-                O_acc[mt][n][0] = O_acc[mt][n][1] = O_acc[mt][n][2] = O_acc[mt][n][3] = 0.f;
-        for (int b = first; b <= last; ++b) {
-            const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT + tid;
-            float w[RT];
-            #pragma unroll
-            for (int h = 0; h < RT; ++h) {
-                w[h] = part_weight(__ldcg(part + (O_FLOATS + h) * THREADS), m_i[h], scale_log2);
-                l_i[h] = fmaf(w[h], __ldcg(part + (O_FLOATS + RT + h) * THREADS), l_i[h]);
-            }
-            #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-                #pragma unroll
-                for (int n = 0; n < O_TILES; ++n)
-                    #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        O_acc[mt][n][e] = fmaf(w[2 * mt + (e >> 1)],
-                                               __ldcg(part + ((mt * O_TILES + n) * 4 + e) * THREADS),
-                                               O_acc[mt][n][e]);
-        }
-    }
-#endif
-
-    // Epilogue: O_i / l_i, lse = scale·m + log(l).
-    float inv_l[RT];
-    #pragma unroll
-    for (int h = 0; h < RT; ++h) {
-        inv_l[h] = 1.f / l_i[h];
-        int r = row_of(h);
-        if (t == 0 && r < seq_q) lse[(u64)bh * seq_q + r] = m_i[h] * scale + logf(l_i[h]);
-    }
-#if TRACE
-    // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the quad's
-    // lanes take adjacent tiles.
-    for (int jj = j_hi + t; jj < Tc; jj += 4) {
-        #pragma unroll
-        for (int h = 0; h < RT; ++h) {
-            int r = row_of(h);
-            if (r < seq_q) {
-                u64 at = ((u64)bh * seq_q + r) * Tc + jj;
-                t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
-                t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
-            }
-        }
-    }
-#endif
-
-    // Stage this warp's rows of O_i in its own rows of the Q_i buffer, then store 16 B per
-    // lane, coalesced. Only this warp touches those rows: a warp barrier suffices.
-    unsigned char* sO = smem;
-    #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-        #pragma unroll
-        for (int n = 0; n < O_TILES; ++n) {
-            int row = warp_row0 + mt * 16 + g;
-            *(unsigned*)(sO + swizzle<CHUNKS>(row, n) * 16 + t * 4) =
-                pack_pair<BF16>(O_acc[mt][n][0] * inv_l[2 * mt], O_acc[mt][n][1] * inv_l[2 * mt]);
-            *(unsigned*)(sO + swizzle<CHUNKS>(row + 8, n) * 16 + t * 4) =
-                pack_pair<BF16>(O_acc[mt][n][2] * inv_l[2 * mt + 1],
-                           O_acc[mt][n][3] * inv_l[2 * mt + 1]);
-        }
-    __syncwarp();
-    half_t* Ob = O + (u64)bh * seq_q * d;
-    #pragma unroll
-    for (int it = 0; it < WARP_ROWS * CHUNKS / 32; ++it) {
-        int idx = lane + it * 32;
-        int row = warp_row0 + idx / CHUNKS, chunk = idx % CHUNKS;
-        if (q0 + row < seq_q)
-            *(uint4*)(Ob + (u64)(q0 + row) * d + chunk * 8) =
-                *(const uint4*)(sO + swizzle<CHUNKS>(row, chunk) * 16);
-    }
-
-#if TRACE
-    __syncthreads();
-    if (tid == 0) {
-        int rec = bh * gridDim.y + i;       // gridDim.y = Tr
-        t_sm_id[rec] = sm_index();
-        t_start_ns[rec] = t_start;
-        t_end_ns[rec] = global_timer();
-    }
 #endif
     };
 

@@ -101,3 +101,19 @@ def check_schedule(sm_id, start_ns, end_ns, n_blocks: int):
     assert (start_ns != unwritten).all() and (end_ns != unwritten).all(), "unwritten times"
     assert (start_ns > 0).all() and (end_ns >= start_ns).all()
     assert 0 < int(end_ns.max()) - int(start_ns.min()) < 10**9, "one small launch spans < 1 s"
+
+
+def check_stream_k(cfg, q, k, v, got, emulated, rerun, whole) -> None:
+    """A stream-K launch's outputs `got` (NumPy): against float64; against `emulated`, the NumPy
+    emulation of the same schedule (engine.cpu.stream_k.flash); rerun() twice, bit for bit (the
+    ticket counters are back at 0 and the merge order is fixed); and whole() (the same config
+    in whole items) within rounding."""
+    check_output(cfg, q, k, v, got)
+    assert rel_err(got["O"].reshape(emulated.output.shape), emulated.output) <= OUT_TOL[cfg.dtype]
+    assert np.abs(got["lse"].reshape(emulated.lse.shape) - emulated.lse).max() <= 1e-3
+    for _ in range(2):
+        again = rerun()
+        assert np.array_equal(got["O"], again["O"]) and np.array_equal(got["lse"], again["lse"])
+    other = whole()
+    assert rel_err(got["O"], other["O"]) <= OUT_TOL[cfg.dtype]
+    assert np.abs(got["lse"] - other["lse"]).max() <= 1e-4

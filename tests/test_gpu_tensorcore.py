@@ -1,6 +1,5 @@
 """Tensor-core kernel: the support check (any machine) and, on a GPU, output, lse, trace and
 block schedule against float64 and NumPy references, every output poisoned before launch."""
-import numpy as np
 import pytest
 
 import engine
@@ -8,7 +7,8 @@ from engine import stream_k
 from engine.cpu import stream_k as stream_k_emulation
 from engine.gpu import catalog
 from engine.gpu.launchers import mma as tensorcore
-from kernel_checks import OUT_TOL, TRACE_NAMES, check_float64, check_output, check_trace, to_gpu
+from kernel_checks import (TRACE_NAMES, check_float64, check_output, check_stream_k,
+                           check_trace, to_gpu)
 from reference import rel_err
 import seeds
 
@@ -119,19 +119,14 @@ def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bq, bk, n, he
     assert facts["stream_k"] and "-DSTREAM_K=1" in facts["compile_options"]
     assert facts["local_bytes_per_thread"] == 0
     q, k, v = engine.make_inputs(cfg)
-    got = run_kernel(cfg, q, k, v, trace=False)
-    check_output(cfg, q, k, v, got)
-    emu = stream_k_emulation.flash(cfg, q, k, v, G)
-    assert rel_err(got["O"].reshape(emu.output.shape), emu.output) <= OUT_TOL[dtype]
-    assert np.abs(got["lse"].reshape(emu.lse.shape) - emu.lse).max() <= 1e-3
-    for _ in range(2):
-        again = run_kernel(cfg, q, k, v, trace=False)
-        assert np.array_equal(got["O"], again["O"]) and np.array_equal(got["lse"], again["lse"])
-    monkeypatch.setattr(tensorcore, "STREAM_K", 0)
-    assert not tensorcore.kernel_facts(cfg, trace=False)["stream_k"]
-    whole = run_kernel(cfg, q, k, v, trace=False)
-    assert rel_err(got["O"], whole["O"]) <= OUT_TOL[dtype]
-    assert np.abs(got["lse"] - whole["lse"]).max() <= 1e-4
+
+    def whole():
+        monkeypatch.setattr(tensorcore, "STREAM_K", 0)
+        assert not tensorcore.kernel_facts(cfg, trace=False)["stream_k"]
+        return run_kernel(cfg, q, k, v, trace=False)
+    check_stream_k(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=False),
+                   stream_k_emulation.flash(cfg, q, k, v, G),
+                   lambda: run_kernel(cfg, q, k, v, trace=False), whole)
 
 
 @pytest.mark.gpu
