@@ -103,17 +103,21 @@ def check_schedule(sm_id, start_ns, end_ns, n_blocks: int):
     assert 0 < int(end_ns.max()) - int(start_ns.min()) < 10**9, "one small launch spans < 1 s"
 
 
-def check_stream_k(cfg, q, k, v, got, emulated, rerun, whole) -> None:
-    """A stream-K launch's outputs `got` (NumPy): against float64; against `emulated`, the NumPy
-    emulation of the same schedule (engine.cpu.stream_k.flash); rerun() twice, bit for bit (the
-    ticket counters are back at 0 and the merge order is fixed); and whole() (the same config
-    in whole items) within rounding."""
+def check_stream_k(cfg, q, k, v, run, emulated, launcher, monkeypatch) -> None:
+    """A stream-K launch (run(): the NumPy outputs of one launch of cfg with its launcher's
+    stream-K on): against float64; against `emulated`, the NumPy emulation of the same schedule
+    (engine.cpu.stream_k.flash); relaunched twice bit for bit (the ticket counters are back at
+    0 and the merge order is fixed); and, with launcher.STREAM_K off, against whole items
+    within rounding."""
+    got = run()
     check_output(cfg, q, k, v, got)
     assert rel_err(got["O"].reshape(emulated.output.shape), emulated.output) <= OUT_TOL[cfg.dtype]
     assert np.abs(got["lse"].reshape(emulated.lse.shape) - emulated.lse).max() <= 1e-3
     for _ in range(2):
-        again = rerun()
+        again = run()
         assert np.array_equal(got["O"], again["O"]) and np.array_equal(got["lse"], again["lse"])
-    other = whole()
-    assert rel_err(got["O"], other["O"]) <= OUT_TOL[cfg.dtype]
-    assert np.abs(got["lse"] - other["lse"]).max() <= 1e-4
+    monkeypatch.setattr(launcher, "STREAM_K", 0)
+    assert not launcher.kernel_facts(cfg, trace=False)["stream_k"]
+    whole = run()
+    assert rel_err(got["O"], whole["O"]) <= OUT_TOL[cfg.dtype]
+    assert np.abs(got["lse"] - whole["lse"]).max() <= 1e-4

@@ -119,14 +119,8 @@ def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bq, bk, n, he
     assert facts["stream_k"] and "-DSTREAM_K=1" in facts["compile_options"]
     assert facts["local_bytes_per_thread"] == 0
     q, k, v = engine.make_inputs(cfg)
-
-    def whole():
-        monkeypatch.setattr(tensorcore, "STREAM_K", 0)
-        assert not tensorcore.kernel_facts(cfg, trace=False)["stream_k"]
-        return run_kernel(cfg, q, k, v, trace=False)
-    check_stream_k(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=False),
-                   stream_k_emulation.flash(cfg, q, k, v, G),
-                   lambda: run_kernel(cfg, q, k, v, trace=False), whole)
+    check_stream_k(cfg, q, k, v, lambda: run_kernel(cfg, q, k, v, trace=False),
+                   stream_k_emulation.flash(cfg, q, k, v, G), tensorcore, monkeypatch)
 
 
 @pytest.mark.gpu

@@ -224,11 +224,5 @@ def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bk, n, heads,
     assert facts["stream_k"] and facts["grid"] == f"{stream_k.blocks(cfg, cfg.bh, sms)} × 1"
     assert facts["local_bytes_per_thread"] == 0
     q, k, v = engine.make_inputs(cfg)
-
-    def whole():
-        monkeypatch.setattr(wgmma, "STREAM_K", 0)
-        assert not wgmma.kernel_facts(cfg, trace=False)["stream_k"]
-        return run_kernel(cfg, q, k, v, trace=False)
-    check_stream_k(cfg, q, k, v, run_kernel(cfg, q, k, v, trace=False),
-                   stream_k_emulation.flash(cfg, q, k, v, sms),
-                   lambda: run_kernel(cfg, q, k, v, trace=False), whole)
+    check_stream_k(cfg, q, k, v, lambda: run_kernel(cfg, q, k, v, trace=False),
+                   stream_k_emulation.flash(cfg, q, k, v, sms), wgmma, monkeypatch)
