@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import stream_k
 from ...config import AttentionConfig
 from ...iomodel import smem_bytes
+from ...stream_k import MMA_SYNC_COSTS, blocks, total_tiles, use_stream_k, workspace_floats
 from .. import catalog
 from ..runtime import device_is_hopper, gpu_failures, live_gpu
 from . import core, wgmma
 
 FUNCTION = "flash_tensorcore"
 THREADS = 128                # four warps, each owning block_q / 4 query rows
-# 1: untraced launches that stream_k.use_stream_k picks with the mma.sync kernel's costs
+# 1: untraced launches that engine.stream_k.use_stream_k picks with the mma.sync kernel's costs
 # (launches of fewer items than the GPU holds blocks at once, or whose longest causal rows
 # outlast an even share) run the STREAM_K build: as many blocks as fit on the GPU at once,
 # each an even share of the key tiles, cut items merged (engine/stream_k.py); 0: one block per
@@ -53,9 +53,9 @@ def stream_k_blocks(cfg: AttentionConfig, bh: int, trace: bool) -> int:
         per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
             b.compiled().kernel.ptr, b.threads, b.smem)
     slots = sms * max(1, int(per_sm))
-    if not stream_k.use_stream_k(cfg, bh, slots, stream_k.MMA_SYNC_COSTS):
+    if not use_stream_k(cfg, bh, slots, MMA_SYNC_COSTS):
         return 0
-    return stream_k.blocks(cfg, bh, slots)
+    return blocks(cfg, bh, slots)
 
 
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
@@ -89,9 +89,9 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     workspace = (core.NULL, core.NULL)
     if G:
         import cupy
-        workspace = (cupy.empty(stream_k.workspace_floats(cfg, G), dtype=np.float32),
+        workspace = (cupy.empty(workspace_floats(cfg, G), dtype=np.float32),
                      cupy.zeros(Tr * bh, dtype=np.int32))
-    extra = (np.int32(Tr), np.int32(stream_k.total_tiles(cfg, bh) if G else 0), *workspace)
+    extra = (np.int32(Tr), np.int32(total_tiles(cfg, bh) if G else 0), *workspace)
     args_for = core.forward_args(Q, K, V, out, scalars, trace, Tr, with_count=True, extra=extra)
     if G:
         args = args_for(0, bh)
