@@ -503,7 +503,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                 float w[2];
                 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    w[h] = part_weight(__ldcg(part + (O_REGS + h) * SK_THREADS), m_i[h], scale_log2);
+                    w[h] = part_weight(__ldcg(part + (O_REGS + h) * SK_THREADS), m_i[h],
+                                       scale_log2);
                     l_i[h] = fmaf(w[h], __ldcg(part + (O_REGS + 2 + h) * SK_THREADS), l_i[h]);
                 }
                 #pragma unroll

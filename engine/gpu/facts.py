@@ -60,15 +60,13 @@ def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
 
 def facts_of(kernel: str, cfg: AttentionConfig, trace: bool) -> dict:
     """Compile `kernel` for cfg and read its facts and occupancy from the module."""
-    import cupy
     build, grid = build_of(kernel, cfg, trace)
     with gpu_failures(f"compile facts of the {kernel} kernel"):
         fn = build.compiled()
-        blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            fn.kernel.ptr, build.threads, build.smem)
+        blocks = build.blocks_per_sm(fn)
     return {"kernel": kernel, "traced": trace, "config": cfg.to_dict(),
             **build.facts(fn, grid), "static_smem_bytes": int(fn.shared_size_bytes),
-            "blocks_per_sm": int(blocks)}
+            "blocks_per_sm": blocks}
 
 
 def record_all(batch: int = 1, heads: int = 16, seq: int = 4096) -> tuple[list, list]:

@@ -20,11 +20,9 @@ def kernel_build(cfg: AttentionConfig, kernel: str):
 def kernel_occupancy(cfg: AttentionConfig, kernel: str) -> dict:
     """Compile (or reuse) the untraced build of `kernel` for cfg and ask CUDA how many of its
     blocks fit on one SM. ConfigError when the kernel does not take cfg."""
-    import cupy
     build = kernel_build(cfg, kernel)
     with gpu_failures(f"occupancy of the {kernel} kernel"):
         fn = build.compiled()
-        blocks = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            fn.kernel.ptr, build.threads, build.smem)
-    return {"blocks_per_sm": int(blocks), "registers_per_thread": int(fn.num_regs),
+        blocks = build.blocks_per_sm(fn)
+    return {"blocks_per_sm": blocks, "registers_per_thread": int(fn.num_regs),
             "threads_per_block": build.threads, "smem_bytes": build.smem}

@@ -42,6 +42,13 @@ class Build:
             fn.max_dynamic_shared_size_bytes = self.smem
         return fn
 
+    def blocks_per_sm(self, fn) -> int:
+        """Blocks of this build that fit on one SM at once (CUDA's occupancy calculator, asked
+        through the driver: the kernel is a driver CUfunction); fn: compiled()."""
+        import cupy
+        return int(cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            fn.kernel.ptr, self.threads, self.smem))
+
     def facts(self, fn, grid: tuple[int, ...]) -> dict:
         """What the Kernel page shows about the build that ran."""
         return {"kernel_source": f"kernels/{self.source}",

@@ -16,6 +16,8 @@ from . import core, wgmma
 
 FUNCTION = "flash_tensorcore"
 THREADS = 128                # four warps, each owning block_q / 4 query rows
+MAX_BLOCKS_PER_SM = 32       # CUDA's limit on any GPU: launches of more than two items per
+                             # such slot never run stream-K, so their build is not compiled
 # 1: untraced launches that engine.stream_k.use_stream_k picks with the mma.sync kernel's costs
 # (launches of fewer items than the GPU holds blocks at once, or whose longest causal rows
 # outlast an even share) run the STREAM_K build: as many blocks as fit on the GPU at once,
@@ -45,14 +47,11 @@ def stream_k_blocks(cfg: AttentionConfig, bh: int, trace: bool) -> int:
     STREAM_K off, or the cost model against it). The slots are the GPU's SMs times the blocks
     of the STREAM_K build that fit on one SM (CUDA's occupancy calculator)."""
     sms = live_gpu().sms
-    if trace or not STREAM_K or cfg.Tr * bh > 2 * 32 * sms:   # (32 blocks an SM at most)
+    if trace or not STREAM_K or cfg.Tr * bh > 2 * MAX_BLOCKS_PER_SM * sms:
         return 0
-    import cupy
     b = build(cfg, False, split=True)
     with gpu_failures("occupancy of the stream-K mma.sync build"):
-        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            b.compiled().kernel.ptr, b.threads, b.smem)
-    slots = sms * max(1, int(per_sm))
+        slots = sms * max(1, b.blocks_per_sm(b.compiled()))
     if not use_stream_k(cfg, bh, slots, MMA_SYNC_COSTS):
         return 0
     return blocks(cfg, bh, slots)
