@@ -9,9 +9,10 @@ from app.style import finish
 
 def timeline_chart(schedule: pd.DataFrame, title: str, width: int = 900,
                    height: int = 420) -> alt.Chart:
-    """Each thread block as a bar on the SM that ran it, from its start to its end, coloured
-    by its query tile i; blocks resident on one SM at once share its row in lanes (the
-    "slot" column of kernel_data.schedule_table), so waves read left to right."""
+    """Each thread block (or each run of a block, in a run schedule) as a bar on the SM that
+    ran it, from its start to its end, coloured by its query tile i; blocks resident on one SM
+    at once share its row in lanes (the "slot" column of kernel_data.schedule_table), so
+    waves read left to right."""
     sms = int(schedule.sm.max()) + 1 if len(schedule) else 1
     lanes = int(schedule.slot.max()) + 1 if "slot" in schedule and len(schedule) else 1
     slot = schedule.slot if "slot" in schedule else 0
@@ -27,5 +28,9 @@ def timeline_chart(schedule: pd.DataFrame, title: str, width: int = 900,
         tooltip=[alt.Tooltip("sm:Q", title="SM"), alt.Tooltip("q_tile:Q", title="query tile i"),
                  alt.Tooltip("bh:Q", title="batch·head"),
                  alt.Tooltip("start_us:Q", title="start (µs)", format=".2f"),
-                 alt.Tooltip("end_us:Q", title="end (µs)", format=".2f")])
+                 alt.Tooltip("end_us:Q", title="end (µs)", format=".2f"),
+                 *([alt.Tooltip("block:Q", title="block"),
+                    alt.Tooltip("j_lo:Q", title="first key tile j"),
+                    alt.Tooltip("j_hi:Q", title="key tiles up to (not incl.)"),
+                    alt.Tooltip("outcome:N", title="item")] if "block" in schedule else [])])
     return finish(chart.properties(height=height, title=title), width=width)

@@ -78,24 +78,36 @@ def facts_table(info: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["fact", "value"])
 
 
+RUN_COLUMNS = ("block", "j_lo", "j_hi")   # a run schedule's lists beside SCHEDULE_FIELDS
+
+
 def schedule_table(schedule) -> pd.DataFrame:
-    """One row per thread block: SM, start and end in µs from the first start, query tile
-    and batch·head. Accepts engine.Schedule or a recorded schedule dict; evenly samples
-    down to MAX_BLOCKS_DRAWN blocks."""
+    """One row per thread block (or, in a run schedule, per run of a block): SM, start and end
+    in µs from the first start, query tile and batch·head, and for runs the block, key tiles
+    [j_lo, j_hi) and outcome. Accepts engine.Schedule or a recorded schedule dict; evenly
+    samples down to MAX_BLOCKS_DRAWN rows."""
     get = (schedule.get if isinstance(schedule, dict)
            else lambda name: getattr(schedule, name, None))
+    runs = get("unit") == "run"
+    names = SCHEDULE_FIELDS + (RUN_COLUMNS if runs else ())
     try:
-        cols = {name: np.asarray(get(name), dtype=np.int64) for name in SCHEDULE_FIELDS}
+        cols = {name: np.asarray(get(name), dtype=np.int64) for name in names}
     except (TypeError, ValueError):
         cols = {}
     n = len(cols["sm_id"]) if cols and cols["sm_id"].ndim == 1 else -1
-    if n < 0 or any(c.ndim != 1 or len(c) != n for c in cols.values()):
+    outcome = list(get("outcome") or []) if runs else []
+    if n < 0 or any(c.ndim != 1 or len(c) != n for c in cols.values()) or len(outcome) != max(
+            n, 0) * runs:
         raise ValueError("A schedule needs block_bh, block_q_tile, sm_id, start_ns and end_ns "
-                         "as lists of whole numbers of equal length.")
+                         "as lists of whole numbers of equal length (a run schedule also "
+                         "block, j_lo, j_hi and outcome).")
     t0 = cols["start_ns"].min() if n else 0
     df = pd.DataFrame({"sm": cols["sm_id"], "q_tile": cols["block_q_tile"],
                        "bh": cols["block_bh"], "start_us": (cols["start_ns"] - t0) / 1e3,
                        "end_us": (cols["end_ns"] - t0) / 1e3})
+    if runs:
+        df = df.assign(**{name: cols[name] for name in RUN_COLUMNS},
+                       outcome=[str(o) for o in outcome])
     if n > MAX_BLOCKS_DRAWN:
         df = df.iloc[np.linspace(0, n - 1, MAX_BLOCKS_DRAWN).astype(int)]
     df = df.reset_index(drop=True)
@@ -119,19 +131,48 @@ def residency_slots(df: pd.DataFrame) -> np.ndarray:
 
 
 def schedule_summary(df: pd.DataFrame) -> dict:
-    """Blocks, SMs used, span, blocks resident per SM at once (most lanes), waves (blocks over
-    SMs × resident blocks) and the idle tail: the mean time SMs sit idle between their last
-    block's end and the kernel's end, as a share of the span."""
+    """Blocks, runs (one per block unless the table has a "block" column), SMs used, span,
+    blocks resident per SM at once (most lanes), waves (blocks over SMs × resident blocks)
+    and the idle tail: the mean time SMs sit idle between their last block's end and the
+    kernel's end, as a share of the span."""
     if df.empty:
-        return {"blocks": 0, "sms": 0, "span_us": 0.0, "resident": 0, "waves": 0.0,
+        return {"blocks": 0, "runs": 0, "sms": 0, "span_us": 0.0, "resident": 0, "waves": 0.0,
                 "idle_tail": 0.0}
     span = float(df.end_us.max() - df.start_us.min())
     resident = int(df.slot.max()) + 1 if "slot" in df else 1
     sms = int(df.sm.nunique())
+    blocks = int(df.block.nunique()) if "block" in df else len(df)
     last_end = df.groupby("sm").end_us.max()
     tail = float((df.end_us.max() - last_end).mean()) / span if span > 0 else 0.0
-    return {"blocks": len(df), "sms": sms, "span_us": span, "resident": resident,
-            "waves": len(df) / (sms * resident), "idle_tail": tail}
+    return {"blocks": blocks, "runs": len(df), "sms": sms, "span_us": span,
+            "resident": resident, "waves": blocks / (sms * resident), "idle_tail": tail}
+
+
+def recorded_how(rec: dict) -> str:
+    """How a recorded schedule was taken, in one line."""
+    if rec.get("unit") == "run":
+        return ("Recorded on a real GPU with the untraced mma.sync build's run log (`python -m "
+                "engine runs`), so the times are the kernel's own; not this config.")
+    return ("Recorded on a real GPU with the traced build (`python -m engine trace "
+            "--schedule-out`), not this config.")
+
+
+def timeline_caption(summary: dict, runs: bool) -> str:
+    """What the timeline's bars are, for a schedule of blocks or of runs."""
+    idle = (f"On average SMs idle {summary['idle_tail']:.0%} of the span after their last "
+            f"block.")
+    if runs:
+        return (f"Each bar is one run: a thread block's key tiles j_lo to j_hi of one query "
+                f"tile i, on the SM that ran it (%smid), in one of its {summary['resident']} "
+                f"lanes when blocks shared the SM, from its start to its end (%globaltimer), "
+                f"coloured by i. Under stream-K each block walks an even share of the line of "
+                f"key tiles, so an item may be cut: the blocks that ran its first parts post "
+                f"them (\"posted\" in the tooltip) and the last one merges them (\"merged\"). "
+                f"{idle}")
+    return (f"Each bar is one thread block: the SM it ran on (%smid), in one of its "
+            f"{summary['resident']} lanes when blocks shared the SM, from its start to its end "
+            f"(%globaltimer), coloured by its query tile i. Under a causal mask query tile i "
+            f"reads only the key tiles up to its diagonal, so its work grows with i. {idle}")
 
 
 def _shape(c: dict) -> str:

@@ -6,6 +6,9 @@
       --out benchmarks/bench_x_backward.json      (the backward pass alone)
   python -m engine trace --seq-q 300 --seq-k 257 --head-dim 64 --block-q 64 --block-k 32 \\
       --dtype float16 --causal --out trace.npz [--schedule-out schedule.json]
+  python -m engine runs --batch 1 --heads 4 --seq-q 4096 --seq-k 4096 --head-dim 128 \
+      --block-q 128 --block-k 32 --causal --order stream-k --out schedule_runs.json
+      (the mma.sync kernel's run log: which block ran which key tiles of which item, when)
   python -m engine fairness --out fairness.json
   python -m engine facts --out benchmarks/results/kernel_facts_h200.json   (compile facts)
   python -m engine tiles --seq 4096 --head-dim 64 --dtype float16 \\
@@ -246,6 +249,32 @@ def cmd_trace(args) -> int:
     return 0
 
 
+def cmd_runs(args) -> int:
+    from .limits import check_limits
+    from .gpu.backend import to_device
+    from .gpu.launchers import mma
+    from .gpu.runtime import gpu_failures, live_gpu
+    from .recorded import schedule_of_runs
+    cfg = _config_from(args)
+    check_limits(cfg)
+    live_gpu()          # GpuRunError, with the reason, where no GPU can run the kernel
+    with gpu_failures("the mma.sync kernel's logged launch"):
+        q, k, v = make_inputs(cfg)
+        Q, K, V = (to_device(cfg, x) for x in (q, k, v))
+        out, records = mma.record_runs(cfg, Q, K, V, stream_k=args.order == "stream-k",
+                                       warmup=args.warmup)
+    sched = schedule_of_runs(records)
+    _write_json(Path(args.out), {
+        "device": device_record(), "date": _today(), "kernel": "tensorcore",
+        "label": args.label, "info": _scalars(out.get("info", {})), "config": cfg.to_dict(),
+        **sched})
+    blocks = len(set(sched["block"]))
+    span = (max(sched["end_ns"]) - min(sched["start_ns"])) / 1e3 if records.size else 0.0
+    print(f"wrote {args.out}: {len(records)} runs of {blocks} blocks on "
+          f"{len(set(sched['sm_id']))} SMs, {span:.1f} µs from the first start to the last end")
+    return 0
+
+
 def _scalars(info: dict) -> dict:
     return {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))}
 
@@ -424,6 +453,25 @@ def cmd_decode_bench(args) -> int:
     return 0
 
 
+def _config_arguments(p, dtype: str, **defaults):
+    """The AttentionConfig options of one run (trace, runs); defaults overrides sizes."""
+    size = {"batch": 1, "heads": 2, "seq_q": 256, "seq_k": 256, "head_dim": 64, "block_q": 64,
+            "block_k": 64, **defaults}
+    p.add_argument("--batch", type=int, default=size["batch"])
+    p.add_argument("--heads", type=int, default=size["heads"])
+    p.add_argument("--seq-q", type=int, default=size["seq_q"])
+    p.add_argument("--seq-k", type=int, default=size["seq_k"])
+    p.add_argument("--head-dim", type=int, default=size["head_dim"], choices=HEAD_DIMS)
+    p.add_argument("--block-q", type=int, default=size["block_q"], choices=BLOCK_SIZES)
+    p.add_argument("--block-k", type=int, default=size["block_k"], choices=BLOCK_SIZES)
+    p.add_argument("--dtype", default=dtype, choices=DTYPES)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--scale", type=float, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--inputs", default="normal")
+    p.add_argument("--logit-scale", type=float, default=1.0)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -456,19 +504,7 @@ def parser() -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_bench)
 
     t = sub.add_parser("trace", help="run one traced flash forward pass; write NPZ (engine.trace_io format)")
-    t.add_argument("--batch", type=int, default=1)
-    t.add_argument("--heads", type=int, default=2)
-    t.add_argument("--seq-q", type=int, default=256)
-    t.add_argument("--seq-k", type=int, default=256)
-    t.add_argument("--head-dim", type=int, default=64, choices=HEAD_DIMS)
-    t.add_argument("--block-q", type=int, default=64, choices=BLOCK_SIZES)
-    t.add_argument("--block-k", type=int, default=64, choices=BLOCK_SIZES)
-    t.add_argument("--dtype", default="float32", choices=DTYPES)
-    t.add_argument("--causal", action="store_true")
-    t.add_argument("--scale", type=float, default=None)
-    t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--inputs", default="normal")
-    t.add_argument("--logit-scale", type=float, default=1.0)
+    _config_arguments(t, dtype="float32")
     t.add_argument("--backend", default="auto", choices=("auto", "numpy", "cupy"))
     t.add_argument("--kernel", default="teaching", choices=("teaching", "tensorcore"))
     t.add_argument("--out", required=True)
@@ -479,6 +515,18 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--warmup", type=int, default=1,
                    help="traced runs before the one recorded (default 1)")
     t.set_defaults(func=cmd_trace)
+
+    r = sub.add_parser("runs", help="log every run of the mma.sync kernel's untraced build "
+                                    "(whole items or stream-K); write a schedule file")
+    _config_arguments(r, dtype="float16", heads=4, seq_q=4096, seq_k=4096, head_dim=128,
+                      block_q=128, block_k=32)
+    r.add_argument("--order", default="stream-k", choices=("whole", "stream-k"),
+                   help="one block per item, or stream-K over the blocks that fit at once")
+    r.add_argument("--out", required=True, help="the schedule file (schedule_*.json)")
+    r.add_argument("--label", default="", help="what it shows, in words (the Kernel page's "
+                                               "selector)")
+    r.add_argument("--warmup", type=int, default=2, help="launches before the one logged")
+    r.set_defaults(func=cmd_runs)
 
     g = sub.add_parser("tiles", help="time every tile shape of each kernel at one N and d; "
                                      "write JSON (benchmarks/results/tiles_*.json)")

@@ -20,6 +20,9 @@ A schedule file (benchmarks/results/schedule_*.json, from `python -m engine trac
    "config": {AttentionConfig fields},
    "block_bh": [...], "block_q_tile": [...], "sm_id": [...], "start_ns": [...],
    "end_ns": [...]}
+  one entry per thread block; or, from `python -m engine runs` (the mma.sync kernel's run
+  log), "unit": "run" and one entry per run (a block's key tiles [j_lo, j_hi) of one item),
+  with "block", "j_lo", "j_hi" and "outcome" ("whole", "posted" or "merged") lists beside.
 A compile-facts file (benchmarks/results/kernel_facts_*.json, from `python -m engine facts`)
 holds:
   {"device": {...}, "date": ..., "method": ..., "facts": [{"kernel": "teaching" | "mma.sync" |
@@ -85,6 +88,23 @@ def load_tile_grids(directory: Path = BENCH_DIR) -> list[dict]:
 
 
 SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
+RUN_OUTCOMES = ("whole", "posted", "merged")   # the run log's outcome codes 0, 1, 2
+
+
+def schedule_of_runs(records) -> dict:
+    """The schedule-file lists ("unit": "run") of a run log: rows of the mma.sync kernel's
+    RUNS records (start_ns, end_ns, sm, block, bh, i, j_lo, j_hi, outcome), as whole numbers."""
+    rows = [[int(x) for x in r] for r in records]
+    if any(len(r) != 9 for r in rows):
+        raise ValueError("A run record has 9 fields: start_ns, end_ns, sm, block, bh, i, j_lo, "
+                         "j_hi, outcome.")
+    if any(not 0 <= r[8] < len(RUN_OUTCOMES) or r[0] > r[1] or r[6] >= r[7] for r in rows):
+        raise ValueError("A run record needs start <= end, j_lo < j_hi and an outcome of 0, 1 "
+                         "or 2.")
+    cols = list(zip(*rows)) if rows else [()] * 9
+    names = ("start_ns", "end_ns", "sm_id", "block", "block_bh", "block_q_tile", "j_lo", "j_hi")
+    out = {name: list(col) for name, col in zip(names, cols)}
+    return {"unit": "run", **out, "outcome": [RUN_OUTCOMES[c] for c in cols[8]]}
 
 
 def load_schedules(directory: Path = BENCH_DIR) -> list[dict]:

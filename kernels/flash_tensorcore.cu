@@ -21,7 +21,11 @@
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc),
 // TRACE (0 or 1: write the online-softmax trace and the block schedule), BF16 (0: float16
-// inputs and output, 1: bfloat16), STREAM_K (0 or 1, as above).
+// inputs and output, 1: bfloat16), STREAM_K (0 or 1, as above), RUNS (0 or 1, untraced: log
+// every run to run_log, RUN_FIELDS u64 each: its start and end (%globaltimer), SM, block,
+// batch·head, query tile i, key tiles [j_lo, j_hi) and outcome (0 a whole item, 1 a part
+// posted, 2 a part that merged its item); run_log[0] counts the runs, run_log[1] is the room
+// for them, records start at run_log + RUN_FIELDS).
 
 #include "tile_shape.cuh"
 #ifndef TRACE
@@ -29,6 +33,9 @@
 #endif
 #ifndef STREAM_K
 #define STREAM_K 0
+#endif
+#ifndef RUNS
+#define RUNS 0
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -47,8 +54,10 @@ constexpr int O_TILES = d / 8;           // n-tiles of 8 columns in one row stri
 constexpr float LOG2E = 1.4426950408889634f;
 // Stream-K: a part's state in sk_part, one row of THREADS floats (one per thread) for each
 // of its O_acc, m_i and l_i registers.
+#if STREAM_K
 constexpr int O_FLOATS = MT * O_TILES * 4;
 constexpr int SK_SLOT = (O_FLOATS + 2 * RT) * THREADS;
+#endif
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 64 || Br == 128, "BLOCK_Q must be 64 or 128");
@@ -57,6 +66,10 @@ static_assert((Bc * CHUNKS) % THREADS == 0, "K/V tile must split evenly over the
 static_assert((Br * CHUNKS) % THREADS == 0, "Q tile must split evenly over the threads");
 static_assert(!(TRACE && STREAM_K), "traced runs take whole items (the trace follows each row "
                                     "over all its key tiles)");
+static_assert(!(TRACE && RUNS), "the run log is for untraced builds (TRACE has its own records)");
+#if RUNS
+constexpr int RUN_FIELDS = 9;    // u64 fields of a run_log record (the launcher's RUN_FIELDS)
+#endif
 
 #include "common.cuh"
 #include "stream_k.cuh"
@@ -68,12 +81,18 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                  const half_t* __restrict__ V, half_t* __restrict__ O, float* __restrict__ lse,
                  int seq_q, int seq_k, float scale, int causal, int bh_count, int Tr,
                  int stream_k_tiles, float* __restrict__ sk_part, int* __restrict__ sk_count,
+                 u64* __restrict__ run_log,
                  float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
                  float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
                  int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns,
                  u64* __restrict__ t_end_ns) {
     extern __shared__ __align__(16) unsigned char smem[];
-    __shared__ int sk_merges;   // stream-K: whether this block merges the item it ran part of
+#if STREAM_K
+    __shared__ int sk_merges;   // whether this block merges the item it ran part of
+#endif
+#if RUNS
+    __shared__ u64 run_t0;      // the current run's start (shared: no register held across it)
+#endif
     const int Tc = (seq_k + Bc - 1) / Bc;
     // The work: items (query tile i, batch·head) of work.tiles(i) key tiles each (causal: key
     // tile j runs iff j·Bc <= the last row of Q_i; later tiles are skipped).
@@ -104,6 +123,22 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 #if TRACE
         const u64 t_start = global_timer();
 #endif
+#if RUNS
+        if (tid == 0) run_t0 = global_timer();
+#endif
+        // Thread 0 logs the run once the block is done with it (outcome: see the header).
+        [[maybe_unused]] auto log_run = [&](int outcome) {
+#if RUNS
+            if (tid != 0) return;
+            const u64 slot = atomicAdd((unsigned long long*)run_log, 1ull);
+            if (slot >= run_log[1]) return;          // no room: the launcher reports the count
+            u64* rec = run_log + (slot + 1) * RUN_FIELDS;
+            rec[0] = run_t0;                      rec[1] = global_timer();
+            rec[2] = sm_index();
+            rec[3] = blockIdx.x + (u64)gridDim.x * (blockIdx.y + (u64)gridDim.y * blockIdx.z);
+            rec[4] = bh; rec[5] = i; rec[6] = j_lo; rec[7] = j_hi; rec[8] = outcome;
+#endif
+        };
         const int q0 = i * Br;
         const half_t* Qb = Q + (u64)bh * seq_q * d;
         const half_t* Kb = K + (u64)bh * seq_k * d;
@@ -321,8 +356,10 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 mine[(O_FLOATS + RT + h) * THREADS] = l_i[h];
             }
             if (!take_ticket(sk_count + r.k, last - first, &sk_merges, tid == 0,
-                             [] { __syncthreads(); }))
+                             [] { __syncthreads(); })) {
+                log_run(1);   // take_ticket's last barrier: every thread has posted
                 return;
+            }
             // Merge the parts in block order (the same result whichever part merges), each
             // thread its own rows and columns, read through L2 (ld.global.cg), its own part too:
             // first the row maxima over the parts, then l and O as sums of the parts' l and O,
@@ -409,6 +446,10 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
             t_start_ns[rec] = t_start;
             t_end_ns[rec] = global_timer();
         }
+#endif
+#if RUNS
+        __syncthreads();   // every warp has stored its rows of O_i: the run's end
+        log_run(j_hi - j_lo == work.tiles(i) ? 0 : 2);
 #endif
     };
 

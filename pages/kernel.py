@@ -6,8 +6,8 @@ from app import runner
 from app.charts_kernel import timeline_chart
 from app.controls import kernel_label
 from app.kernel_data import (BY_KEY, KERNEL_SOURCES, facts_table, kernel_that_runs,
-                             recorded_facts_table, recorded_label, schedule_summary,
-                             schedule_table, source_text)
+                             recorded_facts_table, recorded_how, recorded_label,
+                             schedule_summary, schedule_table, source_text, timeline_caption)
 from app.timing_data import bench_dir
 from app.ui import chart, guarded, notes, on_stage, stage, usable_settings
 from engine import recorded
@@ -85,10 +85,11 @@ with on_stage(slot):
             chart(timeline_chart, sched, title, width=760, **(dict(height=330) if s.talk else {}))
             with notes(above):
                 if kind == "recorded":
-                    st.caption("Recorded on a real GPU with the traced build (`python -m engine "
-                               "trace --schedule-out`), not this config.")
+                    st.caption(recorded_how(sched_src))
                 c1, c2, c3, c4 = st.columns(4)
-                c1.metric("thread blocks drawn", f"{summary['blocks']:,}")
+                c1.metric("thread blocks drawn", f"{summary['blocks']:,}",
+                          help=(f"in {summary['runs']:,} runs" if summary["runs"] !=
+                                summary["blocks"] else None))
                 c2.metric("SMs used", summary["sms"])
                 c3.metric("waves", f"{summary['waves']:.1f}",
                           help=f"blocks ÷ (SMs × {summary['resident']} blocks resident per SM "
@@ -96,12 +97,7 @@ with on_stage(slot):
                 c4.metric("span", f"{summary['span_us']:,.1f} µs",
                           help=f"SMs sit idle {summary['idle_tail']:.0%} of it on average after "
                                f"their last block ends")
-            st.caption(f"Each bar is one thread block: the SM it ran on (%smid), in one of its "
-                       f"{summary['resident']} lanes when blocks shared the SM, from its start to "
-                       f"its end (%globaltimer), coloured by its query tile i. Under a causal mask "
-                       f"query tile i reads only the key tiles up to its diagonal, so its work "
-                       f"grows with i. On average SMs idle "
-                       f"{summary['idle_tail']:.0%} of the span after their last block.")
+            st.caption(timeline_caption(summary, "block" in sched))
 
 st.subheader("CUDA source")
 path, text = source_text(key)

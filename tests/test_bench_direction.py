@@ -145,3 +145,16 @@ def test_backward_parity_table(tmp_path, capsys, monkeypatch):
     assert rows[2] == ["8192", "128", "float16", "False", "32", "10.000", "-", "-", "9.000",
                        "-", "0.900"]
     assert "lowest FA2 ÷ wgmma at N >= 4096: 0.900 (misses" in out
+
+
+def test_the_runs_command_says_what_is_missing_without_a_gpu(capsys, monkeypatch):
+    """`python -m engine runs` where no GPU is usable (or sizes are out of range): exit 2 and
+    one line that says why, never a traceback."""
+    from engine.cli import main
+    from engine.devices import device_info
+    if device_info(prefer_gpu=True).kind == "gpu":
+        pytest.skip("a GPU is usable here")
+    assert main(["runs", "--out", "/nonexistent/x.json"]) == 2
+    assert "No usable GPU" in capsys.readouterr().err
+    assert main(["runs", "--seq-q", "0", "--out", "/nonexistent/x.json"]) == 2
+    assert "seq_q" in capsys.readouterr().err

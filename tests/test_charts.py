@@ -13,7 +13,7 @@ import engine
 from app import charts_backward, charts_kernel, charts_softmax, charts_tiling, charts_timing
 from app import backward_data, kernel_data, softmax_data, tiling_data, timing_data
 from app.style import ALARM, KERNEL_COLORS, TILE_COLORS, kernel_scale
-from engine import iomodel, recorded
+from engine import iomodel, recorded, stream_k
 from engine.cpu.forward import processed_tiles
 import seeds
 
@@ -320,6 +320,48 @@ def test_schedule_table_from_recorded_file_and_from_schedule():
         kernel_data.schedule_table({**rec, "sm_id": rec["sm_id"][:-1]})
 
 
+def planned_run_log(cfg, G, rng):
+    """A run log as the RUNS build writes it, of the runs engine.stream_k plans for G blocks:
+    each block's runs back to back from a random start, on SM b % 132."""
+    tiles, rows = stream_k.key_tiles(cfg), []
+    for b, runs in enumerate(stream_k.runs(cfg, cfg.bh, G)):
+        t = int(rng.integers(0, 500))
+        for r in runs:
+            n = r.j_hi - r.j_lo
+            whole = n == tiles[r.i]
+            outcome = 0 if whole else (2 if r.j_hi == tiles[r.i] else 1)
+            rows.append([t, t + 100 * n, b % 132, b, r.bh, r.i, r.j_lo, r.j_hi, outcome])
+            t += 100 * n + 7
+    return np.array(rows, dtype=np.uint64)
+
+
+def test_a_run_schedule_draws_each_run_and_counts_blocks():
+    cfg = engine.AttentionConfig(batch=1, heads=4, seq_q=4096, seq_k=4096, head_dim=128,
+                                 block_q=128, block_k=32, dtype="float16", causal=True)
+    G = 264
+    log = planned_run_log(cfg, G, seeds.rng(31))
+    sched = recorded.schedule_of_runs(log)
+    assert sched["unit"] == "run" and len(sched["block"]) == len(log) > G
+    assert set(sched["outcome"]) == {"whole", "posted", "merged"}
+    df = kernel_data.schedule_table(sched)
+    assert list(df.block) == [int(b) for b in log[:, 3]] and (df.j_hi > df.j_lo).all()
+    summary = kernel_data.schedule_summary(df)
+    assert summary["blocks"] == G and summary["runs"] == len(log)
+    assert summary["resident"] == 2 and summary["waves"] == pytest.approx(1.0)
+    tips = {t["field"] for t in charts_kernel.timeline_chart(df, "runs").to_dict()["encoding"]
+            ["tooltip"]}
+    assert {"block", "j_lo", "j_hi", "outcome"} <= tips
+    assert "merged" in kernel_data.timeline_caption(summary, True)
+    assert "merged" not in kernel_data.timeline_caption(summary, False)
+    assert "engine runs" in kernel_data.recorded_how(sched)
+    bad = log.copy()
+    bad[0, 8] = 3
+    with pytest.raises(ValueError, match="outcome"):
+        recorded.schedule_of_runs(bad)
+    with pytest.raises(ValueError, match="outcome"):
+        kernel_data.schedule_table({**sched, "outcome": sched["outcome"][:-1]})
+
+
 def test_kernel_source_and_facts(tmp_path):
     path, text = kernel_data.source_text("teaching", tmp_path)
     assert text is None and path.name == "flash_teaching.cu"
@@ -461,7 +503,13 @@ def test_every_recorded_schedule_loads_with_its_labels():
     for rec in found:
         cfg = engine.AttentionConfig(**rec["config"])
         assert rec["label"] and rec["device"]["name"] and rec["date"], rec["file"]
-        assert len(rec["sm_id"]) == cfg.bh * cfg.Tr, rec["file"]
+        if rec.get("unit") == "run":      # every item in one run or more, all its key tiles
+            items = set(zip(rec["block_bh"], rec["block_q_tile"]))
+            assert items == {(bh, i) for bh in range(cfg.bh) for i in range(cfg.Tr)}
+            assert sum(h - lo for h, lo in zip(rec["j_hi"], rec["j_lo"])) == cfg.bh * sum(
+                stream_k.key_tiles(cfg)), rec["file"]
+        else:
+            assert len(rec["sm_id"]) == cfg.bh * cfg.Tr, rec["file"]
         source = Path(rec["info"]["kernel_source"]).name
         assert source in {k.source for k in kernel_data.KERNEL_SOURCES}, rec["file"]
         label = kernel_data.recorded_label(rec)

@@ -3,7 +3,9 @@ block schedule against float64 and NumPy references, every output poisoned befor
 import pytest
 
 import engine
+from engine import stream_k as stream_k_plan
 from engine.cpu import stream_k as stream_k_emulation
+from engine.recorded import schedule_of_runs
 from engine.gpu import catalog
 from engine.gpu.launchers import mma as tensorcore
 from kernel_checks import (TRACE_NAMES, check_float64, check_output, check_stream_k,
@@ -123,6 +125,53 @@ def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bq, bk, n, he
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("heads,n,causal", [(4, 4096, True), (3, 1100, False)])
+def test_the_run_log_holds_every_planned_run_once(heads, n, causal):
+    """The RUNS build (`python -m engine runs`), d = 128 at 128×32: stream-K logs exactly the
+    runs engine.stream_k.runs plans for its blocks, each cut item merged once by the block of
+    its last part, on times that nest in one launch; whole items log every item once; both
+    outputs within tolerance of float64."""
+    cfg = config(head_dim=128, block_q=128, block_k=32, seq_q=n, seq_k=n, heads=heads,
+                 causal=causal)
+    q, k, v = engine.make_inputs(cfg)
+    tiles = stream_k_plan.key_tiles(cfg)
+    for stream_k in (True, False):
+        out, log = tensorcore.record_runs(cfg, *(to_gpu(cfg, x) for x in (q, k, v)),
+                                          stream_k=stream_k, warmup=1)
+        check_float64(cfg, q, k, v, {"O": out["O"].get(), "lse": out["lse"].get()})
+        assert out["info"]["stream_k"] is stream_k and "-DRUNS=1" in out["info"]["compile_options"]
+        sched = schedule_of_runs(log)
+        got = sorted(zip(sched["block"], sched["block_bh"], sched["block_q_tile"], sched["j_lo"],
+                         sched["j_hi"]))
+        assert all(s <= e for s, e in zip(sched["start_ns"], sched["end_ns"]))
+        assert max(sched["end_ns"]) - min(sched["start_ns"]) < 10**9   # one launch, not two
+        if not stream_k:
+            assert sorted((bh, i, lo, hi) for _, bh, i, lo, hi in got) == sorted(
+                (bh, i, 0, tiles[i]) for bh in range(cfg.bh) for i in range(cfg.Tr))
+            assert set(sched["outcome"]) == {"whole"}
+            continue
+        G = int(out["info"]["grid"].split(" × ")[0])
+        plan = stream_k_plan.runs(cfg, cfg.bh, G)
+        assert got == sorted((b, r.bh, r.i, r.j_lo, r.j_hi) for b, runs in enumerate(plan)
+                             for r in runs)
+        for b, bh, i, lo, hi, outcome in zip(sched["block"], sched["block_bh"],
+                                             sched["block_q_tile"], sched["j_lo"], sched["j_hi"],
+                                             sched["outcome"]):
+            whole = lo == 0 and hi == tiles[i]
+            assert (outcome == "whole") == whole
+        cut = [(bh, i) for bh, i, o in zip(sched["block_bh"], sched["block_q_tile"],
+                                           sched["outcome"]) if o == "merged"]
+        assert len(cut) == len(set(cut)) > 0        # each cut item merged exactly once
+        for bh, i in cut:                           # and only after all its parts were posted
+            parts = [(s, e, o) for s, e, b2, i2, o in zip(
+                sched["start_ns"], sched["end_ns"], sched["block_bh"], sched["block_q_tile"],
+                sched["outcome"]) if (b2, i2) == (bh, i)]
+            merged_end = next(e for _, e, o in parts if o == "merged")
+            assert all(e <= merged_end + 1000 for _, e, o in parts if o == "posted")  # 1 µs: the
+            # timer's resolution
+
+
+@pytest.mark.gpu
 def test_the_launcher_picks_stream_k_for_a_causal_one_wave_launch():
     """B·H = 4, N = 4096, d = 128, 128×32, causal: the cost model picks the STREAM_K build,
     as many blocks as fit on the GPU at once; traced, the same config takes whole items."""
@@ -132,3 +181,21 @@ def test_the_launcher_picks_stream_k_for_a_causal_one_wave_launch():
     assert facts["stream_k"] and facts["local_bytes_per_thread"] == 0
     assert int(facts["grid"].split(" × ")[0]) >= tensorcore.live_gpu().sms
     assert not tensorcore.kernel_facts(cfg, trace=True)["stream_k"]
+
+
+@pytest.mark.gpu
+def test_the_runs_command_writes_a_schedule_the_kernel_page_reads(tmp_path):
+    """`python -m engine runs` at B·H = 2, N = 1024, causal, stream-K: a schedule file of
+    "unit": "run" that engine.recorded loads and the Kernel page's table draws."""
+    pytest.importorskip("pandas")       # the Kernel page's tables
+    from app import kernel_data
+    from engine import recorded
+    from engine.cli import main
+    out = tmp_path / "schedule_test_runs.json"
+    assert main(["runs", "--heads", "2", "--seq-q", "1024", "--seq-k", "1024", "--causal",
+                 "--order", "stream-k", "--label", "test", "--out", str(out)]) == 0
+    rec = recorded.load_schedules(tmp_path)[0]
+    assert rec["unit"] == "run" and rec["info"]["stream_k"] and rec["label"] == "test"
+    df = kernel_data.schedule_table(rec)
+    summary = kernel_data.schedule_summary(df)
+    assert summary["runs"] == len(rec["block"]) >= summary["blocks"] >= tensorcore.live_gpu().sms

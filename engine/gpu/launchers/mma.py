@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import AttentionConfig
+from ...config import AttentionConfig, ConfigError
 from ...iomodel import smem_bytes
 from ...stream_k import MMA_SYNC_COSTS, blocks, total_tiles, use_stream_k, workspace_floats
 from .. import catalog
-from ..runtime import device_is_hopper, gpu_failures, live_gpu
+from ..runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
 from . import core, wgmma
 
 FUNCTION = "flash_tensorcore"
@@ -24,6 +24,8 @@ MAX_BLOCKS_PER_SM = 32       # CUDA's limit on any GPU: launches of more than tw
 # each an even share of the key tiles, cut items merged (engine/stream_k.py); 0: one block per
 # item always. Traced runs take whole items.
 STREAM_K = 1
+RUN_FIELDS = 9               # u64 fields of one record of the RUNS build's run log (the kernel's)
+OUTCOMES = ("whole", "posted", "merged")   # a run's outcome code in the log, as words
 
 
 def chosen(cfg: AttentionConfig) -> catalog.TensorCoreBuild:
@@ -31,14 +33,17 @@ def chosen(cfg: AttentionConfig) -> catalog.TensorCoreBuild:
     return catalog.tensorcore_build(cfg, device_is_hopper())
 
 
-def compile_options(cfg: AttentionConfig, trace: bool, split: bool = False) -> tuple[str, ...]:
+def compile_options(cfg: AttentionConfig, trace: bool, split: bool = False,
+                    runs: bool = False) -> tuple[str, ...]:
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DBLOCK_Q={cfg.block_q}",
             f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
-            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DSTREAM_K={int(split)}")
+            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DSTREAM_K={int(split)}",
+            *(("-DRUNS=1",) if runs else ()))
 
 
-def build(cfg: AttentionConfig, trace: bool, split: bool = False) -> core.Build:
-    return core.Build(catalog.MMA_SYNC.source, FUNCTION, compile_options(cfg, trace, split),
+def build(cfg: AttentionConfig, trace: bool, split: bool = False,
+          runs: bool = False) -> core.Build:
+    return core.Build(catalog.MMA_SYNC.source, FUNCTION, compile_options(cfg, trace, split, runs),
                       THREADS, smem_bytes(cfg, catalog.MMA_SYNC.name))
 
 
@@ -73,13 +78,20 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     Q (B·H, seq_q, d), K and V (B·H, seq_k, d): contiguous CuPy arrays of cfg.dtype."""
     if chosen(cfg) is catalog.WGMMA:
         return wgmma.prepare(cfg, Q, K, V, trace, outputs, poison)
-    bh, d, Tr = cfg.bh, cfg.head_dim, cfg.Tr
-    core.check_operands(cfg.dtype, Q=(Q, (bh, cfg.seq_q, d)), K=(K, (bh, cfg.seq_k, d)),
-                        V=(V, (bh, cfg.seq_k, d)))
-    G = stream_k_blocks(cfg, bh, trace)
-    b = build(cfg, trace, split=G > 0)
-    fn = b.compiled()
+    core.check_operands(cfg.dtype, Q=(Q, (cfg.bh, cfg.seq_q, cfg.head_dim)),
+                        K=(K, (cfg.bh, cfg.seq_k, cfg.head_dim)),
+                        V=(V, (cfg.bh, cfg.seq_k, cfg.head_dim)))
+    G = stream_k_blocks(cfg, cfg.bh, trace)
     out = outputs if outputs is not None else core.forward_outputs(cfg, trace, poison)
+    return _prepare(cfg, Q, K, V, trace, out, G, run_log=None)
+
+
+def _prepare(cfg: AttentionConfig, Q, K, V, trace: bool, out: dict, G: int, run_log):
+    """prepare()'s launch of the mma.sync kernel: G stream-K blocks (0: one block per item);
+    run_log: the RUNS build's log (None: the build without it)."""
+    bh, Tr = cfg.bh, cfg.Tr
+    b = build(cfg, trace, split=G > 0, runs=run_log is not None)
+    fn = b.compiled()
     scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
                np.int32(cfg.causal))
     # Stream-K: the kernel gets the work's key tiles (0: whole items), the parts' states (2
@@ -90,7 +102,8 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
         import cupy
         workspace = (cupy.empty(workspace_floats(cfg, G), dtype=np.float32),
                      cupy.zeros(Tr * bh, dtype=np.int32))
-    extra = (np.int32(Tr), np.int32(total_tiles(cfg, bh) if G else 0), *workspace)
+    extra = (np.int32(Tr), np.int32(total_tiles(cfg, bh) if G else 0), *workspace,
+             core.NULL if run_log is None else run_log)
     args_for = core.forward_args(Q, K, V, out, scalars, trace, Tr, with_count=True, extra=extra)
     if G:
         args = args_for(0, bh)
@@ -105,6 +118,43 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
     run.operands = workspace     # kept alive while run() may be called
     out["info"] = {**b.facts(fn, launch_grid), "stream_k": G > 0}
     return run, out
+
+
+def record_runs(cfg: AttentionConfig, Q, K, V, stream_k: bool, warmup: int = 1):
+    """(outputs, log): the untraced mma.sync kernel's launch of cfg, whole items (stream_k
+    False) or stream-K over as many blocks as fit on the GPU at once (True, whatever the cost
+    model would pick), built with its run log; `warmup` launches first, then the one logged.
+    log: (runs, RUN_FIELDS) uint64 NumPy array, one row per run as the kernel's header says,
+    in the order the runs ended."""
+    import cupy
+    if chosen(cfg) is not catalog.MMA_SYNC:
+        raise ConfigError("The run log is built into the mma.sync kernel only; this config "
+                          "runs the wgmma kernel. Pick tiles that the mma.sync kernel takes: "
+                          f"{catalog.MMA_SYNC.shapes_text()}.")
+    if cfg.bh > core.MAX_GRID_Y:
+        raise ConfigError(f"A logged launch takes at most {core.MAX_GRID_Y} batch·heads; "
+                          f"got {cfg.bh}.")
+    core.check_operands(cfg.dtype, Q=(Q, (cfg.bh, cfg.seq_q, cfg.head_dim)),
+                        K=(K, (cfg.bh, cfg.seq_k, cfg.head_dim)),
+                        V=(V, (cfg.bh, cfg.seq_k, cfg.head_dim)))
+    G = 0
+    if stream_k:
+        b = build(cfg, False, split=True, runs=True)
+        with gpu_failures("occupancy of the stream-K mma.sync build"):
+            G = blocks(cfg, cfg.bh, live_gpu().sms * max(1, b.blocks_per_sm(b.compiled())))
+    room = cfg.Tr * cfg.bh + G       # every item once, plus at most one cut per block
+    log = cupy.zeros((room + 1) * RUN_FIELDS, dtype=np.uint64)
+    log[1] = room
+    out = core.forward_outputs(cfg, False)
+    run, out = _prepare(cfg, Q, K, V, False, out, G, run_log=log)
+    for _ in range(warmup + 1):
+        log[0] = 0
+        run()
+    counted = int(log[0].get())
+    if counted > room:
+        raise GpuRunError(f"The kernel logged {counted} runs; the log holds {room}.")
+    records = log[RUN_FIELDS:(counted + 1) * RUN_FIELDS].get().reshape(counted, RUN_FIELDS)
+    return out, records[np.argsort(records[:, 1], kind="stable")]
 
 
 def launch(cfg: AttentionConfig, Q, K, V, trace: bool, *, poison: bool = False) -> dict:
