@@ -41,6 +41,13 @@
 #             (hopper_bh*_wgmma_sk*_<gpu>.json), the mma.sync kernel at 128×32
 #             (hopper_bh4_mma_sk*_<gpu>.json) and at B·H·N = 32k, N 1024-8192
 #             (hopper_grid_mma_sk*_<gpu>.json)
+#   mma-head  issue 14, the heads on the mma.sync kernel's stream-K line: its gpu tests (with
+#             the wgmma kernel's, which shares stream_k.cuh, and the launchers'), then B·H = 4
+#             (N 4096-16384) and B·H·N = 32k (N 1024-8192), d 128, 128×32, float16, causal
+#             and not, the launcher's rule with heads of 0 and of engine.stream_k.MMA_SYNC_HEAD
+#             (hopper_bh4_mma_head<h>_r<1|2>_<gpu>.json: two rounds, interleaved;
+#             hopper_grid_mma_head<h>_<gpu>.json), then the run logs the Kernel page
+#             shows (RUNS_ONLY=1 benchmarks/record_kernel_page.sh)
 #   serve     server load (tests/server_load.py) on this machine, server and clients together:
 #             the mixed load (30 sessions x 60 s) on one app process, first on the code in
 #             $BEFORE (a `git archive` tarball of an earlier commit; skipped when unset), then
@@ -80,6 +87,18 @@ mma.STREAM_K = int(sys.argv[2])
 from engine.cli import main
 raise SystemExit(main(sys.argv[3:]))" "$p" "$sk" bench "$@" --out "$OUT/hopper_${name}_${gpu}.json" \
     >> "$OUT/$log.log" 2>> "$OUT/${log}_progress.log"
+  summary+=("$name rc=$?")
+}
+# One `python -m engine bench` run of the mma.sync kernel with the stream-K line's heads set to
+# $2 (mma-head mode): the time limit, the head, the output's name, then the bench arguments.
+bench_head() {
+  local limit=$1 head=$2 name=$3; shift 3
+  timeout "$limit" python3 -c "import sys
+from engine.gpu.launchers import mma
+mma.MMA_SYNC_HEAD = int(sys.argv[1])
+from engine.cli import main
+raise SystemExit(main(sys.argv[2:]))" "$head" bench "$@" --out "$OUT/hopper_${name}_${gpu}.json" \
+    >> "$OUT/mma_head.log" 2>> "$OUT/mma_head_progress.log"
   summary+=("$name rc=$?")
 }
 # Issue 14's comparison grid (hopper and compare modes): B·H·N = 32k tokens, 128×128 tiles.
@@ -234,6 +253,30 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
       python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh*_sk*_"$gpu".json \
         "$OUT"/hopper_grid_mma_sk*_"$gpu".json > "$OUT/stream_k_parity.txt" 2>&1
       cat "$OUT/stream_k_parity.txt" ;;
+    mma-head)
+      timeout "${HEAD_TESTS_S:-300}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+        -p no:cacheprovider -m gpu tests/test_gpu_tensorcore.py tests/test_gpu_launchers.py \
+        tests/test_gpu_wgmma.py > "$OUT/mma_head_tests.log" 2>&1
+      summary+=("mma.sync and wgmma gpu tests rc=$?: $(tail -1 "$OUT/mma_head_tests.log")")
+      head=$(python3 -c "from engine.stream_k import MMA_SYNC_HEAD; print(MMA_SYNC_HEAD)")
+      for r in 1 2; do          # twice each, interleaved: the machine's drift shows
+        for h in 0 "$head"; do
+          bench_head "${HEAD_BENCH_S:-60}" "$h" "bh4_mma_head${h}_r${r}" --heads 4 --batch 1 \
+            --seq 4096,8192,16384 --head-dim 128 --dtype float16 --causal both --reps 30 \
+            --budget 1 --kernels tensorcore --block-q 128 --block-k 32
+        done
+      done
+      for h in 0 "$head"; do
+        bench_head "${HEAD_BENCH_S:-60}" "$h" "grid_mma_head${h}" --heads 1 --tokens 32768 \
+          --seq 1024,2048,4096,8192 --head-dim 128 --dtype float16 --causal both --reps 30 \
+          --budget 1 --kernels tensorcore --block-q 128 --block-k 32
+      done
+      mkdir -p "$OUT/runs" && RUNS_ONLY=1 PYTHON=python3 timeout 120 \
+        bash benchmarks/record_kernel_page.sh "$OUT/runs" > "$OUT/runs.log" 2>&1
+      summary+=("run logs rc=$?: $(tr '\n' ' ' < "$OUT/runs/schedules.log")")
+      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh4_mma_head*_"$gpu".json \
+        "$OUT"/hopper_grid_mma_head*_"$gpu".json > "$OUT/mma_head_table.txt" 2>&1
+      cat "$OUT/mma_head_table.txt" ;;
     serve)
       export STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false
       if ! command -v nginx >/dev/null && ls .deb/*.deb >/dev/null 2>&1; then

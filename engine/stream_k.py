@@ -8,10 +8,12 @@ batch·head; it holds tiles(i) key tiles). Causal items come in pairs of levels,
 and the lightest query tile left (Tr - 1 and 0 of every batch·head, then Tr - 2 and 1, ...),
 so that no share ends in a run of light items, each a run with its own fixed cost;
 non-causal items batch·head by batch·head.
-Block b of G takes tiles [b·W/G, (b+1)·W/G) of the W on the line, cutting items at its share's
-ends. A block that ran part of an item posts its unnormalised state (O, m, l) to slot 2b (its
-first run) or 2b + 1 (its last run) and takes a ticket from the item's counter; the part that
-draws the last ticket merges the others and writes O_i and lse.
+Each item may open with `head` positions of no key tile (the mma.sync kernel: about the fixed
+cost of a run, MMA_SYNC_HEAD; the wgmma kernel: none), so that a share that opens items holds
+fewer key tiles. Block b of G takes positions [b·W/G, (b+1)·W/G) of the W on the line, cutting
+items at its share's ends. A block that ran part of an item posts its unnormalised state (O,
+m, l) to slot 2b (its first run) or 2b + 1 (its last run) and takes a ticket from the item's
+counter; the part that draws the last ticket merges the others and writes O_i and lse.
 
 The launchers turn it on (use_stream_k) where an even share pays, by a cost model of the two
 walks: launches of few items (fewer than the blocks the GPU runs at once, `slots`), whose
@@ -48,6 +50,13 @@ WGMMA_COSTS = Costs(run=2.0, post=1.0, merge=1.3)
 # slower. The model counts slots, not SMs (two blocks sharing an SM each run slower than one
 # alone): its times are a ranking of the two walks, not a prediction of either.
 MMA_SYNC_COSTS = Costs(run=4.0, post=1.0, merge=1.0)
+# Line positions each item's head takes in the mma.sync kernel's walk, before its key tiles:
+# about the fixed cost of a run in tiles. From the kernel's run log on the H200 (2026-11-23,
+# B·H = 4, N = 4096, d = 128, 128×32 causal): a block's end grew 4.8 µs a run and 5.8 µs a
+# merge (95% of them by the block of the item's first part), its tiles 1.7 µs each. Those
+# costs, laid over the walks of the launches the rule splits, put the last block's end lowest
+# at 3 (benchmarks/NOTES.md, "the mma.sync kernel's runs").
+MMA_SYNC_HEAD = 3
 # Stream-K runs where the model has it at most GAIN of the whole-item walk's time.
 GAIN = 0.85
 
@@ -69,27 +78,29 @@ def item_of(cfg: AttentionConfig, bh: int, k: int) -> tuple[int, int]:
     return cfg.Tr // 2, k - cfg.Tr // 2 * 2 * bh
 
 
-def total_tiles(cfg: AttentionConfig, bh: int) -> int:
-    """W: key tiles of every item of bh batch·heads."""
-    return bh * sum(key_tiles(cfg))
+def total_tiles(cfg: AttentionConfig, bh: int, head: int = 0) -> int:
+    """W: positions on the line, the key tiles of every item of bh batch·heads and each
+    item's head."""
+    return bh * (sum(key_tiles(cfg)) + head * cfg.Tr)
 
 
-def blocks(cfg: AttentionConfig, bh: int, slots: int) -> int:
-    """G: one block per slot (the blocks that run at once), never more blocks than tiles
+def blocks(cfg: AttentionConfig, bh: int, slots: int, head: int = 0) -> int:
+    """G: one block per slot (the blocks that run at once), never more blocks than positions
     (every share holds one)."""
-    return min(total_tiles(cfg, bh), slots)
+    return min(total_tiles(cfg, bh, head), slots)
 
 
-def use_stream_k(cfg: AttentionConfig, bh: int, slots: int, costs: Costs = WGMMA_COSTS) -> bool:
+def use_stream_k(cfg: AttentionConfig, bh: int, slots: int, costs: Costs = WGMMA_COSTS,
+                 head: int = 0) -> bool:
     """True where the cost model has the stream-K walk on `slots` blocks at most GAIN of the
     whole-item walk's makespan (never for launches of more than two items per slot: their
     walks are even, nor where tiles · blocks reaches 2^32: the kernels' share arithmetic is
     32-bit, since a 64-bit division is a call and no call may sit where a wgmma is in
     flight)."""
-    total = total_tiles(cfg, bh)
+    total = total_tiles(cfg, bh, head)
     if cfg.Tr * bh > 2 * slots or total * min(total, slots) >= 2**32:
         return False
-    return (makespan_stream_k(cfg, bh, slots, costs)
+    return (makespan_stream_k(cfg, bh, slots, costs, head)
             <= GAIN * makespan_whole(cfg, bh, slots, costs))
 
 
@@ -102,11 +113,12 @@ def makespan_whole(cfg: AttentionConfig, bh: int, slots: int,
 
 
 def makespan_stream_k(cfg: AttentionConfig, bh: int, slots: int,
-                      costs: Costs = WGMMA_COSTS) -> float:
+                      costs: Costs = WGMMA_COSTS, head: int = 0) -> float:
     """The stream-K walk, in tiles: the slowest block's runs, posts and merges."""
-    tiles, total, G = key_tiles(cfg), total_tiles(cfg, bh), blocks(cfg, bh, slots)
+    tiles, total = key_tiles(cfg), total_tiles(cfg, bh, head)
+    G = blocks(cfg, bh, slots, head)
     worst = 0.0
-    for block in runs(cfg, bh, G):
+    for block in runs(cfg, bh, G, head):
         t = 0.0
         for r in block:
             n = tiles[r.i]
@@ -114,8 +126,7 @@ def makespan_stream_k(cfg: AttentionConfig, bh: int, slots: int,
             if r.j_hi - r.j_lo < n:
                 t += costs.post
                 if r.j_hi == n:
-                    parts = block_at(r.start + n - 1, total, G) - block_at(r.start, total, G) + 1
-                    t += costs.merge * parts
+                    t += costs.merge * len(part_blocks(r.start, n, total, G, head))
         worst = max(worst, t)
     return worst
 
@@ -129,6 +140,12 @@ def block_at(x: int, total: int, G: int) -> int:
     return ((x + 1) * G + total - 1) // total - 1
 
 
+def part_blocks(start: int, n: int, total: int, G: int, head: int = 0) -> range:
+    """The blocks that run a part of the item of n key tiles whose head starts at `start`:
+    those holding its first and last key tiles and every block between."""
+    return range(block_at(start + head, total, G), block_at(start + head + n - 1, total, G) + 1)
+
+
 def slot(b: int, start: int, total: int, G: int) -> int:
     """The slot block b posts its part of the item starting at `start` to: 2b if it is the
     block's first run, 2b + 1 if its last."""
@@ -137,8 +154,8 @@ def slot(b: int, start: int, total: int, G: int) -> int:
 
 @dataclass(frozen=True)
 class Run:
-    """Key tiles [j_lo, j_hi) of item k (query tile i, batch·head bh), whose first tile is
-    tile `start` of the line."""
+    """Key tiles [j_lo, j_hi) of item k (query tile i, batch·head bh), whose head starts at
+    position `start` of the line (its key tile j at start + head + j)."""
     k: int
     i: int
     bh: int
@@ -147,16 +164,18 @@ class Run:
     start: int
 
 
-def item_at(cfg: AttentionConfig, bh: int, tiles: list[int], x: int) -> tuple[int, int]:
-    """(k, start): the item holding tile x of the line and its first tile's position, found
-    as the kernel's Walk finds a share's first item: whole (pairs of) levels skipped, then
+def item_at(cfg: AttentionConfig, bh: int, tiles: list[int], x: int,
+            head: int = 0) -> tuple[int, int]:
+    """(k, start): the item holding position x of the line and its head's position, found
+    as the kernel's walk finds a share's first item: whole (pairs of) levels skipped, then
     whole (pairs of) items. tiles: key_tiles(cfg)."""
     if not cfg.causal:
-        return x // cfg.Tc, x // cfg.Tc * cfg.Tc
+        n = cfg.Tc + head
+        return x // n, x // n * n
     start, half = 0, cfg.Tr // 2
     for p in range(half + 1):
-        heavy = tiles[cfg.Tr - 1 - p]
-        n = heavy + tiles[p] if p < half else heavy
+        heavy = tiles[cfg.Tr - 1 - p] + head
+        n = heavy + tiles[p] + head if p < half else heavy
         if x < start + bh * n:
             skip = (x - start) // n
             k = p * 2 * bh + (2 * skip if p < half else skip)
@@ -165,26 +184,29 @@ def item_at(cfg: AttentionConfig, bh: int, tiles: list[int], x: int) -> tuple[in
                 k, start = k + 1, start + heavy
             return k, start
         start += bh * n
-    raise ValueError(f"tile {x} is past the line's end")
+    raise ValueError(f"position {x} is past the line's end")
 
 
-def runs(cfg: AttentionConfig, bh: int, G: int) -> list[list[Run]]:
-    """Every block's runs, in the order the block walks them."""
+def runs(cfg: AttentionConfig, bh: int, G: int, head: int = 0) -> list[list[Run]]:
+    """Every block's runs, in the order the block walks them (a share that ends in an item's
+    head runs none of it; a block whose share lies in one head runs nothing)."""
     tiles = key_tiles(cfg)
-    total = bh * sum(tiles)
+    total = total_tiles(cfg, bh, head)
     out = []
     for b in range(G):
         x, hi = share_start(b, total, G), share_start(b + 1, total, G)
-        k, start = item_at(cfg, bh, tiles, x)
+        k, start = item_at(cfg, bh, tiles, x, head)
         mine = []
         while x < hi:
             i, h = item_of(cfg, bh, k)
             n = tiles[i]
-            j_lo, j_hi = x - start, min(n, hi - start)
-            mine.append(Run(k, i, h, j_lo, j_hi, start))
-            x = start + j_hi
-            if j_hi == n:
-                k, start = k + 1, start + n
+            end = min(start + head + n, hi)
+            j_lo, j_hi = max(0, x - start - head), end - start - head
+            if j_hi > j_lo:
+                mine.append(Run(k, i, h, j_lo, j_hi, start))
+            x = end
+            if end == start + head + n:
+                k, start = k + 1, start + head + n
         out.append(mine)
     return out
 

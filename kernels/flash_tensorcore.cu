@@ -19,7 +19,8 @@
 // item cut across blocks are posted (each thread its own registers) and merged by the block
 // that draws the item's last ticket.
 //
-// Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc),
+// Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc), SK_HEAD
+// (stream-K: the positions each item's head takes on the line, stream_k.cuh),
 // TRACE (0 or 1: write the online-softmax trace and the block schedule), BF16 (0: float16
 // inputs and output, 1: bfloat16), STREAM_K (0 or 1, as above), RUNS (0 or 1, untraced: log
 // every run to run_log, RUN_FIELDS u64 each: its start and end (%globaltimer), SM, block,
@@ -346,8 +347,8 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                         for (int e = 0; e < 4; ++e)
                             f((mt * O_TILES + n) * 4 + e, 2 * mt + (e >> 1), O_acc[mt][n][e]);
             };
-            const int first = work.block_at(r.start);
-            const int last = work.block_at(r.start + work.tiles(i) - 1);
+            const int first = work.first_part(r.start);
+            const int last = work.last_part(r.start, work.tiles(i));
             float* const mine = sk_part + (u64)work.slot(blockIdx.x, r.start) * SK_SLOT + tid;
             each_o([&](int x, int, float& o) { mine[x * THREADS] = o; });
             #pragma unroll

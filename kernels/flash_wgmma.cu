@@ -399,8 +399,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         const bool part = n_run != n_tiles;
         int sk_first = 0, sk_last = 0, sk_slot0 = 0;
         if (part) {
-            sk_first = work.block_at(r.start);
-            sk_last = work.block_at(r.start + n_tiles - 1);
+            sk_first = work.first_part(r.start);
+            sk_last = work.last_part(r.start, n_tiles);
             sk_slot0 = work.slot(sk_first, r.start);
         }
         float* const sk_mine = sk_part + (u64)(sk_first == blockIdx.x ? sk_slot0 : 2 * blockIdx.x)

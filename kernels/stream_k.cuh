@@ -7,8 +7,11 @@
 // holds tiles(i) key tiles). Causal, in pairs of levels p = 0, 1, ... (query tiles Tr - 1 - p
 // and p, the heaviest and the lightest left), each batch·head's two items side by side, then
 // the middle query tile of an odd Tr, so that no share collects many light items; not causal,
-// batch·head by batch·head. Block b of G (gridDim.x) takes tiles [b·W/G, (b+1)·W/G) of the W
-// on the line, cutting items at its share's ends. A block that ran part of an item posts its
+// batch·head by batch·head. Each item opens with SK_HEAD positions of no key tile (a kernel
+// sets it to its fixed cost of an item in tiles, so that a share that opens items holds fewer
+// key tiles; 0 unless defined), its key tile j at position start + SK_HEAD + j. Block b of G
+// (gridDim.x) takes positions [b·W/G, (b+1)·W/G) of the W on the line, cutting items at its
+// share's ends; a share that ends in an item's head runs none of that item. A block that ran part of an item posts its
 // unnormalised state (O, m, l) to a slot of the workspace (2b for its first run, 2b + 1 for
 // its last: a block cuts at most those two), makes it visible device-wide and takes a ticket
 // from the item's counter; the part that draws the last ticket merges every part in block
@@ -16,10 +19,13 @@
 // counter back to 0 for the next launch.
 #ifndef FA_LAB_STREAM_K_CUH
 #define FA_LAB_STREAM_K_CUH
+#ifndef SK_HEAD
+#define SK_HEAD 0
+#endif
 
 // The launch's work: Tr query tiles of bh_count batch·heads, Tc key tiles; bh_group the
 // batch·heads per group of the whole-item order (common.cuh); stream-K (total > 0): `total`
-// key tiles on the line (the launcher counts them).
+// positions on the line, key tiles and heads (the launcher counts them).
 struct Work {
     int Tr, Tc, seq_q, bh_count, bh_group, causal, total;
     // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
@@ -34,7 +40,7 @@ struct Work {
         if (p < Tr / 2) { i = (e & 1) ? p : Tr - 1 - p; bh = e / 2; }
         else            { i = Tr / 2;                   bh = k - Tr / 2 * 2 * bh_count; }
     }
-    // Block b's share starts at key tile share_start(b) of the line; block_at(x) holds tile x.
+    // Block b's share starts at position share_start(b) of the line; block_at(x) holds x.
     // 32-bit unsigned arithmetic (the launcher keeps total · blocks under 2^32): a 64-bit
     // division is a call, and no call may sit where a wgmma is in flight.
     __device__ int share_start(int b) const {
@@ -45,23 +51,26 @@ struct Work {
     }
     // The slot that block b's part of the item starting at `start` posts to.
     __device__ int slot(int b, int start) const { return 2 * b + (share_start(b) < start); }
+    // The blocks that run parts of the item of n key tiles starting at `start`: first to last.
+    __device__ int first_part(int start) const { return block_at(start + SK_HEAD); }
+    __device__ int last_part(int start, int n) const { return block_at(start + SK_HEAD + n - 1); }
 };
 
 // A run of key tiles [j_lo, j_hi) of one item (query tile i, batch·head bh of the launch); the
 // item is whole when the run covers all its tiles. Stream-K: the item's index k on the line
-// and its first key tile's position there.
+// and its head's position there.
 struct Run { int i, bh, j_lo, j_hi, k, start; };
 
-// The next run of this block's share: false when the share is done. x: the next key tile of
-// the line (-1 before the first call); k and start: the current item and its first tile's
-// position (the caller keeps the three between calls).
+// The next run of this block's share: false when the share is done. x: the next position of
+// the line (-1 before the first call); k and start: the current item and its head's position
+// (the caller keeps the three between calls).
 __device__ __forceinline__ bool stream_k_next(const Work& w, int& k, int& start, int& x, Run& r) {
     if (x < 0) {                  // first call: the share's start, and its item
         x = w.share_start(blockIdx.x);
         if (w.causal) {           // skip whole pairs of levels, then pairs of items
             for (int p = 0;; ++p) {
-                const int heavy = w.tiles(w.Tr - 1 - p);
-                const int n = p < w.Tr / 2 ? heavy + w.tiles(p) : heavy;
+                const int heavy = w.tiles(w.Tr - 1 - p) + SK_HEAD;
+                const int n = p < w.Tr / 2 ? heavy + w.tiles(p) + SK_HEAD : heavy;
                 if (x < start + w.bh_count * n) {
                     const int skip = (x - start) / n;
                     k = p * 2 * w.bh_count + (p < w.Tr / 2 ? 2 * skip : skip);
@@ -72,21 +81,23 @@ __device__ __forceinline__ bool stream_k_next(const Work& w, int& k, int& start,
                 start += w.bh_count * n;
             }
         } else {
-            k = x / w.Tc;
-            start = k * w.Tc;
+            k = x / (w.Tc + SK_HEAD);
+            start = k * (w.Tc + SK_HEAD);
         }
     }
     const int hi = w.share_start(blockIdx.x + 1);
-    if (x >= hi) return false;
-    w.item(k, r.i, r.bh);
-    const int n = w.tiles(r.i);
-    r.k = k;
-    r.start = start;
-    r.j_lo = x - start;
-    r.j_hi = min(n, hi - start);
-    x = start + r.j_hi;
-    if (r.j_hi == n) { start += n; ++k; }
-    return true;
+    for (;;) {    // (with heads: past a share's end in an item's head, which runs no tile)
+        if (x >= hi) return false;
+        w.item(k, r.i, r.bh);
+        const int n = w.tiles(r.i);
+        r.k = k;
+        r.start = start;
+        r.j_lo = SK_HEAD ? max(0, x - start - SK_HEAD) : x - start;
+        r.j_hi = min(n, hi - start - SK_HEAD);
+        x = start + SK_HEAD + r.j_hi;
+        if (r.j_hi == n) { start += SK_HEAD + n; ++k; }
+        if (SK_HEAD == 0 || r.j_hi > r.j_lo) return true;
+    }
 }
 
 // The ticket of a posted part, after every thread of the block has stored its share of the

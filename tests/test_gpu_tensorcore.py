@@ -121,7 +121,8 @@ def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bq, bk, n, he
     assert facts["local_bytes_per_thread"] == 0
     q, k, v = engine.make_inputs(cfg)
     check_stream_k(cfg, q, k, v, lambda: run_kernel(cfg, q, k, v, trace=False),
-                   stream_k_emulation.flash(cfg, q, k, v, G), tensorcore, monkeypatch)
+                   stream_k_emulation.flash(cfg, q, k, v, G, stream_k_plan.MMA_SYNC_HEAD),
+                   tensorcore, monkeypatch)
 
 
 @pytest.mark.gpu
@@ -151,7 +152,7 @@ def test_the_run_log_holds_every_planned_run_once(heads, n, causal):
             assert set(sched["outcome"]) == {"whole"}
             continue
         G = int(out["info"]["grid"].split(" × ")[0])
-        plan = stream_k_plan.runs(cfg, cfg.bh, G)
+        plan = stream_k_plan.runs(cfg, cfg.bh, G, stream_k_plan.MMA_SYNC_HEAD)
         assert got == sorted((b, r.bh, r.i, r.j_lo, r.j_hi) for b, runs in enumerate(plan)
                              for r in runs)
         for b, bh, i, lo, hi, outcome in zip(sched["block"], sched["block_bh"],

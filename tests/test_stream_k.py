@@ -25,36 +25,48 @@ def config(**changes) -> AttentionConfig:
     return AttentionConfig(**{**base, **changes})
 
 
-def check_schedule(cfg: AttentionConfig, sms: int) -> None:
-    """Coverage, even shares and slots of the stream-K walk of cfg on `sms` SMs."""
+def check_schedule(cfg: AttentionConfig, sms: int, head: int = 0) -> None:
+    """Coverage, even shares and slots of the stream-K walk of cfg on `sms` SMs, each item
+    opening with `head` positions of no key tile."""
     bh = cfg.bh
-    total, G = stream_k.total_tiles(cfg, bh), stream_k.blocks(cfg, bh, sms)
+    total, G = stream_k.total_tiles(cfg, bh, head), stream_k.blocks(cfg, bh, sms, head)
     tiles = stream_k.key_tiles(cfg)
     seen = {}
     slots = set()
-    for b, block in enumerate(stream_k.runs(cfg, bh, G)):
-        assert block, f"block {b} has no work"
-        share = sum(r.j_hi - r.j_lo for r in block)
-        assert share in (total // G, -(-total // G)), "shares differ by more than one tile"
+    for b, block in enumerate(stream_k.runs(cfg, bh, G, head)):
+        lo, hi = stream_k.share_start(b, total, G), stream_k.share_start(b + 1, total, G)
+        assert hi - lo in (total // G, -(-total // G)), "shares differ by more than one position"
+        if head == 0:
+            assert block, f"block {b} has no work"
+            assert sum(r.j_hi - r.j_lo for r in block) == hi - lo
         for n, r in enumerate(block):
+            assert lo <= r.start + head + r.j_lo < r.start + head + r.j_hi <= hi, "off the share"
             whole = r.j_lo == 0 and r.j_hi == tiles[r.i]
             assert whole or n in (0, len(block) - 1), "only a block's first and last runs cut"
             if not whole:
                 s = stream_k.slot(b, r.start, total, G)
                 assert s in (2 * b, 2 * b + 1) and s not in slots
                 slots.add(s)
-                assert stream_k.block_at(r.start + r.j_lo, total, G) == b
+                assert b in stream_k.part_blocks(r.start, tiles[r.i], total, G, head)
             for j in range(r.j_lo, r.j_hi):
                 assert (r.k, j) not in seen, f"tile {j} of item {r.k} runs twice"
                 seen[(r.k, j)] = b
+    # a cut item's parts: exactly the blocks part_blocks names (the merge reads each of them)
+    by_item = {}
+    for (k, _), b in seen.items():
+        by_item.setdefault(k, set()).add(b)
     items = {(stream_k.item_of(cfg, bh, k)) for k in range(cfg.Tr * bh)}
     assert len(items) == cfg.Tr * bh
     # the kernel's way to a share's first item (levels skipped) against the line laid out
-    starts = np.cumsum([0] + [tiles[stream_k.item_of(cfg, bh, k)[0]] for k in range(cfg.Tr * bh)])
+    starts = np.cumsum([0] + [tiles[stream_k.item_of(cfg, bh, k)[0]] + head
+                              for k in range(cfg.Tr * bh)])
+    for k, parts in by_item.items():
+        n = tiles[stream_k.item_of(cfg, bh, k)[0]]
+        assert parts == set(stream_k.part_blocks(int(starts[k]), n, total, G, head)), k
     for x in {stream_k.share_start(b, total, G) for b in range(G)} | {0, total - 1}:
-        k, start = stream_k.item_at(cfg, bh, tiles, x)
+        k, start = stream_k.item_at(cfg, bh, tiles, x, head)
         assert start == starts[k] <= x < starts[k + 1], (x, k, start)
-    assert len(seen) == total == sum(tiles[i] for i, _ in items)
+    assert len(seen) == total - head * cfg.Tr * bh == sum(tiles[i] for i, _ in items)
     assert max(slots, default=0) < 2 * G
     # two slots a block of every row-holding thread's O, m and l: the wgmma kernel's 256
     # consumer threads (head_dim / 2 + 4 floats each) at block_q 128, the mma.sync kernel's
@@ -71,11 +83,13 @@ def test_every_tile_runs_once_in_even_shares(n, bh, causal):
 
 
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("head", [0, stream_k.MMA_SYNC_HEAD])
 @pytest.mark.parametrize("bq,bk,slots", [(128, 32, 264), (64, 64, 396), (64, 128, 264)])
-def test_every_tile_runs_once_with_mma_sync_tiles(bq, bk, slots, causal):
-    """The mma.sync kernel's tiles (block_q 64 too) and slots (several blocks an SM)."""
+def test_every_tile_runs_once_with_mma_sync_tiles(bq, bk, slots, causal, head):
+    """The mma.sync kernel's tiles (block_q 64 too), slots (several blocks an SM) and
+    items' heads."""
     check_schedule(config(seq_q=4096, seq_k=4096, block_q=bq, block_k=bk, causal=causal),
-                   slots)
+                   slots, head)
 
 
 def test_the_rule_splits_launches_of_few_items_only():
@@ -112,7 +126,8 @@ def test_the_mma_sync_rule_splits_where_it_measured_faster():
 
     def picks(n, causal, bh=4, slots=264):
         return stream_k.use_stream_k(config(seq_q=n, seq_k=n, heads=bh, block_k=32,
-                                            causal=causal), bh, slots, costs)
+                                            causal=causal), bh, slots, costs,
+                                     stream_k.MMA_SYNC_HEAD)
     assert picks(4096, True) and picks(4096, False) and picks(8192, True)
     assert picks(2048, True, bh=16) and picks(4096, True, bh=8)
     assert not picks(1024, True, bh=32)
@@ -164,14 +179,15 @@ def test_emulation_matches_float64(causal, sms):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 900), m=st.integers(1, 900), bh=st.integers(1, 4),
-       block_k=st.sampled_from([64, 128]), causal=st.booleans(), sms=st.integers(1, 140))
-def test_schedule_and_merge_over_configs(n, m, bh, block_k, causal, sms):
+       block_k=st.sampled_from([32, 64, 128]), causal=st.booleans(), sms=st.integers(1, 140),
+       head=st.sampled_from([0, 1, stream_k.MMA_SYNC_HEAD, 40]))
+def test_schedule_and_merge_over_configs(n, m, bh, block_k, causal, sms, head):
     cfg = config(seq_q=n, seq_k=m, heads=bh, head_dim=64, block_k=block_k, causal=causal,
                  dtype="float32")
-    check_schedule(cfg, sms)
+    check_schedule(cfg, sms, head)
     q = RNG.standard_normal((1, bh, n, 64)).astype(np.float32)
     k, v = (RNG.standard_normal((1, bh, m, 64)).astype(np.float32) for _ in range(2))
-    got = emulation.flash(cfg, q, k, v, sms)
+    got = emulation.flash(cfg, q, k, v, sms, head)
     O64, lse64 = attention64(q, k, v, cfg.softmax_scale, causal)
     assert rel_err(got.output, O64) <= 1e-5
     assert np.abs(got.lse - lse64).max() <= 1e-5

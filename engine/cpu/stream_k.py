@@ -37,9 +37,10 @@ def run_state(cfg: AttentionConfig, Q, K, V, bh: int, i: int, j_lo: int, j_hi: i
     return m, l, O
 
 
-def flash(cfg: AttentionConfig, q, k, v, slots: int) -> Result:
+def flash(cfg: AttentionConfig, q, k, v, slots: int, head: int = 0) -> Result:
     """The forward pass as a stream-K kernel runs it with `slots` blocks at once (the wgmma
-    kernel: one per SM; the mma.sync kernel: as many as fit)."""
+    kernel: one per SM, no heads; the mma.sync kernel: as many as fit, heads of
+    engine.stream_k.MMA_SYNC_HEAD)."""
     Q, K, V = (np.ascontiguousarray(x.reshape(-1, *x.shape[2:]), dtype=np.float32)
                for x in (q, k, v))
     bh = Q.shape[0]
@@ -47,7 +48,7 @@ def flash(cfg: AttentionConfig, q, k, v, slots: int) -> Result:
     lse = np.zeros(Q.shape[:2], np.float32)
     tiles = key_tiles(cfg)
     parts: dict[int, list] = {}
-    for block in runs(cfg, bh, blocks(cfg, bh, slots)):
+    for block in runs(cfg, bh, blocks(cfg, bh, slots, head), head):
         for r in block:
             parts.setdefault(r.k, []).append(run_state(cfg, Q, K, V, r.bh, r.i, r.j_lo, r.j_hi))
             if r.j_hi < tiles[r.i]:

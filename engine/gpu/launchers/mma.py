@@ -9,7 +9,8 @@ import numpy as np
 
 from ...config import AttentionConfig, ConfigError
 from ...iomodel import smem_bytes
-from ...stream_k import MMA_SYNC_COSTS, blocks, total_tiles, use_stream_k, workspace_floats
+from ...stream_k import (MMA_SYNC_COSTS, MMA_SYNC_HEAD, blocks, total_tiles, use_stream_k,
+                         workspace_floats)
 from .. import catalog
 from ..runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
 from . import core, wgmma
@@ -38,7 +39,7 @@ def compile_options(cfg: AttentionConfig, trace: bool, split: bool = False,
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DBLOCK_Q={cfg.block_q}",
             f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DSTREAM_K={int(split)}",
-            *(("-DRUNS=1",) if runs else ()))
+            *((f"-DSK_HEAD={MMA_SYNC_HEAD}",) if split else ()), *(("-DRUNS=1",) if runs else ()))
 
 
 def build(cfg: AttentionConfig, trace: bool, split: bool = False,
@@ -57,9 +58,9 @@ def stream_k_blocks(cfg: AttentionConfig, bh: int, trace: bool) -> int:
     b = build(cfg, False, split=True)
     with gpu_failures("occupancy of the stream-K mma.sync build"):
         slots = sms * max(1, b.blocks_per_sm(b.compiled()))
-    if not use_stream_k(cfg, bh, slots, MMA_SYNC_COSTS):
+    if not use_stream_k(cfg, bh, slots, MMA_SYNC_COSTS, MMA_SYNC_HEAD):
         return 0
-    return blocks(cfg, bh, slots)
+    return blocks(cfg, bh, slots, MMA_SYNC_HEAD)
 
 
 def kernel_facts(cfg: AttentionConfig, trace: bool) -> dict:
@@ -102,8 +103,8 @@ def _prepare(cfg: AttentionConfig, Q, K, V, trace: bool, out: dict, G: int, run_
         import cupy
         workspace = (cupy.empty(workspace_floats(cfg, G), dtype=np.float32),
                      cupy.zeros(Tr * bh, dtype=np.int32))
-    extra = (np.int32(Tr), np.int32(total_tiles(cfg, bh) if G else 0), *workspace,
-             core.NULL if run_log is None else run_log)
+    line = total_tiles(cfg, bh, MMA_SYNC_HEAD) if G else 0
+    extra = (np.int32(Tr), np.int32(line), *workspace, core.NULL if run_log is None else run_log)
     args_for = core.forward_args(Q, K, V, out, scalars, trace, Tr, with_count=True, extra=extra)
     if G:
         args = args_for(0, bh)
@@ -141,7 +142,8 @@ def record_runs(cfg: AttentionConfig, Q, K, V, stream_k: bool, warmup: int = 1):
     if stream_k:
         b = build(cfg, False, split=True, runs=True)
         with gpu_failures("occupancy of the stream-K mma.sync build"):
-            G = blocks(cfg, cfg.bh, live_gpu().sms * max(1, b.blocks_per_sm(b.compiled())))
+            G = blocks(cfg, cfg.bh, live_gpu().sms * max(1, b.blocks_per_sm(b.compiled())),
+                       MMA_SYNC_HEAD)
     room = cfg.Tr * cfg.bh + G       # every item once, plus at most one cut per block
     log = cupy.zeros((room + 1) * RUN_FIELDS, dtype=np.uint64)
     log[1] = room
