@@ -48,6 +48,10 @@
 #             (hopper_bh4_mma_head<h>_r<1|2>_<gpu>.json: two rounds, interleaved;
 #             hopper_grid_mma_head<h>_<gpu>.json), then the run logs the Kernel page
 #             shows (RUNS_ONLY=1 benchmarks/record_kernel_page.sh)
+#   wgmma-head the same for the wgmma kernel (engine.stream_k.WGMMA_HEAD): its gpu tests and
+#             the launchers', then B·H = 4 (N 4096-16384) and B·H = 1 (N 4096), d 128, 128×128,
+#             float16, causal and not, heads 0 and WGMMA_HEAD interleaved, two rounds
+#             (hopper_bh{4,1}_wgmma_head<h>_r<1|2>_<gpu>.json)
 #   serve     server load (tests/server_load.py) on this machine, server and clients together:
 #             the mixed load (30 sessions x 60 s) on one app process, first on the code in
 #             $BEFORE (a `git archive` tarball of an earlier commit; skipped when unset), then
@@ -89,16 +93,17 @@ raise SystemExit(main(sys.argv[3:]))" "$p" "$sk" bench "$@" --out "$OUT/hopper_$
     >> "$OUT/$log.log" 2>> "$OUT/${log}_progress.log"
   summary+=("$name rc=$?")
 }
-# One `python -m engine bench` run of the mma.sync kernel with the stream-K line's heads set to
-# $2 (mma-head mode): the time limit, the head, the output's name, then the bench arguments.
+# One `python -m engine bench` run of a tensor-core kernel with its stream-K line's heads set
+# (mma-head and wgmma-head modes): the time limit, the launcher's constant (mma.MMA_SYNC_HEAD
+# or wgmma.WGMMA_HEAD), the head, the output's name, then the bench arguments.
 bench_head() {
-  local limit=$1 head=$2 name=$3; shift 3
-  timeout "$limit" python3 -c "import sys
-from engine.gpu.launchers import mma
-mma.MMA_SYNC_HEAD = int(sys.argv[1])
+  local limit=$1 constant=$2 head=$3 name=$4; shift 4
+  timeout "$limit" python3 -c "import importlib, sys
+module, name = sys.argv[1].split('.')
+setattr(importlib.import_module('engine.gpu.launchers.' + module), name, int(sys.argv[2]))
 from engine.cli import main
-raise SystemExit(main(sys.argv[2:]))" "$head" bench "$@" --out "$OUT/hopper_${name}_${gpu}.json" \
-    >> "$OUT/mma_head.log" 2>> "$OUT/mma_head_progress.log"
+raise SystemExit(main(sys.argv[3:]))" "$constant" "$head" bench "$@" \
+    --out "$OUT/hopper_${name}_${gpu}.json" >> "$OUT/head.log" 2>> "$OUT/head_progress.log"
   summary+=("$name rc=$?")
 }
 # Issue 14's comparison grid (hopper and compare modes): B·H·N = 32k tokens, 128×128 tiles.
@@ -261,13 +266,15 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
       head=$(python3 -c "from engine.stream_k import MMA_SYNC_HEAD; print(MMA_SYNC_HEAD)")
       for r in 1 2; do          # twice each, interleaved: the machine's drift shows
         for h in 0 "$head"; do
-          bench_head "${HEAD_BENCH_S:-60}" "$h" "bh4_mma_head${h}_r${r}" --heads 4 --batch 1 \
+          bench_head "${HEAD_BENCH_S:-60}" mma.MMA_SYNC_HEAD "$h" "bh4_mma_head${h}_r${r}" \
+            --heads 4 --batch 1 \
             --seq 4096,8192,16384 --head-dim 128 --dtype float16 --causal both --reps 30 \
             --budget 1 --kernels tensorcore --block-q 128 --block-k 32
         done
       done
       for h in 0 "$head"; do
-        bench_head "${HEAD_BENCH_S:-60}" "$h" "grid_mma_head${h}" --heads 1 --tokens 32768 \
+        bench_head "${HEAD_BENCH_S:-60}" mma.MMA_SYNC_HEAD "$h" "grid_mma_head${h}" \
+          --heads 1 --tokens 32768 \
           --seq 1024,2048,4096,8192 --head-dim 128 --dtype float16 --causal both --reps 30 \
           --budget 1 --kernels tensorcore --block-q 128 --block-k 32
       done
@@ -277,6 +284,25 @@ raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$se
       python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh4_mma_head*_"$gpu".json \
         "$OUT"/hopper_grid_mma_head*_"$gpu".json > "$OUT/mma_head_table.txt" 2>&1
       cat "$OUT/mma_head_table.txt" ;;
+    wgmma-head)
+      timeout "${HEAD_TESTS_S:-300}" env -u FA_LAB_MAX_QKV_ELEMENTS python3 -m pytest -q -rs \
+        -p no:cacheprovider -m gpu tests/test_gpu_wgmma.py tests/test_gpu_launchers.py \
+        > "$OUT/wgmma_head_tests.log" 2>&1
+      summary+=("wgmma gpu tests rc=$?: $(tail -1 "$OUT/wgmma_head_tests.log")")
+      head=$(python3 -c "from engine.stream_k import WGMMA_HEAD; print(WGMMA_HEAD)")
+      for r in 1 2; do          # twice each, interleaved: the machine's drift shows
+        for h in 0 "$head"; do
+          for bh in 4 1; do
+            bench_head "${HEAD_BENCH_S:-60}" wgmma.WGMMA_HEAD "$h" "bh${bh}_wgmma_head${h}_r${r}" \
+              --heads "$bh" --batch 1 --seq "$([ "$bh" = 4 ] && echo 4096,8192,16384 || echo 4096)" \
+              --head-dim 128 --dtype float16 --causal both --reps 30 --budget 1 \
+              --kernels tensorcore --block-q 128 --block-k 128
+          done
+        done
+      done
+      python3 benchmarks/cudnn_parity.py "$OUT"/hopper_bh*_wgmma_head*_"$gpu".json \
+        > "$OUT/wgmma_head_table.txt" 2>&1
+      cat "$OUT/wgmma_head_table.txt" ;;
     serve)
       export STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false
       if ! command -v nginx >/dev/null && ls .deb/*.deb >/dev/null 2>&1; then

@@ -8,9 +8,8 @@ batch·head; it holds tiles(i) key tiles). Causal items come in pairs of levels,
 and the lightest query tile left (Tr - 1 and 0 of every batch·head, then Tr - 2 and 1, ...),
 so that no share ends in a run of light items, each a run with its own fixed cost;
 non-causal items batch·head by batch·head.
-Each item may open with `head` positions of no key tile (the mma.sync kernel: about the fixed
-cost of a run, MMA_SYNC_HEAD; the wgmma kernel: none), so that a share that opens items holds
-fewer key tiles. Block b of G takes positions [b·W/G, (b+1)·W/G) of the W on the line, cutting
+Each item may open with `head` positions of no key tile (about the fixed cost of a run:
+MMA_SYNC_HEAD, WGMMA_HEAD), so that a share that opens items holds fewer key tiles. Block b of G takes positions [b·W/G, (b+1)·W/G) of the W on the line, cutting
 items at its share's ends. A block that ran part of an item posts its unnormalised state (O,
 m, l) to slot 2b (its first run) or 2b + 1 (its last run) and takes a ticket from the item's
 counter; the part that draws the last ticket merges the others and writes O_i and lse.
@@ -57,6 +56,11 @@ MMA_SYNC_COSTS = Costs(run=4.0, post=1.0, merge=1.0)
 # costs, laid over the walks of the launches the rule splits, put the last block's end lowest
 # at 3 (benchmarks/NOTES.md, "the mma.sync kernel's runs").
 MMA_SYNC_HEAD = 3
+# The persistent wgmma kernel's heads (tiles of 128 keys): by its cost model (WGMMA_COSTS, a run
+# 2 tiles) the launches the rule splits end soonest at 3; on the H200 (2026-11-24) 3 was 8%
+# faster than 0 at B·H = 1, N = 4096 causal, 2% not causal, 1.6% at B·H = 4 causal
+# (benchmarks/NOTES.md, "heads on the wgmma kernel's line, measured").
+WGMMA_HEAD = 3
 # Stream-K runs where the model has it at most GAIN of the whole-item walk's time.
 GAIN = 0.85
 

@@ -221,8 +221,10 @@ def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bk, n, heads,
                  dtype=dtype)
     sms = wgmma.live_gpu().sms
     facts = wgmma.kernel_facts(cfg, trace=False)
-    assert facts["stream_k"] and facts["grid"] == f"{stream_k.blocks(cfg, cfg.bh, sms)} × 1"
+    assert facts["stream_k"] and facts["grid"] == \
+        f"{stream_k.blocks(cfg, cfg.bh, sms, stream_k.WGMMA_HEAD)} × 1"
     assert facts["local_bytes_per_thread"] == 0
     q, k, v = engine.make_inputs(cfg)
     check_stream_k(cfg, q, k, v, lambda: run_kernel(cfg, q, k, v, trace=False),
-                   stream_k_emulation.flash(cfg, q, k, v, sms), wgmma, monkeypatch)
+                   stream_k_emulation.flash(cfg, q, k, v, sms, stream_k.WGMMA_HEAD), wgmma,
+                   monkeypatch)

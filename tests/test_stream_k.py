@@ -98,21 +98,22 @@ def test_the_rule_splits_launches_of_few_items_only():
     H200) and for causal B·H = 4 at N = 4096 (one wave of rows of 1 to 32 tiles: with the
     levels paired no block runs more than 3 items), not for non-causal B·H = 4 (one wave of
     even rows) nor for any of the B·H·N = 32k comparison shapes."""
-    for causal in (True, False):
-        for bh in (1, 2):
-            assert stream_k.use_stream_k(config(causal=causal), bh, 132), (bh, causal)
-    assert stream_k.use_stream_k(config(), 4, 132)
-    assert not stream_k.use_stream_k(config(causal=False), 4, 132)
+    for head in (0, stream_k.WGMMA_HEAD):     # the line without heads and the launcher's
+        def picks(cfg, bh, slots=132):
+            return stream_k.use_stream_k(cfg, bh, slots, stream_k.WGMMA_COSTS, head)
+        for causal in (True, False):
+            for bh in (1, 2):
+                assert picks(config(causal=causal), bh), (bh, causal, head)
+        assert picks(config(), 4) and not picks(config(causal=False), 4)
+        for n in (512, 1024, 2048, 4096, 8192, 16384):
+            for causal in (True, False):
+                assert not picks(config(seq_q=n, seq_k=n, causal=causal), 32768 // n), (n, head)
     # the kernel's 32-bit share arithmetic: tiles · blocks < 2^32. On 132 SMs no config
     # reaches it (2^20 keys at most: 264 items of 16,384 tiles); on a GPU of 2^16 SMs it would
     long_rows = config(seq_q=128, seq_k=2**20, block_k=64, causal=False)
     assert stream_k.total_tiles(long_rows, 264) * 132 < 2**32
     assert stream_k.total_tiles(long_rows, 256) * 2**16 >= 2**32
     assert not stream_k.use_stream_k(long_rows, 256, 2**16)
-    for n in (512, 1024, 2048, 4096, 8192, 16384):
-        for causal in (True, False):
-            assert not stream_k.use_stream_k(config(seq_q=n, seq_k=n, causal=causal),
-                                              32768 // n, 132), (n, causal)
 
 
 def test_the_mma_sync_rule_splits_where_it_measured_faster():

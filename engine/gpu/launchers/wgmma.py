@@ -15,8 +15,8 @@ import numpy as np
 from ...config import AttentionConfig, ConfigError
 from ...iomodel import smem_bytes
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
-from ...stream_k import (blocks as stream_k_blocks, total_tiles, use_stream_k,
-                         workspace_floats)
+from ...stream_k import (WGMMA_COSTS, WGMMA_HEAD, blocks as stream_k_blocks, total_tiles,
+                         use_stream_k, workspace_floats)
 from ..catalog import WGMMA
 from ..runtime import device_is_hopper, live_gpu
 from . import core
@@ -63,7 +63,7 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DPINGPONG={PINGPONG}", f"-DBF16={int(cfg.dtype == 'bfloat16')}",
-            f"-DPERSISTENT={PERSISTENT}")
+            f"-DPERSISTENT={PERSISTENT}", *((f"-DSK_HEAD={WGMMA_HEAD}",) if WGMMA_HEAD else ()))
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:
@@ -105,7 +105,8 @@ def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
 def splits_items(cfg: AttentionConfig, bh: int, sms: int, trace: bool) -> bool:
     """Whether a launch of bh batch·heads runs stream-K (PERSISTENT, STREAM_K, untraced and
     engine.stream_k.use_stream_k)."""
-    return bool(PERSISTENT and STREAM_K and not trace and use_stream_k(cfg, bh, sms))
+    return bool(PERSISTENT and STREAM_K and not trace
+                and use_stream_k(cfg, bh, sms, WGMMA_COSTS, WGMMA_HEAD))
 
 
 def grid(cfg: AttentionConfig, bh: int, sms: int, split: bool) -> tuple[int, ...]:
@@ -113,7 +114,7 @@ def grid(cfg: AttentionConfig, bh: int, sms: int, split: bool) -> tuple[int, ...
     launch order (core.item_grid), or, PERSISTENT, one per SM (never more blocks than items,
     nor, under stream-K (split, from splits_items), than key tiles)."""
     if split:
-        return (stream_k_blocks(cfg, bh, sms), 1)
+        return (stream_k_blocks(cfg, bh, sms, WGMMA_HEAD), 1)
     if PERSISTENT:
         return (min(cfg.Tr * bh, sms), 1)
     return core.item_grid(cfg, sms)(bh)
@@ -158,10 +159,11 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
         workspace = (cupy.empty(workspace_floats(cfg, launch_grid[0]), dtype=np.float32),
                      cupy.zeros(cfg.Tr * bh, dtype=np.int32))
 
+    line = total_tiles(cfg, bh, WGMMA_HEAD) if split else 0    # 0: whole items
+
     def args_for(bh0, bh1):
         return (*maps, out["O"], out["lse"], *scalars, np.int32(bh0), np.int32(bh1 - bh0),
-                np.int32(cfg.Tr), group, np.int32(total_tiles(cfg, bh) if split else 0),
-                *workspace, *traced)
+                np.int32(cfg.Tr), group, np.int32(line), *workspace, *traced)
 
     if PERSISTENT:
         args = args_for(0, bh)
