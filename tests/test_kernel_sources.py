@@ -67,16 +67,15 @@ def tensorcore_examples():
 
 
 def stream_k_examples():
-    """The mma.sync kernel's STREAM_K builds of its first and last catalogued shapes (the last,
-    head_dim 128 at 128×32, holds the most registers), then the last shape's RUNS builds (the
-    run log), whole items and stream-K."""
+    """The mma.sync kernel's STREAM_K builds (with the run log, as the launcher builds them) of
+    its first and last catalogued shapes (the last, head_dim 128 at 128×32, holds the most
+    registers), then the last shape's whole-item build with the run log."""
     from engine.gpu.launchers import mma
     shapes = catalog.MMA_SYNC.shapes
     last = cfg(head_dim=shapes[-1][0], block_q=shapes[-1][1], block_k=shapes[-1][2])
     return ([mma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk), False, split=True)
              for d, bq, bk in (shapes[0], shapes[-1])]
-            + [mma.compile_options(last, False, split=split, runs=True)
-               for split in (False, True)])
+            + [mma.compile_options(last, False, runs=True)])
 
 
 def wgmma_examples():

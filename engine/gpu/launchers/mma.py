@@ -26,6 +26,10 @@ MAX_BLOCKS_PER_SM = 32       # CUDA's limit on any GPU: launches of more than tw
 # item always. Traced runs take whole items.
 STREAM_K = 1
 RUN_FIELDS = 9               # u64 fields of one record of the RUNS build's run log (the kernel's)
+# The stream-K build always carries the run log (-DRUNS=1; outside `python -m engine runs` its
+# log has no room, so it only counts): on the H200 (2026-11-24) it ran 4-7% faster with the
+# log's two thread-0 operations at each run's ends than without them (benchmarks/NOTES.md,
+# "the run log makes the stream-K build faster"). The whole-item build has it only to record.
 OUTCOMES = ("whole", "posted", "merged")   # a run's outcome code in the log, as words
 
 
@@ -39,7 +43,8 @@ def compile_options(cfg: AttentionConfig, trace: bool, split: bool = False,
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DBLOCK_Q={cfg.block_q}",
             f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DSTREAM_K={int(split)}",
-            *((f"-DSK_HEAD={MMA_SYNC_HEAD}",) if split else ()), *(("-DRUNS=1",) if runs else ()))
+            *((f"-DSK_HEAD={MMA_SYNC_HEAD}", "-DRUNS=1") if split else ()),
+            *(("-DRUNS=1",) if runs and not split else ()))
 
 
 def build(cfg: AttentionConfig, trace: bool, split: bool = False,
@@ -89,8 +94,12 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
 
 def _prepare(cfg: AttentionConfig, Q, K, V, trace: bool, out: dict, G: int, run_log):
     """prepare()'s launch of the mma.sync kernel: G stream-K blocks (0: one block per item);
-    run_log: the RUNS build's log (None: the build without it)."""
+    run_log: the RUNS build's log (None: none recorded; a stream-K launch then gets a log
+    with no room, which only counts its runs)."""
     bh, Tr = cfg.bh, cfg.Tr
+    if G and run_log is None:
+        import cupy
+        run_log = cupy.zeros(RUN_FIELDS, dtype=np.uint64)     # count 0, room 0
     b = build(cfg, trace, split=G > 0, runs=run_log is not None)
     fn = b.compiled()
     scalars = (np.int32(cfg.seq_q), np.int32(cfg.seq_k), np.float32(cfg.softmax_scale),
@@ -116,7 +125,7 @@ def _prepare(cfg: AttentionConfig, Q, K, V, trace: bool, out: dict, G: int, run_
         grid_of = core.item_grid(cfg, live_gpu().sms)
         run = core.launch_loop(fn, b, Tr, bh, args_for, grid_of)
         launch_grid = grid_of(bh)
-    run.operands = workspace     # kept alive while run() may be called
+    run.operands = (*workspace, run_log)     # kept alive while run() may be called
     out["info"] = {**b.facts(fn, launch_grid), "stream_k": G > 0}
     return run, out
 

@@ -1,0 +1,95 @@
+"""The mma.sync kernel's run log against CUDA events, launch by launch: for whole items and
+stream-K, each launch of the RUNS build timed with events (the project's method: L2 flushed,
+then a GPU wait so that the host has queued the launch; or warm, without the flush) beside
+the span its own log shows (first run's start to last run's end, %globaltimer), and the same
+launch of the build without the log. What the events hold beyond the span is the launch and
+the kernel's end, outside every block.
+
+  python benchmarks/run_log_timing.py [--heads 4 --seq 4096 --causal] [--reps 30]
+(on a GPU; prints one table)
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+
+def main() -> None:
+    import cupy
+
+    import engine
+    from engine.gpu.backend import to_device
+    from engine.gpu.launchers import core, mma
+    from engine.gpu.runtime import live_gpu
+    from engine.gpu.timing import HOLD_NS, _flush_buffer
+    from engine.stream_k import MMA_SYNC_HEAD, blocks
+    from kernels.loader import get_function
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--seq", type=int, default=4096)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--reps", type=int, default=30)
+    args = p.parse_args()
+    cfg = engine.AttentionConfig(batch=1, heads=args.heads, seq_q=args.seq, seq_k=args.seq,
+                                 head_dim=128, block_q=128, block_k=32, dtype="float16",
+                                 causal=args.causal)
+    Q, K, V = (to_device(cfg, x) for x in engine.make_inputs(cfg))
+    hold = get_function("bench_hold.cu", "hold_gpu")
+    flush = _flush_buffer()
+    print(f"B·H={cfg.bh} N={cfg.seq_q} d=128 128×32 float16 causal={cfg.causal} "
+          f"on {live_gpu().name}; µs, median of {args.reps}")
+    print(f"{'order':10} {'L2':5} {'events':>8} {'log span':>9} {'outside':>8}")
+    for split in (False, True):
+        G = 0
+        if split:
+            b = mma.build(cfg, False, split=True, runs=True)
+            G = blocks(cfg, cfg.bh, live_gpu().sms * b.blocks_per_sm(b.compiled()),
+                       MMA_SYNC_HEAD)
+        room = cfg.Tr * cfg.bh + G
+        log = cupy.zeros((room + 1) * mma.RUN_FIELDS, dtype=np.uint64)
+        log[1] = room
+        run, _ = mma._prepare(cfg, Q, K, V, False, core.forward_outputs(cfg, False), G, log)
+        for _ in range(3):
+            log[0] = 0
+            run()
+        for cold in (True, False):
+            rows = []
+            for rep in range(args.reps):
+                log[0] = 0
+                if cold:
+                    flush.fill(rep % 251 + 1)
+                    flush.max()
+                hold((1,), (1,), (np.uint64(HOLD_NS),))
+                start, end = cupy.cuda.Event(), cupy.cuda.Event()
+                start.record()
+                run()
+                end.record()
+                end.synchronize()
+                n = int(log[0].get())
+                recs = log[mma.RUN_FIELDS:(n + 1) * mma.RUN_FIELDS].get().reshape(n, -1)
+                span = (int(recs[:, 1].max()) - int(recs[:, 0].min())) / 1e3
+                rows.append((cupy.cuda.get_elapsed_time(start, end) * 1e3, span))
+            ev, sp = np.median(np.array(rows), axis=0)
+            print(f"{'stream-K' if split else 'whole':10} {'cold' if cold else 'warm':5} "
+                  f"{ev:8.1f} {sp:9.1f} {ev - sp:8.1f}")
+        # the build without the log, the same launch and method (cold L2)
+        plain, _ = mma._prepare(cfg, Q, K, V, False, core.forward_outputs(cfg, False), G, None)
+        times = []
+        for rep in range(args.reps):
+            flush.fill(rep % 251 + 1)
+            flush.max()
+            hold((1,), (1,), (np.uint64(HOLD_NS),))
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            plain()
+            end.record()
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end) * 1e3)
+        print(f"{'stream-K' if split else 'whole':10} {'cold':5} {np.median(times):8.1f} "
+              f"{'(no log)':>9}")
+
+
+if __name__ == "__main__":
+    main()
