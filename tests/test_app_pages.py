@@ -618,6 +618,8 @@ def test_kernel_page_offers_every_recorded_schedule(monkeypatch):
         assert "Recorded on NVIDIA H200" in spec
         waves = float(next(m for m in at.metric if m.label == "waves").value)
         assert waves >= 1.0
+        runs = any("Each bar is one run" in c.value for c in at.caption)
+        assert runs == ("stream-K" in option or "one block per item" in option), option
 
 
 # ---- the projector (issue 12): Overview headline, Timings defaults, corrected texts ------
