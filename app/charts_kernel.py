@@ -7,7 +7,7 @@ import pandas as pd
 from app.style import finish
 
 
-def timeline_chart(schedule: pd.DataFrame, title: str, width: int = 900,
+def timeline_chart(schedule: pd.DataFrame, title: str | list[str], width: int = 900,
                    height: int = 420) -> alt.Chart:
     """Each thread block (or each run of a block, in a run schedule) as a bar on the SM that
     ran it, from its start to its end, coloured by its query tile i; blocks resident on one SM

@@ -20,9 +20,9 @@ runs() {    # name, label, order, then the config arguments: the untraced build'
 }
 bh4=(--batch 1 --heads 4 --seq-q 4096 --seq-k 4096 --head-dim 128 --block-q 128 --block-k 32
      --dtype float16 --causal)
-runs h200_6_causal_mma_bh4_whole "causal at B·H = 4, before: one block per item (mma.sync kernel)" \
+runs h200_6_causal_mma_bh4_whole "causal B·H = 4, one block per item (mma.sync)" \
     whole "${bh4[@]}"
-runs h200_7_causal_mma_bh4_stream_k "causal at B·H = 4, after: stream-K (mma.sync kernel)" \
+runs h200_7_causal_mma_bh4_stream_k "causal B·H = 4, stream-K runs (mma.sync)" \
     stream-k "${bh4[@]}"
 if [ "${RUNS_ONLY:-0}" = 1 ]; then cat "$out/schedules.log"; exit 0; fi
 "$py" -m engine facts --out "$out/kernel_facts_h200.json" > "$out/kernel_facts.log" 2>&1 &

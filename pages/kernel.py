@@ -80,8 +80,8 @@ with on_stage(slot):
                 title = f"{s.device.name}: this config, {name}"
             else:
                 dev = (sched_src.get("device") or {}).get("name", "unknown GPU")
-                title = (f"Recorded on {dev}, {sched_src.get('date', '?')}: "
-                         f"{sched_src.get('label') or sched_src.get('kernel', '?')}")
+                title = [f"Recorded on {dev}, {sched_src.get('date', '?')}:",
+                         f"{sched_src.get('label') or sched_src.get('kernel', '?')}"]
             chart(timeline_chart, sched, title, width=760, **(dict(height=330) if s.talk else {}))
             with notes(above):
                 if kind == "recorded":
