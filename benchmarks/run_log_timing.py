@@ -2,8 +2,10 @@
 stream-K, each launch of the RUNS build timed with events (the project's method: L2 flushed,
 then a GPU wait so that the host has queued the launch; or warm, without the flush) beside
 the span its own log shows (first run's start to last run's end, %globaltimer), and the same
-launch of the build without the log. What the events hold beyond the span is the launch and
-the kernel's end, outside every block.
+launch of the launcher's own build (whole items: without the log; stream-K: with a log of no
+room). What the events hold beyond the span is the launch and the kernel's end, outside every
+block. (Before every stream-K launch carried the log, the last line measured it without one:
+benchmarks/NOTES.md, "the run log makes the stream-K build faster".)
 
   python benchmarks/run_log_timing.py [--heads 4 --seq 4096 --causal] [--reps 30]
 (on a GPU; prints one table)
@@ -38,10 +40,25 @@ def main() -> None:
     Q, K, V = (to_device(cfg, x) for x in engine.make_inputs(cfg))
     hold = get_function("bench_hold.cu", "hold_gpu")
     flush = _flush_buffer()
+
+    def timed(run, rep: int, cold: bool) -> float:
+        """µs of one launch between CUDA events, after the L2 flush (cold) and the GPU wait."""
+        if cold:
+            flush.fill(rep % 251 + 1)
+            flush.max()
+        hold((1,), (1,), (np.uint64(HOLD_NS),))
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end) * 1e3
+
     print(f"B·H={cfg.bh} N={cfg.seq_q} d=128 128×32 float16 causal={cfg.causal} "
           f"on {live_gpu().name}; µs, median of {args.reps}")
     print(f"{'order':10} {'L2':5} {'events':>8} {'log span':>9} {'outside':>8}")
     for split in (False, True):
+        name = "stream-K" if split else "whole"
         G = 0
         if split:
             b = mma.build(cfg, False, split=True, runs=True)
@@ -58,38 +75,17 @@ def main() -> None:
             rows = []
             for rep in range(args.reps):
                 log[0] = 0
-                if cold:
-                    flush.fill(rep % 251 + 1)
-                    flush.max()
-                hold((1,), (1,), (np.uint64(HOLD_NS),))
-                start, end = cupy.cuda.Event(), cupy.cuda.Event()
-                start.record()
-                run()
-                end.record()
-                end.synchronize()
+                ms = timed(run, rep, cold)
                 n = int(log[0].get())
                 recs = log[mma.RUN_FIELDS:(n + 1) * mma.RUN_FIELDS].get().reshape(n, -1)
-                span = (int(recs[:, 1].max()) - int(recs[:, 0].min())) / 1e3
-                rows.append((cupy.cuda.get_elapsed_time(start, end) * 1e3, span))
+                rows.append((ms, (int(recs[:, 1].max()) - int(recs[:, 0].min())) / 1e3))
             ev, sp = np.median(np.array(rows), axis=0)
-            print(f"{'stream-K' if split else 'whole':10} {'cold' if cold else 'warm':5} "
-                  f"{ev:8.1f} {sp:9.1f} {ev - sp:8.1f}")
-        # the build without the log, the same launch and method (cold L2)
+            print(f"{name:10} {'cold' if cold else 'warm':5} {ev:8.1f} {sp:9.1f} {ev - sp:8.1f}")
+        # the launcher's own build of the same launch (whole items: no log; stream-K: the log
+        # with no room), the same method (cold L2)
         plain, _ = mma._prepare(cfg, Q, K, V, False, core.forward_outputs(cfg, False), G, None)
-        times = []
-        for rep in range(args.reps):
-            flush.fill(rep % 251 + 1)
-            flush.max()
-            hold((1,), (1,), (np.uint64(HOLD_NS),))
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record()
-            plain()
-            end.record()
-            end.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(start, end) * 1e3)
-        print(f"{'stream-K' if split else 'whole':10} {'cold':5} {np.median(times):8.1f} "
-              f"{'(no log)':>9}")
-
+        times = [timed(plain, rep, True) for rep in range(args.reps)]
+        print(f"{name:10} {'cold':5} {np.median(times):8.1f} {'(launcher)':>9}")
 
 if __name__ == "__main__":
     main()
