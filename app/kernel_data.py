@@ -96,8 +96,8 @@ def schedule_table(schedule) -> pd.DataFrame:
         cols = {}
     n = len(cols["sm_id"]) if cols and cols["sm_id"].ndim == 1 else -1
     outcome = list(get("outcome") or []) if runs else []
-    if n < 0 or any(c.ndim != 1 or len(c) != n for c in cols.values()) or len(outcome) != max(
-            n, 0) * runs:
+    if (n < 0 or any(c.ndim != 1 or len(c) != n for c in cols.values())
+            or (runs and len(outcome) != n)):
         raise ValueError("A schedule needs block_bh, block_q_tile, sm_id, start_ns and end_ns "
                          "as lists of whole numbers of equal length (a run schedule also "
                          "block, j_lo, j_hi and outcome).")

@@ -25,7 +25,6 @@ def main() -> None:
     from engine.gpu.launchers import core, mma
     from engine.gpu.runtime import live_gpu
     from engine.gpu.timing import HOLD_NS, _flush_buffer
-    from engine.stream_k import MMA_SYNC_HEAD, blocks
     from kernels.loader import get_function
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -59,15 +58,7 @@ def main() -> None:
     print(f"{'order':10} {'L2':5} {'events':>8} {'log span':>9} {'outside':>8}")
     for split in (False, True):
         name = "stream-K" if split else "whole"
-        G = 0
-        if split:
-            b = mma.build(cfg, False, split=True, runs=True)
-            G = blocks(cfg, cfg.bh, live_gpu().sms * b.blocks_per_sm(b.compiled()),
-                       MMA_SYNC_HEAD)
-        room = cfg.Tr * cfg.bh + G
-        log = cupy.zeros((room + 1) * mma.RUN_FIELDS, dtype=np.uint64)
-        log[1] = room
-        run, _ = mma._prepare(cfg, Q, K, V, False, core.forward_outputs(cfg, False), G, log)
+        run, out, log = mma.logged_launch(cfg, Q, K, V, stream_k=split)
         for _ in range(3):
             log[0] = 0
             run()
@@ -76,13 +67,13 @@ def main() -> None:
             for rep in range(args.reps):
                 log[0] = 0
                 ms = timed(run, rep, cold)
-                n = int(log[0].get())
-                recs = log[mma.RUN_FIELDS:(n + 1) * mma.RUN_FIELDS].get().reshape(n, -1)
+                recs = mma.read_run_log(log)
                 rows.append((ms, (int(recs[:, 1].max()) - int(recs[:, 0].min())) / 1e3))
             ev, sp = np.median(np.array(rows), axis=0)
             print(f"{name:10} {'cold' if cold else 'warm':5} {ev:8.1f} {sp:9.1f} {ev - sp:8.1f}")
         # the launcher's own build of the same launch (whole items: no log; stream-K: the log
         # with no room), the same method (cold L2)
+        G = int(out["info"]["grid"].split(" × ")[0]) if split else 0
         plain, _ = mma._prepare(cfg, Q, K, V, False, core.forward_outputs(cfg, False), G, None)
         times = [timed(plain, rep, True) for rep in range(args.reps)]
         print(f"{name:10} {'cold':5} {np.median(times):8.1f} {'(launcher)':>9}")

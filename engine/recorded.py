@@ -89,22 +89,24 @@ def load_tile_grids(directory: Path = BENCH_DIR) -> list[dict]:
 
 SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
 RUN_OUTCOMES = ("whole", "posted", "merged")   # the run log's outcome codes 0, 1, 2
+# The fields of one run-log record, in the kernel's order (kernels/flash_tensorcore.cu, RUNS),
+# named as the schedule file names its lists.
+RUN_RECORD = ("start_ns", "end_ns", "sm_id", "block", "block_bh", "block_q_tile", "j_lo",
+              "j_hi", "outcome")
 
 
 def schedule_of_runs(records) -> dict:
-    """The schedule-file lists ("unit": "run") of a run log: rows of the mma.sync kernel's
-    RUNS records (start_ns, end_ns, sm, block, bh, i, j_lo, j_hi, outcome), as whole numbers."""
+    """The schedule-file lists ("unit": "run") of a run log: rows of RUN_RECORD, as whole
+    numbers, the outcome codes as words."""
     rows = [[int(x) for x in r] for r in records]
-    if any(len(r) != 9 for r in rows):
-        raise ValueError("A run record has 9 fields: start_ns, end_ns, sm, block, bh, i, j_lo, "
-                         "j_hi, outcome.")
+    if any(len(r) != len(RUN_RECORD) for r in rows):
+        raise ValueError(f"A run record has {len(RUN_RECORD)} fields: {', '.join(RUN_RECORD)}.")
     if any(not 0 <= r[8] < len(RUN_OUTCOMES) or r[0] > r[1] or r[6] >= r[7] for r in rows):
         raise ValueError("A run record needs start <= end, j_lo < j_hi and an outcome of 0, 1 "
                          "or 2.")
-    cols = list(zip(*rows)) if rows else [()] * 9
-    names = ("start_ns", "end_ns", "sm_id", "block", "block_bh", "block_q_tile", "j_lo", "j_hi")
-    out = {name: list(col) for name, col in zip(names, cols)}
-    return {"unit": "run", **out, "outcome": [RUN_OUTCOMES[c] for c in cols[8]]}
+    cols = dict(zip(RUN_RECORD, zip(*rows))) if rows else dict.fromkeys(RUN_RECORD, ())
+    return {"unit": "run", **{name: list(cols[name]) for name in RUN_RECORD[:-1]},
+            "outcome": [RUN_OUTCOMES[c] for c in cols["outcome"]]}
 
 
 def load_schedules(directory: Path = BENCH_DIR) -> list[dict]:

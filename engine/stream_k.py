@@ -9,10 +9,11 @@ and the lightest query tile left (Tr - 1 and 0 of every batch·head, then Tr - 2
 so that no share ends in a run of light items, each a run with its own fixed cost;
 non-causal items batch·head by batch·head.
 Each item may open with `head` positions of no key tile (about the fixed cost of a run:
-MMA_SYNC_HEAD, WGMMA_HEAD), so that a share that opens items holds fewer key tiles. Block b of G takes positions [b·W/G, (b+1)·W/G) of the W on the line, cutting
-items at its share's ends. A block that ran part of an item posts its unnormalised state (O,
-m, l) to slot 2b (its first run) or 2b + 1 (its last run) and takes a ticket from the item's
-counter; the part that draws the last ticket merges the others and writes O_i and lse.
+MMA_SYNC_HEAD, WGMMA_HEAD), so that a share that opens items holds fewer key tiles. Block b
+of G takes positions [b·W/G, (b+1)·W/G) of the W on the line, cutting items at its share's
+ends. A block that ran part of an item posts its unnormalised state (O, m, l) to slot 2b (its
+first run) or 2b + 1 (its last run) and takes a ticket from the item's counter; the part that
+draws the last ticket merges the others and writes O_i and lse.
 
 The launchers turn it on (use_stream_k) where an even share pays, by a cost model of the two
 walks: launches of few items (fewer than the blocks the GPU runs at once, `slots`), whose

@@ -79,6 +79,18 @@ constexpr int RUN_FIELDS = 9;    // u64 fields of a run_log record (the launcher
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
+// One ldmatrix_x4 of B feeds two n8 tiles of every row tile: C[mt][2·n2] += A[mt]·(b0, b1) and
+// C[mt][2·n2 + 1] += A[mt]·(b2, b3) (S_ij = Q_i K_jᵀ and O_i += P_ij V_j alike).
+template <int NT>
+__device__ __forceinline__ void mma_two_tiles(float (&C)[MT][NT][4], const unsigned (&A)[MT][4],
+                                              const unsigned (&b)[4], int n2) {
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        mma16816<BF16>(C[mt][2 * n2], A[mt], b[0], b[1]);
+        mma16816<BF16>(C[mt][2 * n2 + 1], A[mt], b[2], b[3]);
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS)
 flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                  const half_t* __restrict__ V, half_t* __restrict__ O, float* __restrict__ lse,
@@ -212,11 +224,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 for (int n2 = 0; n2 < S_TILES / 2; ++n2) {
                     unsigned b[4];
                     ldmatrix_x4(bufK + n2 * 16 * ROW_BYTES + (k_lane_off ^ (kk * 32)), b);
-                    #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma16816<BF16>(S[mt][2 * n2], a[mt], b[0], b[1]);
-                        mma16816<BF16>(S[mt][2 * n2 + 1], a[mt], b[2], b[3]);
-                    }
+                    mma_two_tiles(S, a, b, n2);
                 }
             }
 
@@ -322,11 +330,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 for (int n2 = 0; n2 < O_TILES / 2; ++n2) {
                     unsigned b[4];
                     ldmatrix_x4_trans(bufV + kk * 16 * ROW_BYTES + (v_lane_off ^ (n2 * 32)), b);
-                    #pragma unroll
-                    for (int mt = 0; mt < MT; ++mt) {
-                        mma16816<BF16>(O_acc[mt][2 * n2], P[mt], b[0], b[1]);
-                        mma16816<BF16>(O_acc[mt][2 * n2 + 1], P[mt], b[2], b[3]);
-                    }
+                    mma_two_tiles(O_acc, P, b, n2);
                 }
             }
         }

@@ -11,12 +11,12 @@
 // sets it to its fixed cost of an item in tiles, so that a share that opens items holds fewer
 // key tiles; 0 unless defined), its key tile j at position start + SK_HEAD + j. Block b of G
 // (gridDim.x) takes positions [b·W/G, (b+1)·W/G) of the W on the line, cutting items at its
-// share's ends; a share that ends in an item's head runs none of that item. A block that ran part of an item posts its
-// unnormalised state (O, m, l) to a slot of the workspace (2b for its first run, 2b + 1 for
-// its last: a block cuts at most those two), makes it visible device-wide and takes a ticket
-// from the item's counter; the part that draws the last ticket merges every part in block
-// order (the same result whichever part finished last), writes O_i and lse, and sets the
-// counter back to 0 for the next launch.
+// share's ends; a share that ends in an item's head runs none of that item. A block that ran
+// part of an item posts its unnormalised state (O, m, l) to a slot of the workspace (2b for
+// its first run, 2b + 1 for its last: a block cuts at most those two), makes it visible
+// device-wide and takes a ticket from the item's counter; the part that draws the last
+// ticket merges every part in block order (the same result whichever part finished last),
+// writes O_i and lse, and sets the counter back to 0 for the next launch.
 #ifndef FA_LAB_STREAM_K_CUH
 #define FA_LAB_STREAM_K_CUH
 #ifndef SK_HEAD

@@ -9,6 +9,7 @@ import numpy as np
 
 from ...config import AttentionConfig, ConfigError
 from ...iomodel import smem_bytes
+from ...recorded import RUN_RECORD
 from ...stream_k import (MMA_SYNC_COSTS, MMA_SYNC_HEAD, blocks, total_tiles, use_stream_k,
                          workspace_floats)
 from .. import catalog
@@ -25,12 +26,11 @@ MAX_BLOCKS_PER_SM = 32       # CUDA's limit on any GPU: launches of more than tw
 # each an even share of the key tiles, cut items merged (engine/stream_k.py); 0: one block per
 # item always. Traced runs take whole items.
 STREAM_K = 1
-RUN_FIELDS = 9               # u64 fields of one record of the RUNS build's run log (the kernel's)
+RUN_FIELDS = len(RUN_RECORD)  # u64 fields of one record of the RUNS build's run log
 # The stream-K build always carries the run log (-DRUNS=1; outside `python -m engine runs` its
 # log has no room, so it only counts): on the H200 (2026-11-24) it ran 4-7% faster with the
 # log's two thread-0 operations at each run's ends than without them (benchmarks/NOTES.md,
 # "the run log makes the stream-K build faster"). The whole-item build has it only to record.
-OUTCOMES = ("whole", "posted", "merged")   # a run's outcome code in the log, as words
 
 
 def chosen(cfg: AttentionConfig) -> catalog.TensorCoreBuild:
@@ -43,8 +43,8 @@ def compile_options(cfg: AttentionConfig, trace: bool, split: bool = False,
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DBLOCK_Q={cfg.block_q}",
             f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DSTREAM_K={int(split)}",
-            *((f"-DSK_HEAD={MMA_SYNC_HEAD}", "-DRUNS=1") if split else ()),
-            *(("-DRUNS=1",) if runs and not split else ()))
+            *((f"-DSK_HEAD={MMA_SYNC_HEAD}",) if split else ()),
+            *(("-DRUNS=1",) if split or runs else ()))
 
 
 def build(cfg: AttentionConfig, trace: bool, split: bool = False,
@@ -53,16 +53,20 @@ def build(cfg: AttentionConfig, trace: bool, split: bool = False,
                       THREADS, smem_bytes(cfg, catalog.MMA_SYNC.name))
 
 
-def stream_k_blocks(cfg: AttentionConfig, bh: int, trace: bool) -> int:
-    """G, the blocks of a stream-K launch of bh batch·heads, or 0 where whole items run (traced,
-    STREAM_K off, or the cost model against it). The slots are the GPU's SMs times the blocks
-    of the STREAM_K build that fit on one SM (CUDA's occupancy calculator)."""
-    sms = live_gpu().sms
-    if trace or not STREAM_K or cfg.Tr * bh > 2 * MAX_BLOCKS_PER_SM * sms:
-        return 0
+def stream_k_slots(cfg: AttentionConfig) -> int:
+    """The blocks of cfg's STREAM_K build that run at once: the GPU's SMs times the blocks
+    that fit on one SM (CUDA's occupancy calculator)."""
     b = build(cfg, False, split=True)
     with gpu_failures("occupancy of the stream-K mma.sync build"):
-        slots = sms * max(1, b.blocks_per_sm(b.compiled()))
+        return live_gpu().sms * max(1, b.blocks_per_sm(b.compiled()))
+
+
+def stream_k_blocks(cfg: AttentionConfig, bh: int, trace: bool) -> int:
+    """G, the blocks of a stream-K launch of bh batch·heads, or 0 where whole items run (traced,
+    STREAM_K off, or the cost model against it), over stream_k_slots(cfg)."""
+    if trace or not STREAM_K or cfg.Tr * bh > 2 * MAX_BLOCKS_PER_SM * live_gpu().sms:
+        return 0
+    slots = stream_k_slots(cfg)
     if not use_stream_k(cfg, bh, slots, MMA_SYNC_COSTS, MMA_SYNC_HEAD):
         return 0
     return blocks(cfg, bh, slots, MMA_SYNC_HEAD)
@@ -130,13 +134,28 @@ def _prepare(cfg: AttentionConfig, Q, K, V, trace: bool, out: dict, G: int, run_
     return run, out
 
 
-def record_runs(cfg: AttentionConfig, Q, K, V, stream_k: bool, warmup: int = 1):
-    """(outputs, log): the untraced mma.sync kernel's launch of cfg, whole items (stream_k
-    False) or stream-K over as many blocks as fit on the GPU at once (True, whatever the cost
-    model would pick), built with its run log; `warmup` launches first, then the one logged.
-    log: (runs, RUN_FIELDS) uint64 NumPy array, one row per run as the kernel's header says,
-    in the order the runs ended."""
+def new_run_log(room: int):
+    """A run log (CuPy) with room for `room` records: count 0, then the room, then records."""
     import cupy
+    log = cupy.zeros((room + 1) * RUN_FIELDS, dtype=np.uint64)
+    log[1] = room
+    return log
+
+
+def read_run_log(log) -> np.ndarray:
+    """The records a launch wrote to `log` (new_run_log, its count set to 0 before the launch):
+    (runs, RUN_FIELDS) uint64, in the order the runs ended."""
+    counted, room = (int(x) for x in log[:2].get())
+    if counted > room:
+        raise GpuRunError(f"The kernel logged {counted} runs; the log holds {room}.")
+    records = log[RUN_FIELDS:(counted + 1) * RUN_FIELDS].get().reshape(counted, RUN_FIELDS)
+    return records[np.argsort(records[:, 1], kind="stable")]
+
+
+def logged_launch(cfg: AttentionConfig, Q, K, V, stream_k: bool):
+    """(run, outputs, log) of the untraced mma.sync kernel's launch of cfg with its run log:
+    whole items (stream_k False) or stream-K over stream_k_slots(cfg) blocks (True, whatever
+    the cost model would pick). Set log[0] to 0 before each run() that read_run_log reads."""
     if chosen(cfg) is not catalog.MMA_SYNC:
         raise ConfigError("The run log is built into the mma.sync kernel only; this config "
                           "runs the wgmma kernel. Pick tiles that the mma.sync kernel takes: "
@@ -147,25 +166,20 @@ def record_runs(cfg: AttentionConfig, Q, K, V, stream_k: bool, warmup: int = 1):
     core.check_operands(cfg.dtype, Q=(Q, (cfg.bh, cfg.seq_q, cfg.head_dim)),
                         K=(K, (cfg.bh, cfg.seq_k, cfg.head_dim)),
                         V=(V, (cfg.bh, cfg.seq_k, cfg.head_dim)))
-    G = 0
-    if stream_k:
-        b = build(cfg, False, split=True, runs=True)
-        with gpu_failures("occupancy of the stream-K mma.sync build"):
-            G = blocks(cfg, cfg.bh, live_gpu().sms * max(1, b.blocks_per_sm(b.compiled())),
-                       MMA_SYNC_HEAD)
-    room = cfg.Tr * cfg.bh + G       # every item once, plus at most one cut per block
-    log = cupy.zeros((room + 1) * RUN_FIELDS, dtype=np.uint64)
-    log[1] = room
-    out = core.forward_outputs(cfg, False)
-    run, out = _prepare(cfg, Q, K, V, False, out, G, run_log=log)
+    G = blocks(cfg, cfg.bh, stream_k_slots(cfg), MMA_SYNC_HEAD) if stream_k else 0
+    log = new_run_log(cfg.Tr * cfg.bh + G)   # every item once, plus at most one cut a block
+    run, out = _prepare(cfg, Q, K, V, False, core.forward_outputs(cfg, False), G, log)
+    return run, out, log
+
+
+def record_runs(cfg: AttentionConfig, Q, K, V, stream_k: bool, warmup: int = 1):
+    """(outputs, records): logged_launch's launch, `warmup` times and then once logged;
+    records as read_run_log returns them."""
+    run, out, log = logged_launch(cfg, Q, K, V, stream_k)
     for _ in range(warmup + 1):
         log[0] = 0
         run()
-    counted = int(log[0].get())
-    if counted > room:
-        raise GpuRunError(f"The kernel logged {counted} runs; the log holds {room}.")
-    records = log[RUN_FIELDS:(counted + 1) * RUN_FIELDS].get().reshape(counted, RUN_FIELDS)
-    return out, records[np.argsort(records[:, 1], kind="stable")]
+    return out, read_run_log(log)
 
 
 def launch(cfg: AttentionConfig, Q, K, V, trace: bool, *, poison: bool = False) -> dict:
