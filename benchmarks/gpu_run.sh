@@ -13,9 +13,10 @@
 #   bwd-wgmma issue 10 on Hopper: the backward gpu tests (both builds of the tensor-core
 #             backward, the wgmma one on Hopper), then the backward sweep at the wgmma
 #             backward's shapes (d 64: 128×128, d 128: 64×128; N 1024-16384, float16 and
-#             bfloat16, causal and not, the backward mode's sizes) with PyTorch's flash and
-#             cuDNN lines, and for the other dQ writer (backward_wgmma.DQ_WRITER = 1) at
-#             N >= 4096; bench_<gpu>_backward_wgmma.json; the table of
+#             bfloat16, causal and not, the backward mode's sizes) with dQ added by the
+#             consumers (backward_wgmma.DQ_WRITER 0 at both head_dims) and PyTorch's flash
+#             and cuDNN lines, then with dQ staged (1 at both) at N >= 4096;
+#             bench_<gpu>_backward_wgmma.json; the table of
 #             benchmarks/backward_parity.py (with the recorded mma.sync sweep) last
 #   tiles     tile-size grid of the teaching and tensor-core kernels (tiles_<gpu>.json)
 #   fairness  the naive baseline against PyTorch's matmul-softmax-matmul (fairness_<gpu>.json)
@@ -154,7 +155,7 @@ for mode in "$@"; do
         local w=$1 name=$2 limit=$3 seq=$4 kernels=$5 d=$6 bq=$7 bk=$8
         timeout "$limit" python3 -c "import sys
 from engine.gpu.launchers import backward_wgmma
-backward_wgmma.DQ_WRITER = int(sys.argv[1])
+backward_wgmma.DQ_WRITER = dict.fromkeys(backward_wgmma.DQ_WRITER, int(sys.argv[1]))
 from engine.cli import main
 raise SystemExit(main(sys.argv[2:]))" "$w" bench --direction backward --seq "$seq" \
           --head-dim "$d" --block-q "$bq" --block-k "$bk" --dtype float16,bfloat16 \

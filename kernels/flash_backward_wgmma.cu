@@ -104,9 +104,8 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
     const unsigned sD = sL + STAGES * Br * 4;
     const unsigned sdQ = sD + STAGES * Br * 4;
     const unsigned bars = sdQ + Br * DQ_PITCH * 4;
-    float* const L_stage = (float*)(smem_raw + (sL - raw));     // generic pointers
+    float* const L_stage = (float*)(smem_raw + (sL - raw));     // generic pointers (warp 1)
     float* const D_stage = (float*)(smem_raw + (sD - raw));
-    float* const dQ_stage = (float*)(smem_raw + (sdQ - raw));
     const unsigned kv_full = bars, dq_full = bars + 8, dq_empty = bars + 16;
     auto full = [&](int s) { return bars + 8 * (3 + s); };
     auto empty = [&](int s) { return bars + 8 * (3 + STAGES + s); };
@@ -152,6 +151,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
             for (int i = i_first, u = 0; i < Tr; ++i, ++u) {
                 const int s = u % STAGES;
                 if (u >= STAGES) mbar_wait(empty(s), ((u / STAGES) - 1) & 1);
+                #pragma unroll 1                // unrolled, it spills past the 24 registers
                 for (int r = lane; r < Br; r += 32) {
                     const int row = i * Br + r;
                     L_stage[s * Br + r] = row < seq_q ? Lb[row] : 0.f;
@@ -226,15 +226,14 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
         wgmma_commit();
 
         // P_ijᵀ rebuilt from lse_i (0 where masked), as 16-bit A fragments P_a[kk], k = queries.
-        const float* Ls = L_stage + s * Br;
-        const float* Ds = D_stage + s * Br;
+        const unsigned Ls = sL + s * Br * 4, Ds = sD + s * Br * 4;   // lse_i, D_i of the stage
         const bool masked = (causal && k0 + Bc - 1 > q0) || k0 + Bc > seq_k || q0 + Br > seq_q;
         wgmma_wait<1>();                         // S_ijᵀ is done (dP may still run)
         reg_fence(S);
         unsigned P_a[Br / 16][4];
         #pragma unroll
         for (int nn = 0; nn < Br / 8; ++nn) {
-            const float2 L = *(const float2*)(Ls + nn * 8 + 2 * t);
+            const float2 L = lds_f2(Ls + (nn * 8 + 2 * t) * 4);
             #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 float p = fast_exp2(fmaf(S[4 * nn + e], scale_log2, -((e & 1) ? L.y : L.x) * LOG2E));
@@ -266,7 +265,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
             #pragma unroll
             for (int r = 0; r < 4; ++r) {
                 const int e0 = 8 * kk + 2 * r;       // accumulators e0, e0 + 1: one row, 2 queries
-                const float2 Dv = *(const float2*)(Ds + (e0 / 4) * 8 + 2 * t);
+                const float2 Dv = lds_f2(Ds + ((e0 / 4) * 8 + 2 * t) * 4);
                 const float2 p = unpack_pair<BF16>(P_a[kk][r]);
                 dS_a[kk][r] = pack_pair<BF16>(p.x * (dP[e0] - Dv.x), p.y * (dP[e0 + 1] - Dv.y));
             }
@@ -315,11 +314,11 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
             if (u > 0) mbar_wait(dq_empty, (u - 1) & 1);
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
-                float* row = dQ_stage + (dq_row0 + wq * 16 + g + 8 * h) * DQ_PITCH + dq_col0 + 2 * t;
+                const unsigned row = sdQ + ((dq_row0 + wq * 16 + g + 8 * h) * DQ_PITCH + dq_col0
+                                            + 2 * t) * 4;
                 #pragma unroll
                 for (int nn = 0; nn < 8; ++nn)
-                    *(float2*)(row + nn * 8) = make_float2(dQ_part[4 * nn + 2 * h],
-                                                           dQ_part[4 * nn + 2 * h + 1]);
+                    sts_f2(row + nn * 32, dQ_part[4 * nn + 2 * h], dQ_part[4 * nn + 2 * h + 1]);
             }
             fence_proxy_async();                 // the stores are visible to the bulk copies
             mbar_arrive(dq_full);

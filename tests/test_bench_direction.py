@@ -106,7 +106,8 @@ def test_gpu_run_script_bwd_wgmma_lines_parse():
     assert 'bwd_as 0 wgmma "${BWD_WGMMA_S:-95}" "${SEQ:-1024,2048,4096,8192,16384}"' in mode
     assert 'tensorcore,torch_flash,torch_cudnn $shape' in mode
     assert 'bwd_as 1 wgmma_staged "${BWD_STAGED_S:-55}" 4096,8192,16384 tensorcore $shape' in mode
-    assert "backward_wgmma.DQ_WRITER = int(sys.argv[1])" in mode
+    assert ("backward_wgmma.DQ_WRITER = dict.fromkeys(backward_wgmma.DQ_WRITER, int(sys.argv[1]))"
+            in mode)
     assert "--mma benchmarks/records/backward_mma_sync_h200_2026-11-23.json" in mode
     assert (ROOT / "benchmarks/results/bench_h200_backward.json").is_file()
     assert '"64 128 128" "128 64 128"' in mode

@@ -237,7 +237,7 @@ def test_both_dq_writers_of_the_wgmma_backward(monkeypatch, d, bq, bk, dq_writer
     if not device_is_hopper():
         pytest.skip("the wgmma backward needs a GPU of compute capability 9.x")
     monkeypatch.setattr(backward_mma, "HOPPER_WGMMA", 1)
-    monkeypatch.setattr(backward_wgmma, "DQ_WRITER", dq_writer)
+    monkeypatch.setattr(backward_wgmma, "DQ_WRITER", {d: dq_writer})
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=333, seq_k=290, causal=True)
     q, k, v = engine.make_inputs(cfg)
     dout = make_dout(cfg)

@@ -20,14 +20,12 @@ from . import backward_helpers, core
 from .wgmma import tensor_map
 
 FUNCTION = "flash_backward_wgmma"
-# How dQ_i reaches the float32 accumulator in HBM (the kernel's header): 0, red.global.add
-# from the consumers' registers, as the mma.sync backward; 1, staged in shared memory and
-# added by bulk reductions from a producer warp while the consumers go on. Both pass the GPU
-# tests; on an H200 (2026-11-23, benchmarks/NOTES.md "wgmma backward (Hopper)") staging was
-# 1.12-1.15× faster at head_dim 128 and 1.16-1.22× slower at 64 (N 4096-16384), but its
-# head_dim-128 build, compiled there, keeps 16 bytes a thread in local memory (the producer's
-# 24-register budget, we expect): 0 stays the default until that is gone.
-DQ_WRITER = 0
+# How dQ_i reaches the float32 accumulator in HBM (the kernel's header), per head_dim: 0,
+# red.global.add from the consumers' registers, as the mma.sync backward; 1, staged in shared
+# memory and added by bulk reductions from a producer warp while the consumers go on. Both
+# pass the GPU tests at both head_dims; on an H200 staging is the faster at head_dim 128 and
+# the slower at 64 (benchmarks/NOTES.md, "wgmma backward: staged dQ at head_dim 128").
+DQ_WRITER = {64: 0, 128: 1}
 
 
 def threads(cfg: AttentionConfig) -> int:
@@ -48,7 +46,7 @@ def check_takes(cfg: AttentionConfig) -> None:
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}",
-            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DDQ_WRITER={DQ_WRITER}")
+            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DDQ_WRITER={DQ_WRITER[cfg.head_dim]}")
 
 
 def build(cfg: AttentionConfig) -> core.Build:
