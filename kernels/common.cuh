@@ -212,6 +212,11 @@ __device__ __forceinline__ bool grid_item_tile(int causal, int bh_count, int& i,
     bh = blockIdx.z * gridDim.x + blockIdx.x;
     return bh < bh_count;
 }
+// The backward's work items (key tile j, batch·head) in the same order; under causal the
+// heaviest is key tile 0 (every query tile sees it), so slot y is key tile y.
+__device__ __forceinline__ bool grid_key_tile(int bh_count, int& j, int& bh) {
+    return grid_item_tile(0, bh_count, j, bh);
+}
 
 // threadIdx.x read by an instruction the compiler may not move or merge: what a loop body
 // derives from it is recomputed in every iteration instead of held in registers across the

@@ -3,7 +3,9 @@
 // (kernels/flash_backward_mma.cu): backward_delta before it (D = rowsum(dO ∘ O), dQ
 // accumulator zeroed) and backward_dq_cast after it (dQ = scale · accumulator).
 //
-// One thread block per (key tile j, batch·head): blockIdx.x = j, blockIdx.y + bh_offset = bh.
+// One thread block per (key tile j, batch·head), in the launch order of grid_key_tile
+// (kernels/common.cuh): causal key tiles heaviest first (j = 0 meets every query tile) within
+// groups of batch·heads; bh_offset + the block's batch·head index = bh.
 // The block has 1 + Bc / 64 warpgroups:
 //   - warpgroup 0, the producer: thread 0 copies K_j and V_j once, then Q_i and dO_i of every
 //     query tile i (causal: from the first that sees tile j) into a two-stage ring, as bulk
@@ -80,10 +82,13 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
                      const __grid_constant__ TensorMap tm_v, const __grid_constant__ TensorMap tm_do,
                      const float* __restrict__ lse, const float* __restrict__ Dvec,
                      float* __restrict__ dQacc, half_t* __restrict__ dK, half_t* __restrict__ dV,
-                     int seq_q, int seq_k, float scale, int causal, int bh_offset) {
+                     int seq_q, int seq_k, float scale, int causal, int bh_count,
+                     int bh_offset) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int j = blockIdx.x, bh = blockIdx.y + bh_offset;
+    int j, bh;
+    if (!grid_key_tile(bh_count, j, bh)) return;    // a block of a last, partial group
+    bh += bh_offset;
     const int Tr = (seq_q + Br - 1) / Br;
     const int k0 = j * Bc;
     // Causal: query tile i sees key tile j iff its last row i·Br + Br − 1 >= j·Bc.

@@ -155,18 +155,21 @@ def group_for(query_tiles: int, sms: int) -> int:
     return max(1, -(-GROUP_WAVES * sms // query_tiles))
 
 
-def causal_bh_group(cfg: AttentionConfig, sms: int) -> int:
+def causal_bh_group(cfg: AttentionConfig, sms: int, slots: int | None = None) -> int:
     """Batch·heads per group of the launch order of cfg: group_for under causal, 1 when not
-    (batch·head by batch·head)."""
-    return group_for(cfg.Tr, sms) if cfg.causal else 1
+    (batch·head by batch·head). slots: work items per batch·head (default cfg.Tr, the
+    forward's query tiles; the backward's are its cfg.Tc key tiles)."""
+    return group_for(slots or cfg.Tr, sms) if cfg.causal else 1
 
 
-def item_grid(cfg: AttentionConfig, sms: int) -> Callable[[int], tuple[int, int, int]]:
-    """grid_of(bh) for launch_loop: the grid (group, Tr, groups) of one block per work item
-    that lays the items out in launch order (grid_item_tile in kernels/common.cuh); the last
-    group may be partial."""
-    group = causal_bh_group(cfg, sms)
-    return lambda bh: (min(group, bh), cfg.Tr, -(-bh // group))
+def item_grid(cfg: AttentionConfig, sms: int,
+              slots: int | None = None) -> Callable[[int], tuple[int, int, int]]:
+    """grid_of(bh) for launch_loop: the grid (group, slots, groups) of one block per work
+    item that lays the items out in launch order (grid_item_tile, grid_key_tile in
+    kernels/common.cuh); slots as causal_bh_group; the last group may be partial."""
+    slots = slots or cfg.Tr
+    group = causal_bh_group(cfg, sms, slots)
+    return lambda bh: (min(group, bh), slots, -(-bh // group))
 
 
 def launch_loop(fn, build: Build, grid_x: int, bh: int,
