@@ -107,6 +107,16 @@ __device__ __forceinline__ unsigned smem_addr(const void* p) {
                  : "=r"(a) : "l"(p));
     return a;
 }
+// Two floats from / to shared memory at a 32-bit shared-window address (8-byte aligned):
+// one register for the address where a generic pointer needs two.
+__device__ __forceinline__ float2 lds_f2(unsigned addr) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+__device__ __forceinline__ void sts_f2(unsigned addr, float x, float y) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(x), "f"(y) : "memory");
+}
 
 // ---- tensor-core building blocks (mma.sync kernels, sm_80 and later) ----
 // Shared-memory tiles are rows of CHUNKS 16-byte chunks, chunk index XOR (row mod 8), so the

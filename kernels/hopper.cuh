@@ -140,16 +140,6 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait_all() {
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
-// Two floats from / to shared memory at a 32-bit shared-window address (8-byte aligned):
-// one register for the address where a generic pointer needs two.
-__device__ __forceinline__ float2 lds_f2(unsigned addr) {
-    float2 v;
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-    return v;
-}
-__device__ __forceinline__ void sts_f2(unsigned addr, float x, float y) {
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(x), "f"(y) : "memory");
-}
 // This thread's generic-proxy writes to shared memory become visible to the async proxy
 // (wgmma operands, bulk copies) of later operations.
 __device__ __forceinline__ void fence_proxy_async() {
