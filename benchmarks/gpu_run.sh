@@ -60,6 +60,11 @@
 #             $REPLICAS (default 12) processes behind nginx (server_load_*_<gpu>.json). nginx
 #             comes from the system, or from Debian packages carried in .deb/ (dpkg -x).
 #             SCENARIOS="class talk" runs a subset (default: mixed class talk).
+#   browser-part  keep the browser bundle's parts carried in .brw/ (benchmarks/browser_bundle.sh)
+#             on this machine, outside the tree, for the calls that follow while it stays warm
+#   browser   the same, then unpack the whole bundle and run the browser test
+#             (tests/test_browser.py) in the carried chromium-headless-shell against a server
+#             on this machine's GPU; the log and the screenshots of the GPU pages to $OUT
 # Every timing goes through engine.timing (python -m engine ...), the project's timing method.
 set -u
 export PYTHONUNBUFFERED=1
@@ -339,7 +344,21 @@ for _ in range(240):
       for f in "$OUT"/server_load_*.json; do
         python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(sys.argv[1].rsplit('/',1)[-1], d['runs_per_s'], 'runs/s p50/p95/p99', d['p50_ms_to_finished_run'], d['p95_ms_to_finished_run'], d['p99_ms_to_finished_run'], 'ms; first', d['first_page_ms'], 'later', d['later_actions_ms'], 'cpu/run', d['cpu_ms_per_run'], 'ms; errors', d['error_count'], 'wrong', d['wrong_count'], 'exc', d['exceptions'], 'rss', d['server_rss_peak_mb'], 'MB; gpu', d['gpu_busy_fraction'])" "$f"
       done ;;
-    *) echo "unknown mode $mode (tests, forward, backward, bwd-wgmma, tiles, fairness, schedule, decode, hopper, serve)"; exit 2 ;;
+    browser-part|browser)
+      mkdir -p /root/brw-parts && cp .brw/part-* /root/brw-parts/ 2>/dev/null
+      ls -l /root/brw-parts
+      [ "$mode" = browser ] || continue
+      rm -rf /tmp/b && cat /root/brw-parts/part-* | xz -d | tar -x -C /tmp || exit 1
+      ldd /tmp/b/chromium/chromium-headless-shell | grep 'not found' >> "$OUT/browser.log"
+      timeout "${BROWSER_S:-500}" env -u FA_LAB_MAX_QKV_ELEMENTS -u FA_LAB_MAX_NAIVE_BYTES \
+        -u FA_LAB_MAX_SWEEP_POINTS STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false \
+        FA_LAB_CHROMIUM=/tmp/b/chrome PYTHONPATH="/tmp/b/site:$PWD" \
+        python3 -m pytest -q -rs -p no:cacheprovider tests/test_browser.py >> "$OUT/browser.log" 2>&1
+      summary+=("browser test against the GPU server rc=$?: $(tail -1 "$OUT/browser.log")")
+      for name in backward timings kernel; do
+        cp "tests/artifacts/screenshots/$name.png" "$OUT/browser_gpu_$name.png" 2>/dev/null
+      done ;;
+    *) echo "unknown mode $mode (tests, forward, backward, bwd-wgmma, tiles, fairness, schedule, decode, hopper, serve, browser-part, browser)"; exit 2 ;;
   esac
 done
 echo "---- summary"

@@ -13,7 +13,9 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = Path("/usr/bin/chromium")
+# Debian's chromium; FA_LAB_CHROMIUM names another build (the GPU machine's browser run carries
+# chromium-headless-shell: benchmarks/browser_bundle.sh)
+CHROMIUM = Path(os.environ.get("FA_LAB_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
