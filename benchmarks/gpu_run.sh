@@ -349,7 +349,8 @@ for _ in range(240):
       ls -l /root/brw-parts
       [ "$mode" = browser ] || continue
       rm -rf /tmp/b && cat /root/brw-parts/part-* | xz -d | tar -x -C /tmp || exit 1
-      ldd /tmp/b/chromium/chromium-headless-shell | grep 'not found' >> "$OUT/browser.log"
+      LD_LIBRARY_PATH=/tmp/b/lib ldd /tmp/b/chromium/chromium-headless-shell | grep "not found" \
+        >> "$OUT/browser.log"   # libraries the bundle lacks, if any
       timeout "${BROWSER_S:-500}" env -u FA_LAB_MAX_QKV_ELEMENTS -u FA_LAB_MAX_NAIVE_BYTES \
         -u FA_LAB_MAX_SWEEP_POINTS STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false \
         FA_LAB_CHROMIUM=/tmp/b/chrome PYTHONPATH="/tmp/b/site:$PWD" \
