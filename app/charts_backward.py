@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 
 from app.charts_tiling import STATE_COLORS, STATES, step_param
-from app.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish
+from app.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, wrap_title
 
 STEP = "(step - 1)"      # the slider counts steps from 1; `order` counts from 0
 GRADIENT_COLORS = {"dQ_i": TILE_COLORS["Q_i"], "dO_i": TILE_COLORS["O_i"],
@@ -140,9 +140,10 @@ def loop_chart(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
     caption = alt.LayerChart(layer=[
         line(f"'Step ' + (datum.order + 1) + ' of {n}: ' + datum.label", 0),
         line("'P_ij rebuilt from lse_i: its rows sum to ' + format(datum.p_mass, '.3f') + "
-             "' on average; dQ_i now ' + format(datum.dq_frac, '.0%') + ', dK_j ' + "
+             "' on average;'", 20),
+        line("'dQ_i now ' + format(datum.dq_frac, '.0%') + ', dK_j ' + "
              "format(datum.dk_frac, '.0%') + ', dV_j ' + format(datum.dv_frac, '.0%') + "
-             "' of their final norms'", 24)], height=50, width=size)
+             "' of their final norms'", 40)], height=60, width=size)
     chart = alt.VConcatChart(vconcat=[caption, board], spacing=10)
     return finish(chart, params=[step_param(n, start)])
 
@@ -230,7 +231,8 @@ def price_chart(table: pd.DataFrame, width: int = 300) -> alt.Chart:
         tooltip=["algorithm:N", "resource:N", "amount:N", alt.Tooltip("us:Q", format=",.4g",
                                                                        title="µs")])
     return finish(chart.properties(height=alt.Step(28),
-                                   title="The price: compute against memory traffic"),
+                                   title=wrap_title("The price: compute against memory "
+                                                    "traffic", width)),
                   width=width)
 
 

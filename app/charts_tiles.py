@@ -11,7 +11,7 @@ import math
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, FONT, INK, PENDING, TILE_COLORS, finish
+from app.style import ALARM, FONT, INK, PENDING, TILE_COLORS, finish, wrap_title
 
 SELECTION = "cell"
 STATUS_COLORS = {"does not fit": "#F4C7B0", "not taken by this kernel": PENDING}
@@ -58,7 +58,8 @@ def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "bl
                  alt.Tooltip("text:N", title=legend), alt.Tooltip("status:N", title="status")])
     hit.params = [pick.param]
     layers.append(hit)
-    chart = alt.LayerChart(layer=layers, width=size, height=int(size * 0.8), title=title,
+    chart = alt.LayerChart(layer=layers, width=size, height=int(size * 0.8),
+                           title=wrap_title(title, size),
                            resolve=alt.Resolve(scale=alt.ScaleResolveMap(color="independent")))
     return finish(chart)
 
@@ -86,7 +87,8 @@ def pyramid_chart(levels: pd.DataFrame) -> alt.LayerChart:
         x=alt.value(PYRAMID_WIDTH / 2), y=y, text="label:N")
     chart = alt.layer(bars, text).properties(
         width=PYRAMID_WIDTH, height=alt.Step(52),
-        title="The memory pyramid: small and fast on top (bar width: capacity, log scale)")
+        title=wrap_title("The memory pyramid: small and fast on top (bar width: capacity, "
+                         "log scale)", PYRAMID_WIDTH))
     return finish(chart)
 
 

@@ -5,6 +5,8 @@ Q_i blue, K_j orange, V_j green, S_ij purple, O_i sky blue.
 """
 from __future__ import annotations
 
+import textwrap
+
 import altair as alt
 
 TILE_COLORS = {
@@ -72,6 +74,18 @@ def slider(name: str, value: float, low: float, high: float, step: float,
     """A top-level param bound to a browser slider (Vega drives it; Python never re-runs)."""
     return alt.VariableParameter(name=name, value=value, bind=alt.BindRange(
         input="range", min=low, max=high, step=step, name=label))
+
+
+# Width of a character of chart title text, as a fraction of its font size: DejaVu Sans, the
+# widest of the common sans-serif fonts a browser falls back to (Arial and Liberation Sans: 0.5)
+TITLE_CHAR_EM = 0.6
+
+
+def wrap_title(text: str, width: int, size: int = FONT["chart_title"]) -> str | list[str]:
+    """A chart title in lines no wider than `width` px in any common sans-serif font (a
+    title that outgrows its plot widens the chart past its column at 1280 px)."""
+    lines = textwrap.wrap(text, max(int(width / (TITLE_CHAR_EM * size)), 12))
+    return lines[0] if len(lines) == 1 else lines
 
 
 def finish(chart, width: int | None = None, params: list | None = None):

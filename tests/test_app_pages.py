@@ -469,18 +469,24 @@ def test_backward_page_times_naive_against_flash():
 
 
 # ---- the Tile sizes page ---------------------------------------------------------------
+def title_text(spec: dict) -> str:
+    """A chart's title in one line (a long one is a list of lines: app.style.wrap_title)."""
+    title = spec.get("title", "")
+    return " ".join(title) if isinstance(title, list) else title if isinstance(title, str) else ""
+
+
 def chart_data(at: AppTest, title_start: str):
     """The data of the chart whose title starts with title_start (one dataset each)."""
     from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
     for c in at.get("vega_lite_chart"):
-        title = json.loads(c.proto.spec).get("title", "")
-        if isinstance(title, str) and title.startswith(title_start):
+        title = title_text(json.loads(c.proto.spec))
+        if title.startswith(title_start):
             return convert_arrow_bytes_to_pandas_df(c.proto.datasets[0].data.data)
     raise AssertionError(f"no chart titled {title_start!r}")
 
 
 def chart_titles(at: AppTest) -> list[str]:
-    return [json.loads(c.proto.spec).get("title", "") for c in at.get("vega_lite_chart")]
+    return [title_text(json.loads(c.proto.spec)) for c in at.get("vega_lite_chart")]
 
 
 def test_tile_page_marks_current_paper_and_unfit_cells():

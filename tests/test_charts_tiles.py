@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 import engine
-from app import charts_tiles, tile_data as td
+from app import charts_tiles, style, tile_data as td
 from engine import iomodel, recorded, tilemodel
 from engine.devices import PROFILES
 from engine.gpu import catalog
@@ -132,3 +132,26 @@ def test_the_repositorys_recorded_grid_is_labelled():
         if f.get("derived_from"):
             assert (Path(recorded.BENCH_DIR).parent / f["derived_from"]).exists()
             assert f.get("note")
+
+
+def test_long_titles_wrap_to_their_plot_width_in_dejavu():
+    """A title longer than its plot is cut into lines that fit it at DejaVu Sans's widths
+    (0.6 em a character), so it cannot widen the chart past its column; a short one stays
+    one string."""
+    size = style.FONT["chart_title"]
+    assert style.wrap_title("waves", 290) == "waves"
+    g = rng(1300)
+    words = ["HBM", "bytes", "moved", "(K", "and", "V", "once", "per", "query", "tile)"]
+    for width in (120, 290, 600):
+        text = " ".join(g.choice(words, size=12))
+        lines = style.wrap_title(text, width)
+        lines = [lines] if isinstance(lines, str) else lines
+        assert " ".join(lines) == text
+        assert max(len(line) for line in lines) * 0.6 * size <= max(width, 12 * 0.6 * size)
+    heat = charts_tiles.tile_heatmap(td.waves_cells(td.model_table(CFG, H200), CFG, H200),
+                                     "HBM bytes moved (K and V once per query tile)", "MB")
+    title = heat.to_dict()["title"]
+    assert isinstance(title, list) and len(title) == 2
+    assert all(len(line) * 0.6 * size <= charts_tiles.HEATMAP_SIZE for line in title)
+    pyramid = charts_tiles.pyramid_chart(td.pyramid_table(H200)).to_dict()["title"]
+    assert all(len(line) * 0.6 * size <= charts_tiles.PYRAMID_WIDTH for line in pyramid)
