@@ -9,7 +9,7 @@ import altair as alt
 import pandas as pd
 
 from app.charts_tiling import STATE_COLORS, STATES, step_param
-from app.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, wrap_title
+from app.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish
 
 STEP = "(step - 1)"      # the slider counts steps from 1; `order` counts from 0
 GRADIENT_COLORS = {"dQ_i": TILE_COLORS["Q_i"], "dO_i": TILE_COLORS["O_i"],
@@ -231,8 +231,8 @@ def price_chart(table: pd.DataFrame, width: int = 300) -> alt.Chart:
         tooltip=["algorithm:N", "resource:N", "amount:N", alt.Tooltip("us:Q", format=",.4g",
                                                                        title="µs")])
     return finish(chart.properties(height=alt.Step(28),
-                                   title=wrap_title("The price: compute against memory "
-                                                    "traffic", width)),
+                                   title=["The price: compute against",
+                                          "memory traffic"]),
                   width=width)
 
 

@@ -11,7 +11,8 @@ import math
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, FONT, INK, PENDING, TILE_COLORS, finish, wrap_title
+from app.style import (ALARM, FONT, HALF_COLUMN, INK, PENDING, TILE_COLORS, finish,
+                       wrap_title)
 
 SELECTION = "cell"
 STATUS_COLORS = {"does not fit": "#F4C7B0", "not taken by this kernel": PENDING}
@@ -59,7 +60,7 @@ def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "bl
     hit.params = [pick.param]
     layers.append(hit)
     chart = alt.LayerChart(layer=layers, width=size, height=int(size * 0.8),
-                           title=wrap_title(title, size),
+                           title=wrap_title(title, HALF_COLUMN),
                            resolve=alt.Resolve(scale=alt.ScaleResolveMap(color="independent")))
     return finish(chart)
 

@@ -79,6 +79,9 @@ def slider(name: str, value: float, low: float, high: float, step: float,
 # Width of a character of chart title text, as a fraction of its font size: DejaVu Sans, the
 # widest of the common sans-serif fonts a browser falls back to (Arial and Liberation Sans: 0.5)
 TITLE_CHAR_EM = 0.6
+# A title starts at its chart's left edge (axes included) and may run to the end of the chart's
+# column: about this many px for one of two columns at 1280 px with the sidebar open
+HALF_COLUMN = 440
 
 
 def wrap_title(text: str, width: int, size: int = FONT["chart_title"]) -> str | list[str]:

@@ -42,8 +42,9 @@ with on_stage(slot):
     if not s.talk:
         st.subheader("Shared memory, residency, waves and HBM traffic")
     above = st.container()
-    cells = [(td.smem_cells(table), f"Shared memory per block (limit "
-              f"{gpu.smem_per_block_optin / 1024:.0f} KiB)", "KiB", "tiles_smem", {}),
+    # no-break spaces keep "(limit 227 KiB)" on one line where the title wraps
+    cells = [(td.smem_cells(table), f"Shared memory per block (limit\u00a0"
+              f"{gpu.smem_per_block_optin / 1024:.0f}\u00a0KiB)", "KiB", "tiles_smem", {}),
              (td.blocks_cells(table), "Resident blocks per SM"
               + ("" if cuda_occupancy else " (model)"), "blocks", "tiles_blocks",
               dict(scheme="greens")),

@@ -1,8 +1,9 @@
 """Same charts, cheaper runs: what the pages send for their charts (spec and Arrow datasets,
 through AppTest) equals what the app sent before charts were cached in their sent form
 (tests/data/chart_specs.json.gz, recorded from commit 06def9b, which built every chart with
-Altair on a cache miss), and the cached and templated builds of app.specs equal Altair's own
-spec for random inputs.
+Altair on a cache miss; the Backward pass and Tile sizes pages' charts re-recorded on
+2026-11-24, when their long titles were wrapped, the other pages' entries kept), and the cached
+and templated builds of app.specs equal Altair's own spec for random inputs.
 
 Re-record (only when a chart is meant to change): python tests/test_chart_specs.py
 """
