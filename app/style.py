@@ -86,7 +86,7 @@ HALF_COLUMN = 440
 
 def wrap_title(text: str, width: int, size: int = FONT["chart_title"]) -> str | list[str]:
     """A chart title in lines no wider than `width` px in any common sans-serif font (a
-    title that outgrows its plot widens the chart past its column at 1280 px)."""
+    title wider than its chart's column would push the page sideways at 1280 px)."""
     lines = textwrap.wrap(text, max(int(width / (TITLE_CHAR_EM * size)), 12))
     return lines[0] if len(lines) == 1 else lines
 

@@ -91,6 +91,24 @@ def attention_grads64(q, k, v, dout, scale, causal):
     return dQ.reshape(q.shape), dK.reshape(k.shape), dV.reshape(v.shape)
 
 
+def ds_cancellation64(q, k, v, dout, scale, causal) -> float:
+    """How much the softmax Jacobian's row term cancels: ||P ∘ (|dP| + |D|)|| / ||dS||
+    (Frobenius, float64) with D = sum_c P_c dP_c and dS = P ∘ (dP - D). A float computation of
+    dS, by any algorithm (FlashAttention's D = rowsum(dO ∘ O) included), carries a relative
+    error of up to about this factor times the unit roundoff: near 1 where softmax rows are
+    spread out, large where they are peaked over few keys, so that dP - D nearly vanishes;
+    infinite where every row sees one key (dS is then 0 exactly, and a float computation
+    returns rounding noise in dq and dk)."""
+    S = scores64(q, k, scale, causal)
+    V, dO = (x.reshape(-1, *x.shape[2:]).astype(np.float64) for x in (v, dout))
+    P = np.exp(S - S.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    dP = dO @ V.transpose(0, 2, 1)
+    D = (P * dP).sum(-1, keepdims=True)
+    ds = np.linalg.norm(P * (dP - D))
+    return float(np.linalg.norm(P * (np.abs(dP) + np.abs(D))) / ds) if ds > 0 else float("inf")
+
+
 def loss64(q, k, v, dout, scale, causal) -> float:
     """sum(O ∘ dout) in float64: the scalar whose gradients attention_grads64 gives."""
     O, _ = attention64(q, k, v, scale, causal)

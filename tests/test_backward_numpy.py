@@ -1,5 +1,7 @@
 """NumPy backward pass (naive and the FA2-order flash emulation) against the float64 analytic
 gradients of tests/reference.py, the backward trace's semantics, limits and the API."""
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -8,7 +10,7 @@ from hypothesis import strategies as st
 import engine
 from engine.cpu.forward import processed_tiles
 from engine.iomodel import backward_trace_bytes, format_bytes, naive_backward_bytes
-from reference import attention_grads64, loss64, rel_err, scores64
+from reference import attention_grads64, ds_cancellation64, loss64, rel_err, scores64
 import seeds
 
 RNG = seeds.rng(9127)
@@ -33,15 +35,33 @@ def random_config(rng, dtype, causal, **fixed):
     return engine.AttentionConfig(**fields)
 
 
+# dq and dk come through dS = P ∘ (dP - D), which cancels where softmax rows are peaked over
+# few keys: their error may reach the cancellation factor of reference.ds_cancellation64 times
+# the dtype's unit roundoff times these constants, where that exceeds TOL_GRAD. Measured on
+# 150 random float32 and 300 random float16 and bfloat16 configs each: at most 25 (float32:
+# rounding accumulates over every product) and 0.45 (half precision: O and the gradients are
+# rounded once). CI drew two such configs once each: float32 "rising" over seq_k = 2 (factor
+# 142, dq 1.9e-5) and bfloat16 causal with seq_q = 2 (factor 61, dq 1.01e-2).
+DS_ROUNDOFFS = {"float32": 64, "float16": 1, "bfloat16": 1}
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
 def grads64(cfg, q, k, v, dout):
     return attention_grads64(q, k, v, dout, cfg.softmax_scale, cfg.causal)
 
 
-def assert_close(g, want, tol, cfg):
+def assert_close(g, cfg, q, k, v, dout, tol):
+    """dq, dk, dv against the float64 gradients: relative error at most tol; dq and dk at
+    most DS_ROUNDOFFS unit roundoffs times the cancellation factor where that is larger."""
+    want = grads64(cfg, q, k, v, dout)
+    factor = ds_cancellation64(q, k, v, dout, cfg.softmax_scale, cfg.causal)
+    tol_ds = max(tol, DS_ROUNDOFFS[cfg.dtype] * UNIT_ROUNDOFF[cfg.dtype] * factor)
     for name, got, ref in zip(("dq", "dk", "dv"), (g.dq, g.dk, g.dv), want):
         assert got.dtype == np.dtype(cfg.dtype) and got.shape == ref.shape, (name, cfg)
+        assert np.isfinite(got).all(), (name, cfg)
         err = rel_err(got, ref)
-        assert err <= tol, f"{name}: relative error {err:.2e} > {tol} for {cfg}"
+        limit = tol if name == "dv" else tol_ds
+        assert err <= limit, f"{name}: relative error {err:.2e} > {limit:.2e} for {cfg}"
 
 
 # ---- the reference itself -------------------------------------------------------------------
@@ -77,7 +97,7 @@ def test_gradients_match_float64_reference(algorithm, dtype, causal, i):
     dout = engine.make_dout(cfg)
     g = engine.run_backward(cfg, q, k, v, dout, backend="numpy", algorithm=algorithm)
     assert (g.backend, g.algorithm, g.kernel) == ("numpy", algorithm, None)
-    assert_close(g, grads64(cfg, q, k, v, dout), TOL_GRAD[dtype], cfg)
+    assert_close(g, cfg, q, k, v, dout, TOL_GRAD[dtype])
     fwd = engine.run(cfg, q, k, v, backend="numpy", algorithm=algorithm)
     assert g.lse.dtype == np.float32 and np.array_equal(g.lse, fwd.lse)
     D = (dout.astype(np.float64) * fwd.output.astype(np.float64)).sum(-1)
@@ -97,7 +117,7 @@ def test_bfloat16_peaked_softmax_error_is_the_rounded_O():
     O64, lse64 = attention64(q, k, v, cfg.softmax_scale, cfg.causal)
     g = numpy_backward.flash(cfg, q, k, v, dout, O64.astype(np.float32),
                              lse64.astype(np.float32))
-    assert_close(g, grads64(cfg, q, k, v, dout), 1e-2, cfg)
+    assert_close(g, cfg, q, k, v, dout, 1e-2)
 
 
 @pytest.mark.parametrize("algorithm", engine.ALGORITHMS)
@@ -108,7 +128,7 @@ def test_unequal_lengths_and_partial_tiles(algorithm):
     q, k, v = engine.make_inputs(cfg)
     dout = engine.make_dout(cfg)
     g = engine.run_backward(cfg, q, k, v, dout, backend="numpy", algorithm=algorithm)
-    assert_close(g, grads64(cfg, q, k, v, dout), 1e-5, cfg)
+    assert_close(g, cfg, q, k, v, dout, 1e-5)
 
 
 @pytest.mark.parametrize("algorithm", engine.ALGORITHMS)
@@ -139,7 +159,7 @@ def test_hypothesis_flash_matches_reference(seq_q, seq_k, block_q, block_k, head
     q, k, v = engine.make_inputs(cfg)
     dout = engine.make_dout(cfg)
     g = engine.run_backward(cfg, q, k, v, dout, backend="numpy", trace=True)
-    assert_close(g, grads64(cfg, q, k, v, dout), TOL_GRAD[dtype], cfg)
+    assert_close(g, cfg, q, k, v, dout, TOL_GRAD[dtype])
     assert np.allclose(g.trace.p_rowsum.sum(-1), 1, atol=1e-5), cfg
 
 
@@ -176,10 +196,13 @@ def test_trace_matches_reference_partial_sums(causal):
     q, k, v = engine.make_inputs(cfg)
     dout = engine.make_dout(cfg)
     tr = engine.run_backward(cfg, q, k, v, dout, backend="numpy", trace=True).trace
+    factor = ds_cancellation64(q, k, v, dout, cfg.softmax_scale, cfg.causal)
+    tol_ds = max(1e-5, DS_ROUNDOFFS["float32"] * UNIT_ROUNDOFF["float32"] * factor)
     for name, want in _partial_norms(cfg, q, k, v, dout).items():
         got = getattr(tr, name)
         assert got.dtype == np.float32 and got.shape == want.shape, name
-        assert rel_err(got, want) <= 1e-5, (name, cfg)
+        tol = tol_ds if name in ("dq_norm", "dk_norm") else 1e-5    # those come through dS
+        assert rel_err(got, want) <= tol, (name, cfg)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -320,3 +343,28 @@ def test_benchmark_backward_on_numpy():
     assert np.isclose(fwd.tflops * fwd.median_ms * 1e-3 * 1e12, cfg.flops)
     with pytest.raises(engine.ConfigError, match="direction must be one of forward, backward"):
         engine.benchmark(cfg, backend="numpy", direction="sideways")
+
+
+@pytest.mark.parametrize("algorithm", engine.ALGORITHMS)
+def test_float32_error_follows_the_cancellation_in_dS(algorithm):
+    """Peaked softmax rows over two keys: dP - D nearly vanishes, so float32 rounding in dq
+    and dk is amplified (by about 142 here; CI once drew this config and saw dq at 1.9e-5),
+    and stays within DS_ROUNDOFFS roundoffs of that factor; dv, which skips dS, stays within
+    1e-5. With as many keys as queries and normal inputs (rows spread out, factor near 1)
+    all three meet 1e-5."""
+    peaked = engine.AttentionConfig(batch=2, heads=1, seq_q=181, seq_k=2, head_dim=64,
+                                    block_q=16, block_k=32, causal=True, seed=887944710,
+                                    inputs="rising")
+    q, k, v = engine.make_inputs(peaked)
+    dout = engine.make_dout(peaked)
+    assert ds_cancellation64(q, k, v, dout, peaked.softmax_scale, True) > 100
+    g = engine.run_backward(peaked, q, k, v, dout, backend="numpy", algorithm=algorithm)
+    assert_close(g, peaked, q, k, v, dout, 1e-5)
+    spread = dataclasses.replace(peaked, seq_k=181, inputs="normal",
+                                 seed=int(RNG.integers(2**31)))
+    q, k, v = engine.make_inputs(spread)
+    dout = engine.make_dout(spread)
+    assert ds_cancellation64(q, k, v, dout, spread.softmax_scale, True) < 2.6
+    g = engine.run_backward(spread, q, k, v, dout, backend="numpy", algorithm=algorithm)
+    for got, want in zip((g.dq, g.dk, g.dv), grads64(spread, q, k, v, dout)):
+        assert rel_err(got, want) <= 1e-5, spread
