@@ -71,6 +71,15 @@ def rel_err(got, want) -> float:
     return float(diff / denom) if denom > 0 else float(diff)
 
 
+def _p_dp64(q, k, v, dout, scale, causal):
+    """P = softmax(S) and dP = dO Vᵀ in float64, batch·heads flattened."""
+    S = scores64(q, k, scale, causal)
+    V, dO = (x.reshape(-1, *x.shape[2:]).astype(np.float64) for x in (v, dout))
+    P = np.exp(S - S.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    return P, dO @ V.transpose(0, 2, 1)
+
+
 def attention_grads64(q, k, v, dout, scale, causal):
     """dq, dk, dv (shapes of q, k, v) of L = sum(O ∘ dout) in float64, from the chain rule
     through O = P V and P = softmax(S), S = scale · Q Kᵀ:
@@ -78,13 +87,9 @@ def attention_grads64(q, k, v, dout, scale, causal):
       dQ = scale · dS K;  dK = scale · dSᵀ Q.
     The row term is written as sum(P ∘ dP), not through O, so it shares nothing with the
     engine's D = rowsum(dO ∘ O)."""
-    S = scores64(q, k, scale, causal)
-    flat = [x.reshape(-1, *x.shape[2:]).astype(np.float64) for x in (q, k, v, dout)]
-    Q, K, V, dO = flat
-    P = np.exp(S - S.max(-1, keepdims=True))
-    P /= P.sum(-1, keepdims=True)
+    Q, K, dO = (x.reshape(-1, *x.shape[2:]).astype(np.float64) for x in (q, k, dout))
+    P, dP = _p_dp64(q, k, v, dout, scale, causal)
     dV = P.transpose(0, 2, 1) @ dO
-    dP = dO @ V.transpose(0, 2, 1)
     dS = P * (dP - (P * dP).sum(-1, keepdims=True))
     dQ = scale * dS @ K
     dK = scale * dS.transpose(0, 2, 1) @ Q
@@ -99,11 +104,7 @@ def ds_cancellation64(q, k, v, dout, scale, causal) -> float:
     spread out, large where they are peaked over few keys, so that dP - D nearly vanishes;
     infinite where every row sees one key (dS is then 0 exactly, and a float computation
     returns rounding noise in dq and dk)."""
-    S = scores64(q, k, scale, causal)
-    V, dO = (x.reshape(-1, *x.shape[2:]).astype(np.float64) for x in (v, dout))
-    P = np.exp(S - S.max(-1, keepdims=True))
-    P /= P.sum(-1, keepdims=True)
-    dP = dO @ V.transpose(0, 2, 1)
+    P, dP = _p_dp64(q, k, v, dout, scale, causal)
     D = (P * dP).sum(-1, keepdims=True)
     ds = np.linalg.norm(P * (dP - D))
     return float(np.linalg.norm(P * (np.abs(dP) + np.abs(D))) / ds) if ds > 0 else float("inf")

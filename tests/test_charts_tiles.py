@@ -148,13 +148,12 @@ def test_long_titles_wrap_to_their_plot_width_in_dejavu():
         lines = [lines] if isinstance(lines, str) else lines
         assert " ".join(lines) == text
         assert max(len(line) for line in lines) * 0.6 * size <= max(width, 12 * 0.6 * size)
-    heat = charts_tiles.tile_heatmap(td.waves_cells(td.model_table(CFG, H200), CFG, H200),
-                                     "HBM bytes moved (K and V once per query tile)", "MB")
+    cells = td.waves_cells(td.model_table(CFG, H200), CFG, H200)
+    heat = charts_tiles.tile_heatmap(cells, "HBM bytes moved (K and V once per query tile)", "MB")
     title = heat.to_dict()["title"]
     assert isinstance(title, list) and len(title) == 2
     assert all(len(line) * 0.6 * size <= style.HALF_COLUMN for line in title)
-    short = charts_tiles.tile_heatmap(td.waves_cells(td.model_table(CFG, H200), CFG, H200),
-                                      "Resident blocks per SM (model)", "blocks")
+    short = charts_tiles.tile_heatmap(cells, "Resident blocks per SM (model)", "blocks")
     assert short.to_dict()["title"] == "Resident blocks per SM (model)"
     pyramid = charts_tiles.pyramid_chart(td.pyramid_table(H200)).to_dict()["title"]
     assert all(len(line) * 0.6 * size <= charts_tiles.PYRAMID_WIDTH for line in pyramid)
