@@ -9,6 +9,7 @@ talk = sidebar.talk_requested()
 st.set_page_config(page_title="FlashAttention Lab", page_icon="⚡", layout="wide",
                    initial_sidebar_state="collapsed" if talk else "auto")
 page = st.navigation(navigation.pages())
+navigation.redirect_root(page.url_path)
 st.session_state[sidebar.PAGE_KEY] = page.url_path
 st.session_state[SETTINGS_KEY] = sidebar.render()
 if talk:

@@ -10,21 +10,52 @@ import streamlit as st
 PAGES_DIR = Path(__file__).resolve().parent.parent / "pages"
 
 
+# Streamlit serves the default page at "/" and answers its own pathname with "Page not found",
+# so the default page is a hidden one that sends the visitor on to "/overview" with the link's
+# query parameters (app/main.py does so before anything is drawn): "/" and "/overview" both
+# open the Overview page, and every page has a URL that works.
+ROOT_PATH = "start"
+OVERVIEW = "overview"
+
+
+# (script in pages/, title, url_path): the app's pages in menu order
+PAGES = (
+    ("overview.py", "Overview", OVERVIEW),
+    ("sram_tiling.py", "SRAM tiling", "sram-tiling"),
+    ("online_softmax.py", "Online softmax", "online-softmax"),
+    ("timings.py", "Timings", "timings"),
+    ("tile_sizes.py", "Tile sizes", "tile-sizes"),
+    ("kernel.py", "Kernel", "kernel"),
+    ("downloads.py", "Downloads", "downloads"),
+    ("backward.py", "Backward pass", "backward"),
+    ("decoding.py", "Decoding", "decoding"),
+)
+
+
+def url_paths() -> list[str]:
+    """Every URL path the app serves a page at: the root and each page's own."""
+    return [""] + [url for _, _, url in PAGES]
+
+
 @functools.cache
 def _built() -> tuple:
     """The Page objects (st.Page needs a running script, so they are built on the first run)."""
-    return (
-        st.Page(PAGES_DIR / "overview.py", title="Overview", url_path="overview", default=True),
-        st.Page(PAGES_DIR / "sram_tiling.py", title="SRAM tiling", url_path="sram-tiling"),
-        st.Page(PAGES_DIR / "online_softmax.py", title="Online softmax",
-                url_path="online-softmax"),
-        st.Page(PAGES_DIR / "timings.py", title="Timings", url_path="timings"),
-        st.Page(PAGES_DIR / "tile_sizes.py", title="Tile sizes", url_path="tile-sizes"),
-        st.Page(PAGES_DIR / "kernel.py", title="Kernel", url_path="kernel"),
-        st.Page(PAGES_DIR / "downloads.py", title="Downloads", url_path="downloads"),
-        st.Page(PAGES_DIR / "backward.py", title="Backward pass", url_path="backward"),
-        st.Page(PAGES_DIR / "decoding.py", title="Decoding", url_path="decoding"),
-    )
+    return (st.Page(_to_overview, title="FlashAttention Lab", url_path=ROOT_PATH, default=True,
+                    visibility="hidden"),
+            *(st.Page(PAGES_DIR / script, title=title, url_path=url)
+              for script, title, url in PAGES))
+
+
+def _to_overview() -> None:
+    """The default page's body; app/main.py redirects before it would run."""
+    redirect_root(ROOT_PATH)
+
+
+def redirect_root(url_path: str) -> None:
+    """If this run's page is the root's, switch to the Overview page, keeping the link's
+    query parameters (talk mode, the config)."""
+    if url_path == ROOT_PATH:
+        st.switch_page(PAGES_DIR / "overview.py", query_params=st.query_params.to_dict())
 
 
 def pages() -> list:

@@ -7,7 +7,7 @@ import threading
 from typing import Callable, TypeVar
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import add_script_run_ctx, get_script_run_ctx
+from app.st_internals import add_script_run_ctx, get_script_run_ctx
 
 from app import specs
 from app.controls import kernel_label

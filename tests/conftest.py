@@ -1,4 +1,15 @@
 import pytest
+from hypothesis import settings
+
+from seeds import FUZZING, SEED
+
+# Hypothesis draws its examples at random unless told otherwise; the unit suite must give the
+# same verdict on every run, so its examples are fixed (derandomized) and no example database
+# replays earlier failures from this machine's history. The fuzzing run (FA_LAB_TEST_SEED=random)
+# draws fresh examples; a failure prints the example and the @seed that reproduces it.
+settings.register_profile("fixed", derandomize=True, database=None, print_blob=True)
+settings.register_profile("fuzz", derandomize=False, database=None, print_blob=True)
+settings.load_profile("fuzz" if FUZZING else "fixed")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -16,5 +27,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_report_header(config):
-    from seeds import SEED
-    return f"random inputs: FA_LAB_TEST_SEED={SEED} (set it to replay this run)"
+    how = ("FA_LAB_TEST_SEED=random: a fresh seed and fresh Hypothesis examples (replay with "
+           f"FA_LAB_TEST_SEED={SEED})" if FUZZING else
+           "fixed; FA_LAB_TEST_SEED=<n> for another, =random for the fuzzing run")
+    return f"random inputs: seed {SEED} ({how})"

@@ -44,6 +44,7 @@ import urllib.request
 from pathlib import Path
 
 from app_server import ROOT, percentile, serve, stop
+from app.st_internals import proto
 
 RECORDS = ROOT / "benchmarks" / "records"
 
@@ -92,7 +93,7 @@ class Visitor:
     def _states(self, number: tuple[str, int] | None = None,
                 slider: tuple[str, int] | None = None):
         """Every widget's value, as a browser sends it, with one changed."""
-        from streamlit.proto.WidgetStates_pb2 import WidgetStates
+        WidgetStates = proto("WidgetStates")
         states = WidgetStates()
         for name, (wid, is_int, shown) in self.widgets.items():
             state = states.widgets.add()
@@ -126,8 +127,7 @@ class Visitor:
                    fragment_id: str = "") -> None:
         """Ask for a script run, as a browser does, and read the server's messages until the
         run has finished."""
-        from streamlit.proto.BackMsg_pb2 import BackMsg
-        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+        BackMsg, ForwardMsg = proto("BackMsg"), proto("ForwardMsg")
         msg = BackMsg()
         msg.rerun_script.query_string = query_string
         msg.rerun_script.page_name = page_name

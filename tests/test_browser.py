@@ -24,7 +24,7 @@ SHOTS = (ROOT / "docs" / "screenshots" if os.environ.get("FA_LAB_SCREENSHOTS") =
          else ROOT / "tests" / "artifacts" / "screenshots")
 # screenshot name -> (url path, draws a chart: from the config, or from what benchmarks/results/
 # holds — the Kernel page draws its recorded schedule)
-PAGES = {"overview": ("", False), "sram-tiling": ("sram-tiling", True),
+PAGES = {"overview": ("overview", False), "sram-tiling": ("sram-tiling", True),
          "online-softmax": ("online-softmax", True), "timings": ("timings", True),
          "kernel": ("kernel", True), "downloads": ("downloads", False),
          "backward": ("backward", True), "tile-sizes": ("tile-sizes", True),
@@ -102,6 +102,31 @@ def test_page_renders_without_exception(browser, server, name):
         page.screenshot(path=str(SHOTS / f"{name}.png"))
     finally:
         page.close()
+
+
+def test_every_page_url_opens_its_page(browser, server):
+    """Every URL the app names opens its page with no "Page not found": the root and each
+    page's url_path (the Overview's "/overview" included); the root and "/overview" in talk
+    mode too, whose query parameters survive the root's hop to "/overview"."""
+    from app import navigation
+    paths = navigation.url_paths()
+    assert "overview" in paths and set(paths) >= {path for path, _ in PAGES.values()}
+    visits = [(p, "") for p in paths] + [(p, "?talk=true&seq_q=512") for p in ("", "overview")]
+    for path, query in visits:
+        talk = bool(query)
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        try:
+            page.goto(f"{server}/{path}{query}")
+            page.wait_for_selector("h1", timeout=30000)
+            _settle(page, quiet_polls=2)
+            assert "Page not found" not in page.inner_text("body"), f"/{path}{query}"
+            assert page.locator('[data-testid="stException"]').count() == 0, f"/{path}{query}"
+            if talk:
+                assert "talk=true" in page.url and "seq_q=512" in page.url, (path, page.url)
+            if path == "":
+                assert page.url.split("?")[0].endswith("/overview"), page.url
+        finally:
+            page.close()
 
 
 def _step_forward(page, times: int):
