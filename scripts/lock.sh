@@ -77,7 +77,8 @@ compile gpu dev app gpu
 
 for name in app dev gpu; do
   echo "lock.sh: requirements/$name.lock, what moved:" >&2
-  info changes "$backup/$name.lock" "requirements/$name.lock" | sed 's/^/  /' >&2
+  moved=$(info changes "$backup/$name.lock" "requirements/$name.lock")
+  echo "${moved:-(no pin moved)}" | sed 's/^/  /' >&2
 done
 
 # a fresh .venv from the new dev lock (nothing left over from the old one), then the suite
