@@ -16,11 +16,14 @@ RUN apt-get update \
  && useradd --create-home --uid 10001 lab
 
 WORKDIR /app
-COPY requirements.txt requirements-gpu.txt pyproject.toml ./
+# requirements/gpu.lock: the app's packages and CuPy, exact versions with hashes (it holds
+# all of requirements/app.lock, and setuptools for the editable install below)
+COPY requirements/ requirements/
 RUN python3 -m venv /opt/venv \
- && /opt/venv/bin/pip install --no-cache-dir -r requirements.txt -r requirements-gpu.txt
+ && /opt/venv/bin/pip install --no-cache-dir --require-hashes --no-deps -r requirements/gpu.lock
 COPY . .
-RUN /opt/venv/bin/pip install --no-cache-dir --no-deps -e . && chown -R lab /app
+RUN /opt/venv/bin/pip install --no-cache-dir --no-deps --no-build-isolation -e . \
+ && chown -R lab /app
 
 USER lab
 ENV FA_LAB_GPU_LOCK=/tmp/fa_lab_gpu.lock PYTHONDONTWRITEBYTECODE=1

@@ -1,8 +1,8 @@
 """The Hopper kernels compiled as the H200 compiles them: CuPy there builds with NVRTC 13.0,
 whose ptxas can spill or serialise wgmma where nvcc 13.0 does not (benchmarks/NOTES.md,
 "wgmma backward: the next S behind dQ_i"). The same NVRTC comes from the
-`nvidia-cuda-nvrtc` wheel (requirements-dev.txt); these tests load it through ctypes, with
-no GPU, and skip where it is not installed."""
+`nvidia-cuda-nvrtc` wheel (pyproject's [test] extra, requirements/dev.lock); these tests load
+it through ctypes, with no GPU, and skip where it is not installed."""
 import ctypes
 import re
 from pathlib import Path
@@ -30,7 +30,7 @@ def _nvrtc():
 NVRTC = _nvrtc()
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(NVRTC is None, reason="the nvidia-cuda-nvrtc wheel is not "
-                                 "installed (requirements-dev.txt)")]
+                                 "installed (requirements/dev.lock)")]
 # ptxas advisories that a build's wgmma products run one at a time (C7510-C7518: an
 # accumulator touched, too few registers, a wait injected); C7519, an injected arrive, is not
 SERIALISED = re.compile(r"\(C751[0-8]\)")
