@@ -18,14 +18,18 @@ LOCK = Path(__file__).resolve().parent.parent / "requirements" / "app.lock"
 
 
 def tested_version() -> str:
-    """The Streamlit version the lock pins (what the suite passed with), or "unknown"."""
+    """The Streamlit version(s) the lock pins (what the suite passed with), each with the
+    Python versions it is for, or "unknown"."""
     try:
-        for line in LOCK.read_text().splitlines():
-            if line.lower().startswith("streamlit=="):
-                return line.split("==", 1)[1].split()[0].rstrip("\\").strip()
+        lines = LOCK.read_text().splitlines()
     except OSError:
-        pass
-    return "unknown"
+        return "unknown"
+    pins = []
+    for line in lines:
+        if line.lower().startswith("streamlit=="):
+            pin, _, marker = line.split("==", 1)[1].rstrip("\\ ").partition(";")
+            pins.append(pin.strip() + (f" (where {marker.strip()})" if marker.strip() else ""))
+    return " or ".join(pins) or "unknown"
 
 
 def internal(module: str, name: str):

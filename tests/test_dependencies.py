@@ -322,3 +322,26 @@ def test_second_start_is_offline_and_installs_nothing(tmp_path):
         log.seek(0)
         assert "installing" not in log.read().decode(errors="replace")
     assert site_snapshot() == before
+
+
+def test_the_suite_runs_on_the_locked_versions():
+    """In the .venv that scripts/test.sh made from the dev lock, every package of that lock
+    (for this Python and platform) is installed at exactly its pinned version: the verdict of
+    the suite is the verdict on the lock. Elsewhere (a GPU machine's own Python) it skips."""
+    from packaging.markers import Marker
+    from packaging.version import Version
+    venv = ROOT / ".venv"
+    if Path(sys.prefix).resolve() != venv.resolve() or not (
+            venv / ".fa-lab-stamps" / "dev.lock").exists():
+        pytest.skip("not running in the .venv that scripts/test.sh installs from the dev lock")
+    wrong = []
+    for e in entries("dev"):
+        if e["marker"] and not Marker(e["marker"]).evaluate():
+            continue
+        try:
+            have = importlib.metadata.version(e["name"])
+        except importlib.metadata.PackageNotFoundError:
+            have = None
+        if have is None or Version(have) != Version(e["version"]):
+            wrong.append(f"{e['name']}: locked {e['version']}, installed {have}")
+    assert not wrong, "\n".join(wrong) + "\n(bash scripts/test.sh installs the lock)"
