@@ -181,6 +181,22 @@ def test_templated_softmax_charts_equal_altairs(fresh, salt):
             assert_same(cached_sent(builder, *args), want, "cached")
 
 
+def test_altair_names_datasets_as_specs_does():
+    """app.specs names a template's datasets the way Altair names inline data (a hash of the
+    values); if an Altair release changes that, this says so plainly, before the chart
+    comparisons below fail on names."""
+    import altair as alt
+    import pandas as pd
+
+    frame = pd.DataFrame({"x": [1.5, 2.0, float("nan")], "s": ["a", None, "c"]})
+    spec = alt.Chart(frame).mark_point().encode(x="x:Q").to_dict(validate=False)
+    (name, values), = spec["datasets"].items()
+    assert specs.dataset_name(values) == name, (
+        f"Altair {alt.__version__} names inline datasets differently from "
+        "app.specs.dataset_name; the project is tested with the Altair that "
+        "requirements/app.lock pins: install the locked versions or adapt app/specs.py")
+
+
 def test_records_are_altairs():
     """specs.records gives what Altair's data transformer gives: Python numbers, bools and
     strings, None for NaN, inf and missing values, for every dtype kind the charts use."""
