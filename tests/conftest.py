@@ -36,3 +36,8 @@ def pytest_report_header(config):
            f"FA_LAB_TEST_SEED={SEED})" if FUZZING else
            "fixed; FA_LAB_TEST_SEED=<n> for another, =random for the fuzzing run")
     return f"random inputs: seed {SEED} ({how})"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The seed again at the end, where -q (which hides the header) still shows it."""
+    terminalreporter.write_line(pytest_report_header(None))
