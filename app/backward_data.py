@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 
 import engine
-from engine import iomodel
-from engine.cpu.forward import processed_tiles
+from engine.model import iomodel
+from engine.model.tiles import key_rows, processed_tiles, query_rows
 from app.tiling_data import MAX_CELLS
 
 MAX_ROWS = 64            # query rows drawn as thin lines in the row-sum chart
@@ -84,9 +84,8 @@ def loop_view(cfg: engine.AttentionConfig, trace: engine.BackwardTrace) -> Backw
 
 def _cell_label(r: int, c: int, g: int, cfg: engine.AttentionConfig) -> str:
     if g == 1:
-        return (f"block j={c} (keys {c * cfg.block_k}–{min((c + 1) * cfg.block_k, cfg.seq_k) - 1})"
-                f", query tile i={r} (queries {r * cfg.block_q}–"
-                f"{min((r + 1) * cfg.block_q, cfg.seq_q) - 1})")
+        (r0, r1), (k0, k1) = query_rows(cfg, r), key_rows(cfg, c)
+        return f"block j={c} (keys {k0}–{k1 - 1}), query tile i={r} (queries {r0}–{r1 - 1})"
     return (f"key tiles {c * g}–{min((c + 1) * g, cfg.Tc) - 1}, "
             f"query tiles {r * g}–{min((r + 1) * g, cfg.Tr) - 1}")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, KERNELS, PROFILES
-from engine.config import MAX_LOGIT_SCALE, MAX_SEED
-from engine.decode_config import MAX_DECODE_QUERIES
+from engine.model.config import MAX_LOGIT_SCALE, MAX_SEED
+from engine.model.decode_config import MAX_DECODE_QUERIES
 
 MAX_BATCH = 64
 MAX_HEADS = 64

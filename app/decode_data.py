@@ -1,15 +1,15 @@
 """Data of the Decoding page: a DecodeConfig from the sidebar and the page's controls, the
 splits of the cache, each split's softmax state for the merge, the paged pool and its block
 table, bytes per token, and times (model, measured, recorded). Pure functions: DataFrames out;
-byte counts from engine.iomodel."""
+byte counts from engine.model.iomodel."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from engine import AttentionConfig, GpuProfile, iomodel
-from engine.decode_config import AUTO, MAX_SPLITS, DecodeConfig, splits_without_empty
-from engine.results import DecodeResult
+from engine import AttentionConfig, GpuProfile
+from engine.model import iomodel
+from engine.model.decode_config import AUTO, MAX_SPLITS, DecodeConfig, splits_without_empty
 
 POOL_COLUMNS = 32          # physical pages drawn per row of the pool
 POOL_CAP = 4096            # pages drawn at most (the rest named in a caption)
@@ -35,14 +35,14 @@ def decode_config(cfg: AttentionConfig, seq_k: int, seq_q: int, kv_heads: int, s
                         scale=cfg.scale, seed=cfg.seed)
 
 
-def split_strip(res: DecodeResult) -> pd.DataFrame:
+def split_strip(res: engine.DecodeResult) -> pd.DataFrame:
     """One row per split: its keys [k0, k1)."""
     b = res.bounds
     return pd.DataFrame({"split": np.arange(res.num_splits), "k0": b[:-1], "k1": b[1:],
                          "keys": np.diff(b)})
 
 
-def split_states(res: DecodeResult, b: int, h: int, t: int) -> pd.DataFrame:
+def split_states(res: engine.DecodeResult, b: int, h: int, t: int) -> pd.DataFrame:
     """The trace of query row (b, h, t), one row per split: its keys, m_s, l_s (seen=False
     for a split the row does not see; m_s is then drawn at the smallest seen m_s), the
     rescale exp(m_s - m_final) and its share rescale·l_s / l_final of the final sum."""

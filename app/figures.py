@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import engine
-from engine import iomodel
-from engine.cpu.forward import processed_tiles
+from engine.model import iomodel
+from engine.model.tiles import processed_count
 
 
 def kib(n: float) -> str:
@@ -23,7 +23,7 @@ def key_figures(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> list[tup
     budget = iomodel.smem_budget(cfg, gpu)
     blocks = cfg.bh * cfg.Tr
     slots = gpu.sms * budget.blocks_per_sm
-    processed = int(processed_tiles(cfg).sum())
+    processed = processed_count(cfg)
     return [
         ("peak memory, naive", iomodel.format_bytes(naive_mem),
          "Q, K, V, O and the N×N matrices S and P"),

@@ -11,8 +11,8 @@ import pandas as pd
 
 import engine
 
-from engine.gpu import catalog
-from engine.recorded import SCHEDULE_FIELDS
+from engine.facade import recorded
+from engine.model import catalog
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 MAX_BLOCKS_DRAWN = 20000
@@ -89,7 +89,7 @@ def schedule_table(schedule) -> pd.DataFrame:
     get = (schedule.get if isinstance(schedule, dict)
            else lambda name: getattr(schedule, name, None))
     runs = get("unit") == "run"
-    names = SCHEDULE_FIELDS + (RUN_COLUMNS if runs else ())
+    names = recorded.SCHEDULE_FIELDS + (RUN_COLUMNS if runs else ())
     try:
         cols = {name: np.asarray(get(name), dtype=np.int64) for name in names}
     except (TypeError, ValueError):

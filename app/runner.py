@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 import engine
-from engine import iomodel
+from engine.model import iomodel
 
 # A config is hashed as its repr (every field, exactly): 0.04 ms, where Streamlit's generic
 # hashing of the dataclass takes 0.3 ms, and every cached call hashes it on every run.
@@ -81,8 +81,8 @@ def decode(cfg: engine.DecodeConfig, backend: str, profile: str) -> engine.Decod
 def decode_timings(cfg: engine.DecodeConfig, counts: tuple, auto: int) -> list[dict]:
     """GPU only: the decode step timed at each split count, and PyTorch's SDPA on the same
     shape (left out when PyTorch cannot run it), as decode records."""
-    from engine.gpu.decode_bench import decode_record, time_flash_decode, time_sdpa
-    from engine.limits import check_decode_limits
+    from engine.facade import decode_record, time_flash_decode, time_sdpa
+    from engine.model.limits import check_decode_limits
     check_decode_limits(cfg, max(counts))
     inputs = engine.make_decode_inputs(cfg)
     records = [decode_record(cfg, "flash_decode", s,

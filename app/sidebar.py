@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 import engine
-from engine.gpu import catalog
+from engine.model import catalog
 from app.figures import device_sentence
 from app.controls import (BACKEND_LABELS, CONTROLS, PAGE_CONTROLS, PRESETS, kernel_label,
                           parse_value, to_text)

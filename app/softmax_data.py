@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 import engine
+from engine.model.tiles import hidden, key_tile_ends, visible_in_tiles
 
 MAX_SCORE_POINTS = 2000
 FP16_MAX = float(np.finfo(np.float16).max)
@@ -23,9 +24,8 @@ def row_trace(trace: engine.Trace, cfg: engine.AttentionConfig, b: int, h: int,
               r: int) -> pd.DataFrame:
     """One row of the trace per key tile j; -inf (nothing visible yet) becomes NaN."""
     j = np.arange(cfg.Tc)
-    k0 = j * cfg.block_k
-    k1 = np.minimum(k0 + cfg.block_k, cfg.seq_k)
-    visible = np.clip(np.minimum(k1, r + 1) - k0, 0, None) if cfg.causal else k1 - k0
+    k0, k1 = j * cfg.block_k, key_tile_ends(cfg)
+    visible = visible_in_tiles(cfg, r)
     return pd.DataFrame({
         "tile": j, "k0": k0, "k1": k1, "visible_keys": visible,
         "processed": trace.processed[r // cfg.block_q],
@@ -40,7 +40,8 @@ def scores(cfg: engine.AttentionConfig, q: np.ndarray, k: np.ndarray, b: int, h:
            r: int) -> tuple[np.ndarray, np.ndarray]:
     """Scaled scores s[r, :] in float64 and the mask of keys row r may see."""
     s = cfg.softmax_scale * (k[b, h].astype(np.float64) @ q[b, h, r].astype(np.float64))
-    visible = np.arange(cfg.seq_k) <= r if cfg.causal else np.ones(cfg.seq_k, dtype=bool)
+    mask = hidden(cfg, r, r + 1, 0, cfg.seq_k)
+    visible = np.ones(cfg.seq_k, dtype=bool) if mask is None else ~mask[0]
     return s, visible
 
 
@@ -60,7 +61,7 @@ def convergence(cfg: engine.AttentionConfig, q, k, v, output: np.ndarray,
     V = v[b, h].astype(np.float64)
     M = s[visible].max()
     p = np.where(visible, np.exp(s - M), 0.0)
-    ends = np.minimum((np.arange(cfg.Tc) + 1) * cfg.block_k, cfg.seq_k)
+    ends = key_tile_ends(cfg)
     P = np.cumsum(p[:, None] * V, axis=0)[ends - 1]        # (Tc, d)
     L = np.cumsum(p)[ends - 1]                               # (Tc,)
     exact = P[-1] / L[-1]

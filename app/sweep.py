@@ -9,7 +9,7 @@ import pandas as pd
 import engine
 from app.runner import kernels_for, naive_fits_gpu
 from app.timing_data import add_speedup, timing_row
-from engine.guards import check_sweep
+from engine.model.guards import check_sweep
 
 
 def run_sweep(cfg: engine.AttentionConfig, backend: str, gpu: engine.GpuProfile,

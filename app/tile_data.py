@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 
 import engine
-from engine import iomodel, tilemodel
-from engine.devices import PROFILES, datasheet_profile, memory_levels
-from engine.iomodel import format_bytes
+from engine.model import iomodel, tilemodel
+from engine.model.devices import PROFILES, datasheet_profile, memory_levels
+from engine.model.iomodel import format_bytes
 
 CONFIG_KEYS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal")
 KERNEL_NAMES = {"teaching": "teaching kernel", "tensorcore": "tensor-core kernel"}
 
 
 def model_table(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> pd.DataFrame:
-    """engine.tilemodel.tile_rows as a table, the current and the paper's cells marked."""
+    """engine.model.tilemodel.tile_rows as a table, the current and the paper's cells marked."""
     df = pd.DataFrame(tilemodel.tile_rows(cfg, gpu))
     paper = tilemodel.paper_tiles(cfg, gpu)
     df["current"] = (df.block_q == cfg.block_q) & (df.block_k == cfg.block_k)
@@ -200,7 +200,7 @@ def pyramid_table(gpu: engine.GpuProfile) -> pd.DataFrame:
 
 def placement_table(cfg: engine.AttentionConfig) -> pd.DataFrame:
     """Where naive attention and FlashAttention keep each array, with its bytes for this
-    config (engine.iomodel.placement)."""
+    config (engine.model.iomodel.placement)."""
     df = pd.DataFrame(iomodel.placement(cfg), columns=["algorithm", "what", "where", "bytes"])
     df["size"] = df.bytes.map(format_bytes)
     return df

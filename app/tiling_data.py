@@ -10,8 +10,8 @@ import pandas as pd
 
 import engine
 from app.memo import by_shape
-from engine import iomodel
-from engine.cpu.forward import processed_tiles
+from engine.model import iomodel
+from engine.model.tiles import key_rows, processed_tiles, query_rows
 
 MAX_CELLS = 4096     # grid cells drawn; bigger grids group g×g tiles into one cell
 MAX_WAVES = 100      # waves drawn in the SM view (× SMs marks)
@@ -109,19 +109,19 @@ def loop_view(cfg: engine.AttentionConfig, order: str = "fa2") -> LoopView:
 
 def _cell_label(r: int, c: int, g: int, cfg: engine.AttentionConfig) -> str:
     if g == 1:
-        return (f"S_{r},{c}: queries {r * cfg.block_q}–{min((r + 1) * cfg.block_q, cfg.seq_q) - 1}"
-                f", keys {c * cfg.block_k}–{min((c + 1) * cfg.block_k, cfg.seq_k) - 1}")
+        (r0, r1), (k0, k1) = query_rows(cfg, r), key_rows(cfg, c)
+        return f"S_{r},{c}: queries {r0}–{r1 - 1}, keys {k0}–{k1 - 1}"
     return (f"query tiles {r * g}–{min((r + 1) * g, cfg.Tr) - 1}, "
             f"key tiles {c * g}–{min((c + 1) * g, cfg.Tc) - 1}")
 
 
 def smem_layout(cfg: engine.AttentionConfig, gpu: engine.GpuProfile, kernel: str) -> str:
     """The shared-memory layout (iomodel.smem_parts) of the kernel that runs cfg: "teaching",
-    or for kernel="tensorcore" the build engine.gpu.catalog picks ("mma.sync" or "wgmma" on
+    or for kernel="tensorcore" the build engine.model.catalog picks ("mma.sync" or "wgmma" on
     compute capability 9.x); "teaching" when no tensor-core build takes cfg."""
     if kernel != "tensorcore":
         return "teaching"
-    from engine.gpu import catalog
+    from engine.model import catalog
     try:
         return catalog.tensorcore_build(cfg, gpu.compute_capability.startswith("9")).name
     except ValueError:

@@ -11,12 +11,11 @@ import numpy as np
 import pandas as pd
 
 import engine
-from engine import iomodel, recorded
 from app.style import kernel_name
-from engine.config import AttentionConfig, MAX_SEQ
-from engine.devices import datasheet_profile
-from engine.gpu import catalog
-from engine.gpu.naive import row_smem_bytes
+from engine.facade import recorded
+from engine.model import catalog, iomodel
+from engine.model.config import AttentionConfig, MAX_SEQ
+from engine.model.devices import datasheet_profile
 
 BENCH_DIR_ENV = "FA_LAB_BENCH_DIR"   # where recorded results are read (tests point it elsewhere)
 TIMING_COLUMNS = ["kernel", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "peak_MB",
@@ -88,9 +87,9 @@ def memory_wall(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
 
 
 def naive_row_limit(cfg: AttentionConfig, gpu: engine.GpuProfile) -> int:
-    """Smallest seq_k whose softmax row (float32, engine.gpu.naive) does not fit in one
-    block's shared memory: the naive GPU kernel refuses it."""
-    per_key = row_smem_bytes(cfg.with_(seq_k=1))
+    """Smallest seq_k whose softmax row (float32, iomodel.naive_row_smem_bytes) does not fit
+    in one block's shared memory: the naive GPU kernel refuses it."""
+    per_key = iomodel.naive_row_smem_bytes(cfg.with_(seq_k=1))
     return gpu.smem_per_block_optin // per_key + 1
 
 

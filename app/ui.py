@@ -13,8 +13,7 @@ from app import specs
 from app.controls import kernel_label
 from app.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
-from engine.gpu.lock import GPU_LOCK
-from engine.gpu.runtime import GpuRunError
+from engine.facade import GPU_LOCK, GpuRunError
 
 T = TypeVar("T")
 SETTINGS_KEY = "_settings"

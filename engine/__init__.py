@@ -4,13 +4,14 @@ Never imports streamlit or altair.
 """
 from .api import (ALGORITHMS, BACKENDS, KERNELS, GpuUnavailableError, benchmark, run,
                   run_backward)
-from .config import (BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, AttentionConfig,
-                     ConfigError, LimitError)
+from .model.config import (BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, AttentionConfig,
+                           ConfigError, LimitError)
 from .decode import make_decode_inputs, run_decode
-from .decode_config import DecodeConfig
-from .devices import PROFILES, DeviceInfo, GpuProfile, device_info, probe_gpu
+from .model.decode_config import DecodeConfig
+from .model.devices import PROFILES, GpuProfile
+from .devices import DeviceInfo, device_info, probe_gpu
 from .inputs import make_dout, make_inputs
-from .limits import LIMITS, check_limits
+from .model.limits import LIMITS, check_limits
 from .results import (BackwardTrace, DecodeResult, DecodeTrace, Gradients, Result, Schedule,
                       Timing, Trace)
 

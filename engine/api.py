@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .cpu import forward as numpy_backend
-from .config import DIRECTIONS, AttentionConfig, ConfigError
-from .limits import check_limits
+from .model.config import DIRECTIONS, AttentionConfig, ConfigError
+from .model.limits import check_limits
 from .devices import probe_gpu
 from .inputs import make_dout, make_inputs
 from .results import Gradients, Result, Timing

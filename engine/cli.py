@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 
-from .config import BLOCK_SIZES, DIRECTIONS, DTYPES, HEAD_DIMS, AttentionConfig
+from .model.config import BLOCK_SIZES, DIRECTIONS, DTYPES, HEAD_DIMS, AttentionConfig
 from .inputs import make_dout, make_inputs
 from .results import timing_record
 
@@ -157,7 +157,7 @@ def _bench_one(cfg, line, args, inputs):
 
 
 def _naive_need(cfg: AttentionConfig, direction: str) -> int:
-    from .iomodel import peak_memory
+    from .model.iomodel import peak_memory
     return peak_memory(cfg, "naive", direction=direction)
 
 
@@ -250,7 +250,7 @@ def cmd_trace(args) -> int:
 
 
 def cmd_runs(args) -> int:
-    from .limits import check_limits
+    from .model.limits import check_limits
     from .gpu.backend import to_device
     from .gpu.launchers import mma
     from .gpu.runtime import gpu_failures, live_gpu
@@ -392,7 +392,7 @@ def _decode_lines(cfg, args, sms: int) -> list[tuple]:
     """(label, config, num_splits, auto) of every timing of one decode shape: the auto split
     count, each other count of --sweep-splits that leaves no split empty, the paged caches
     (auto), then PyTorch's SDPA."""
-    from .decode_config import splits_without_empty
+    from .model.decode_config import splits_without_empty
     auto = cfg.splits_on(sms)
     lines = [("flash_decode", cfg, auto, True)]
     lines += [("flash_decode", cfg, s, False) for s in args.sweep_splits
@@ -405,7 +405,7 @@ def _decode_lines(cfg, args, sms: int) -> list[tuple]:
 
 def cmd_decode_bench(args) -> int:
     from .decode import make_decode_inputs, scatter_pages
-    from .decode_config import DecodeConfig, block_table
+    from .model.decode_config import DecodeConfig, block_table
     from .gpu.decode_bench import decode_method, decode_record, time_flash_decode, time_sdpa
     from .gpu.runtime import live_gpu
     from .gpu.torch_reference import release_memory

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import ConfigError
-from .decode_config import DecodeConfig, block_table, key_positions
-from .devices import GpuProfile, device_info
-from .limits import check_decode_limits
+from .model.config import ConfigError
+from .model.decode_config import DecodeConfig, block_table, key_positions
+from .model.devices import GpuProfile
+from .devices import device_info
+from .model.limits import check_decode_limits
 from .results import DecodeResult
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .config import AttentionConfig
+from .model.config import AttentionConfig
 
 
 def make_inputs(cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

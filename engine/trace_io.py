@@ -11,9 +11,9 @@ import json
 
 import numpy as np
 
-from .config import AttentionConfig, ConfigError
-from .limits import check_limits
-from .cpu.forward import processed_tiles
+from .model.config import AttentionConfig, ConfigError
+from .model.limits import check_limits
+from .model.tiles import processed_tiles
 from .results import TRACE_FIELDS, Result, Trace
 
 MAX_UPLOAD_BYTES = 64 << 20

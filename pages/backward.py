@@ -12,7 +12,9 @@ from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_spee
                              recorded_table, sweep_lengths, timing_table, with_builds)
 from app.ui import (chart, guarded, linked_number, loop_player, method_note, notes, on_stage,
                     source_line, stage, usable_settings)
-from engine import check_limits, iomodel, recorded
+from engine import check_limits
+from engine.facade import recorded
+from engine.model import iomodel
 
 GPU_METHOD = ("CUDA events around the backward alone (the forward's O and lse are made "
               "before), warm-up runs first, the median of many repetitions with the 10th–90th "
@@ -90,7 +92,7 @@ naive_io = iomodel.naive_backward_hbm(cfg).total
 flash_io = iomodel.flash_backward_hbm(cfg).total
 m1, m2, m3 = st.columns(3)
 m1.metric("HBM traffic, naive backward", iomodel.format_bytes(naive_io),
-          help="P read back; dP and dS written and read (engine.iomodel)")
+          help="P read back; dP and dS written and read (engine.model.iomodel)")
 m2.metric("HBM traffic, flash backward", iomodel.format_bytes(flash_io),
           f"{naive_io / flash_io:.1f}× less", delta_color="off")
 m3.metric("extra FLOPs to rebuild P", f"{cost.recompute_flops / 1e9:.3g} GFLOP",
@@ -101,7 +103,7 @@ with left:
     chart(hbm_parts_chart, hbm_parts(cfg))
 with right:
     chart(price_chart, cost.table)
-st.caption(f"Both from the IO model of this config (engine.iomodel), not measured. Times are "
+st.caption(f"Both from the IO model of this config (engine.model.iomodel), not measured. Times are "
            f"the least {gpu.name}'s datasheet rates allow ({gpu.fp16_tflops:g} TFLOP/s dense "
            f"16-bit, {gpu.hbm_gbps:,.0f} GB/s): flash backward does five matrix products "
            f"against naive's four, and in exchange never writes P, dP or dS.")

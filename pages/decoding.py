@@ -13,8 +13,9 @@ from app.decode_data import (POOL_CAP, POOL_COLUMNS, bytes_table, decode_config,
                              splits_model, spread_unsplit)
 from app.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes, on_stage,
                     stage, usable_settings)
-from engine import iomodel, recorded
-from engine.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
+from engine.facade import recorded
+from engine.model import iomodel
+from engine.model.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
 from app.timing_data import bench_dir
 
 st.title("Decoding")
@@ -113,7 +114,7 @@ kv = iomodel.decode_kv_bytes(dcfg)
 floor_ms = iomodel.decode_floor_ms(dcfg, gpu.hbm_gbps * 1e9)
 m1, m2, m3 = st.columns(3)
 m1.metric("K and V read per step", iomodel.format_bytes(kv),
-          help="2 · batch · kv_heads · seq_k · head_dim · bytes (engine.iomodel)")
+          help="2 · batch · kv_heads · seq_k · head_dim · bytes (engine.model.iomodel)")
 m2.metric("per generated token", iomodel.format_bytes(iomodel.decode_bytes_per_token(dcfg)))
 m3.metric("HBM floor of a step", f"{1e3 * floor_ms:.1f} µs",
           f"at {gpu.hbm_gbps:,.0f} GB/s (datasheet)", delta_color="off")
@@ -122,7 +123,7 @@ with left:
     chart(bytes_chart, bytes_table(dcfg, gpu))
 with right:
     chart(floor_chart, floor_sweep(dcfg, gpu))
-st.caption("The model (engine.iomodel.decode_model_ms, not a measurement): the step's HBM "
+st.caption("The model (engine.model.iomodel.decode_model_ms, not a measurement): the step's HBM "
            "bytes at the datasheet bandwidth, each SM drawing at most its share of it, so "
            "fewer thread blocks than SMs leave bandwidth unused. Splitting fills the SMs; "
            "grouped-query heads cut the bytes.")

@@ -7,7 +7,7 @@ from app import runner
 from app.downloads import results_csv, results_json, trace_summary
 from app.timing_data import bench_dir, recorded_table
 from app.ui import guarded, source_line, usable_settings
-from engine import recorded, trace_io
+from engine.facade import recorded, trace_io
 
 st.title("Downloads")
 s = usable_settings()

@@ -10,7 +10,7 @@ from app.kernel_data import (BY_KEY, KERNEL_SOURCES, facts_table, kernel_that_ru
                              schedule_summary, schedule_table, source_text, timeline_caption)
 from app.timing_data import bench_dir
 from app.ui import chart, guarded, notes, on_stage, stage, usable_settings
-from engine import recorded
+from engine.facade import recorded
 
 st.title("Kernel")
 s = usable_settings()
@@ -42,7 +42,7 @@ if res is not None and res.info and key == ran:
     st.dataframe(facts_table(res.info), hide_index=True)
 else:
     if s.on_gpu:
-        from engine.gpu.facts import facts_of
+        from engine.facade import facts_of
         live = guarded(facts_of, key, cfg, False, show=st.caption)
         if live is not None:
             st.caption(f"Compiled now on {s.device.name} for this config (untraced build).")

@@ -8,7 +8,7 @@ from app.softmax_data import convergence, fp16_overflow, row_trace, score_row
 from app.tiling_data import smem_layout
 from app.ui import (chart, guarded, linked_number, notes, on_stage, source_line, stage,
                     usable_settings)
-from engine import iomodel
+from engine.model import iomodel
 
 st.title("Online softmax")
 s = usable_settings()

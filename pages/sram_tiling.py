@@ -8,7 +8,7 @@ from app.controls import kernel_label
 from app.figures import kib
 from app.tiling_data import ORDERS, loop_view, smem_layout, smem_table, waves
 from app.ui import chart, linked_radio, loop_player, notes, on_stage, stage, usable_settings
-from engine import iomodel
+from engine.model import iomodel
 
 st.title("SRAM tiling")
 s = usable_settings()

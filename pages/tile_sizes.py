@@ -7,8 +7,8 @@ from app.charts_tiles import SELECTION, placement_chart, pyramid_chart, tile_hea
 from app.sidebar import choose_tiles
 from app.timing_data import bench_dir
 from app.ui import chart, guarded, notes, on_stage, picking_chart, stage, usable_settings
-from engine import recorded, tilemodel
-from engine.gpu.tilesweep import SWEEP_REPS, sweep_tiles
+from engine.facade import recorded, sweep_tiles
+from engine.model import tilemodel
 
 st.title("Tile sizes")
 s = usable_settings()
@@ -79,7 +79,7 @@ if on_gpu:
     if st.button("Time every tile shape on this GPU", type="primary", disabled=not kernels,
                  key="tiles_sweep"):
         bar = st.progress(0.0, text="compiling and timing…")
-        got = guarded(sweep_tiles, cfg, tuple(kernels), SWEEP_REPS,
+        got = guarded(sweep_tiles, cfg, tuple(kernels),
                       lambda done, total, what: bar.progress(done / total, text=what))
         bar.empty()
         if got is not None:

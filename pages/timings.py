@@ -12,7 +12,7 @@ from app.timing_data import (add_speedup, bench_dir, ceilings_note, fastest,
                              stage_table, sweep_lengths, timing_table, with_builds,
                              with_companions)
 from app.ui import chart, guarded, linked_choice, method_note, usable_settings
-from engine import recorded
+from engine.facade import recorded
 
 GPU_METHOD = ("CUDA events around the kernel(s), warm-up runs first (compile, module load and "
               "cuBLAS handles stay out), the median of many repetitions with the 10th–90th "
@@ -105,7 +105,7 @@ with c1:
     chart(memory_chart, memory, gpu.memory_bytes, gpu.name, wall, wall_text=wall_text)
 with c2:
     chart(hbm_chart, memory)
-st.caption("Both from the memory and IO model of this exact config (engine.iomodel), not "
+st.caption("Both from the memory and IO model of this exact config (engine.model.iomodel), not "
            "measured. Naive's peak grows as N², flash's as N. " + hbm_text(cfg, gpu))
 
 st.subheader("Recorded on real GPUs")

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from app.timing_data import BENCH_DIR_ENV
-from engine import iomodel
+from engine.model import iomodel
 
 ON_GPU = engine.probe_gpu()[0]      # backend "auto" runs the CuPy kernels there
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.cpu.forward import processed_tiles
-from engine.iomodel import backward_trace_bytes, format_bytes, naive_backward_bytes
+from engine.model.tiles import processed_tiles
+from engine.model.iomodel import backward_trace_bytes, format_bytes, naive_backward_bytes
 from reference import attention_grads64, ds_cancellation64, loss64, rel_err, scores64
 import seeds
 

@@ -1,12 +1,12 @@
-"""The kernel catalog (engine.gpu.catalog): which tensor-core build takes which config, the
+"""The kernel catalog (engine.model.catalog): which tensor-core build takes which config, the
 refusal messages that quote it, and the shared memory of every catalogued build — no GPU
 needed."""
 import pytest
 
 import engine
-from engine import iomodel
-from engine.config import AttentionConfig, ConfigError
-from engine.gpu import catalog
+from engine.model import iomodel
+from engine.model.config import AttentionConfig, ConfigError
+from engine.model import catalog
 
 H200 = engine.PROFILES["H200"]
 BUILDS = (catalog.MMA_SYNC, catalog.WGMMA, catalog.BACKWARD_MMA, catalog.BACKWARD_WGMMA)

@@ -13,8 +13,9 @@ import engine
 from app import charts_backward, charts_kernel, charts_softmax, charts_tiling, charts_timing
 from app import backward_data, kernel_data, softmax_data, tiling_data, timing_data
 from app.style import ALARM, KERNEL_COLORS, TILE_COLORS, kernel_scale
-from engine import iomodel, recorded, stream_k
-from engine.cpu.forward import processed_tiles
+from engine.model import iomodel, stream_k
+from engine import recorded
+from engine.model.tiles import processed_tiles
 import seeds
 
 H200 = engine.PROFILES["H200"]
@@ -321,7 +322,7 @@ def test_schedule_table_from_recorded_file_and_from_schedule():
 
 
 def planned_run_log(cfg, G, rng):
-    """A run log as the RUNS build writes it, of the runs engine.stream_k plans for G blocks:
+    """A run log as the RUNS build writes it, of the runs engine.model.stream_k plans for G blocks:
     each block's runs back to back from a random start, on SM b % 132."""
     tiles, rows = stream_k.key_tiles(cfg), []
     for b, runs in enumerate(stream_k.runs(cfg, cfg.bh, G)):
@@ -690,7 +691,7 @@ def test_headline_without_recorded_files_is_empty(tmp_path):
 
 
 def test_naive_limit_is_whichever_comes_first():
-    from engine.gpu.naive import row_smem_bytes
+    from engine.model.iomodel import naive_row_smem_bytes as row_smem_bytes
     cfg = engine.AttentionConfig()
     n, text = timing_data.naive_limit(cfg, H200)
     assert n == H200.smem_per_block_optin // 4 + 1 == 58113

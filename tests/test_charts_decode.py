@@ -7,7 +7,7 @@ import pytest
 
 import engine
 from app import charts_decode, decode_data
-from engine.decode_config import DecodeConfig
+from engine.model.decode_config import DecodeConfig
 
 H200 = engine.PROFILES["H200"]
 

@@ -10,9 +10,10 @@ import pandas as pd
 
 import engine
 from app import charts_tiles, style, tile_data as td
-from engine import iomodel, recorded, tilemodel
-from engine.devices import PROFILES
-from engine.gpu import catalog
+from engine.model import iomodel, tilemodel
+from engine import recorded
+from engine.model.devices import PROFILES
+from engine.model import catalog
 from seeds import SEED, rng
 
 H200 = PROFILES["H200"]

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import engine
-from engine.limits import LIMITS, check_limits
+from engine.model.limits import LIMITS, check_limits
 
 FIELDS = ["batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block_k", "dtype",
           "causal", "scale", "seed", "inputs", "logit_scale"]
@@ -95,7 +95,7 @@ def test_run_checks_input_shapes_and_dtypes():
 
 
 def test_device_memory_guard_names_both_needs():
-    from engine.guards import check_device_memory, check_sweep
+    from engine.model.guards import check_device_memory, check_sweep
     cfg = engine.AttentionConfig(batch=4, heads=16, seq_q=32768, seq_k=32768, head_dim=64,
                                  dtype="float16")
     with pytest.raises(engine.LimitError) as exc:

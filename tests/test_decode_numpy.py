@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 import engine
 import seeds
-from engine import iomodel
+from engine.model import iomodel
 from engine.decode import gather_pages, make_decode_inputs, run_decode, scatter_pages
-from engine.decode_config import (AUTO, MAX_SPLITS, MIN_SPLIT_KEYS, DecodeConfig, auto_splits,
-                                  block_table, split_bounds, splits_without_empty)
+from engine.model.decode_config import (AUTO, MAX_SPLITS, MIN_SPLIT_KEYS, DecodeConfig,
+                                        auto_splits, block_table, split_bounds,
+                                        splits_without_empty)
 from reference import decode64, rel_err
 
 RNG = seeds.rng(1501)

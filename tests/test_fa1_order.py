@@ -8,7 +8,7 @@ import pytest
 
 import engine
 from app import tiling_data
-from engine import iomodel
+from engine.model import iomodel
 from engine.cpu import forward
 import seeds
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 import engine
-from engine.config import ConfigError
-from engine.gpu import backend, catalog
+from engine.model.config import ConfigError
+from engine.gpu import backend
+from engine.model import catalog
 from engine.gpu import naive as gpu_naive
 from engine.gpu.launchers import backward_teaching
 from engine.results import BACKWARD_TRACE_FIELDS

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine.config import ConfigError
-from engine.gpu import catalog
+from engine.model.config import ConfigError
+from engine.model import catalog
 from engine.gpu.launchers import backward_mma, backward_wgmma, core
 from engine.gpu.runtime import device_is_hopper
 from engine.inputs import make_dout

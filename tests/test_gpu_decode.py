@@ -11,7 +11,7 @@ import pytest
 
 import engine
 from engine.decode import gather_pages, make_decode_inputs, run_decode
-from engine.decode_config import MAX_SPLITS, DecodeConfig, block_table
+from engine.model.decode_config import MAX_SPLITS, DecodeConfig, block_table
 from engine.results import DECODE_TRACE_FIELDS
 from reference import decode64, rel_err
 import seeds

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import engine
-from engine import iomodel
+from engine.model import iomodel
 from engine.gpu.launchers import teaching
-from engine.config import BLOCK_SIZES, HEAD_DIMS
+from engine.model.config import BLOCK_SIZES, HEAD_DIMS
 from engine.results import TRACE_FIELDS as TRACE_NAMES
 import seeds
 from kernel_checks import check_schedule, check_trace_values

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine.config import ConfigError
-from engine.gpu import catalog
+from engine.model.config import ConfigError
+from engine.model import catalog
 from engine.gpu.launchers import mma, teaching, wgmma
 from engine.gpu.runtime import device_is_hopper
 from engine.results import TRACE_FIELDS

@@ -56,7 +56,7 @@ def test_real_out_of_memory_is_recovered(monkeypatch):
     request works."""
     import cupy
 
-    from engine import guards
+    from engine.model import guards
     monkeypatch.setattr(guards, "check_device_memory", lambda *a, **k: None)
     cfg = engine.AttentionConfig(batch=1, heads=96, seq_q=32768, seq_k=32768, head_dim=16,
                                  dtype="float16")          # S alone: 96·32768²·2 B = 206 GB

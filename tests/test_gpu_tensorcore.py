@@ -3,10 +3,10 @@ block schedule against float64 and NumPy references, every output poisoned befor
 import pytest
 
 import engine
-from engine import stream_k as stream_k_plan
+from engine.model import stream_k as stream_k_plan
 from engine.cpu import stream_k as stream_k_emulation
 from engine.recorded import schedule_of_runs
-from engine.gpu import catalog
+from engine.model import catalog
 from engine.gpu.launchers import mma as tensorcore
 from kernel_checks import (TRACE_NAMES, check_float64, check_output, check_stream_k,
                            check_trace, to_gpu)
@@ -129,7 +129,7 @@ def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bq, bk, n, he
 @pytest.mark.parametrize("heads,n,causal", [(4, 4096, True), (3, 1100, False)])
 def test_the_run_log_holds_every_planned_run_once(heads, n, causal):
     """The RUNS build (`python -m engine runs`), d = 128 at 128×32: stream-K logs exactly the
-    runs engine.stream_k.runs plans for its blocks, each cut item merged once by the block of
+    runs engine.model.stream_k.runs plans for its blocks, each cut item merged once by the block of
     its last part, on times that nest in one launch; whole items log every item once; both
     outputs within tolerance of float64."""
     cfg = config(head_dim=128, block_q=128, block_k=32, seq_q=n, seq_k=n, heads=heads,

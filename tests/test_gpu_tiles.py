@@ -5,9 +5,9 @@ counted, and the server's tile-sweep limit refuses a sweep before anything runs.
 import pytest
 
 import engine
-from engine import iomodel, tilemodel
-from engine.config import LimitError
-from engine.gpu import catalog
+from engine.model import iomodel, tilemodel
+from engine.model.config import LimitError
+from engine.model import catalog
 from engine.gpu.occupancy import kernel_occupancy
 from engine.gpu.runtime import device_is_hopper, live_gpu
 from engine.gpu.tilesweep import shapes_taken, sweep_tiles

@@ -8,10 +8,10 @@ import engine
 from engine.gpu.launchers import mma as tensorcore
 from engine.gpu.runtime import device_is_hopper
 from engine.gpu.launchers import wgmma
-from engine.config import ConfigError
-from engine import stream_k
+from engine.model.config import ConfigError
+from engine.model import stream_k
 from engine.cpu import stream_k as stream_k_emulation
-from engine.gpu import catalog
+from engine.model import catalog
 from kernel_checks import (OUT_TOL, TRACE_NAMES, check_schedule, check_float64, check_output,
                            check_stream_k, check_trace, to_gpu)
 from reference import attention64, rel_err

@@ -1,9 +1,17 @@
-"""The house's shape: no import cycle among the project's modules (function-level imports
-included), and CuPy imported only by the GPU side (engine/gpu/, device detection, the kernel
-loader)."""
+"""The house's shape: the layers of pyproject.toml's [tool.importlinter] contracts hold
+(checked by import-linter, and shown to fail on a wrong import), pages/ follows the app's
+contract, no import cycle among the project's modules, and CuPy imported only by the GPU side
+(engine/gpu/, device detection, the kernel loader). Function-level imports count everywhere."""
 import ast
 import collections
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
+from importlinter.api import read_configuration
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("engine", "app", "kernels")
@@ -85,3 +93,100 @@ def test_cupy_only_on_the_gpu_side():
         if uses and not rel.startswith(CUPY_ALLOWED):
             offenders.append(rel)
     assert offenders == []
+
+
+# ---- the layers (docs/DESIGN.md, "Layers") ----------------------------------------------
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+CONTRACTS = {c["id"]: c for c in
+             read_configuration(str(ROOT / "pyproject.toml"))["contracts_options"]}
+# what app/ and pages/ may import from the engine: its public API, the facade and the model
+APP_MAY_IMPORT = ("engine", "engine.facade", "engine.model")
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run([str(LINT_IMPORTS), "--no-cache"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def engine_top_modules() -> set[str]:
+    """engine's own modules and subpackages, one level down."""
+    return {f"engine.{p.stem}" for p in (ROOT / "engine").iterdir()
+            if (p.suffix == ".py" and p.stem != "__init__") or (p / "__init__.py").exists()}
+
+
+def test_import_contracts_hold():
+    done = lint_imports(ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for contract in CONTRACTS.values():
+        assert f"{contract['name']} KEPT" in done.stdout
+
+
+def test_contracts_name_every_engine_module():
+    """A new engine module is forbidden to app/ and to the model until a contract allows it."""
+    inner = engine_top_modules()
+    assert {"engine.model", "engine.facade", "engine.cpu", "engine.gpu"} <= inner
+    app_forbidden = {m for m in CONTRACTS["app-uses-public-engine"]["forbidden_modules"]}
+    assert app_forbidden == inner - set(APP_MAY_IMPORT)
+    model_forbidden = {m for m in CONTRACTS["model-is-pure"]["forbidden_modules"]
+                       if m.startswith("engine.")}
+    assert model_forbidden == inner - {"engine.model"}
+
+
+def test_the_model_never_imports_the_engine_package():
+    """The one import the model contract cannot name: engine itself (its __init__ reaches
+    both backends)."""
+    known = modules()
+    offenders = [(name, target) for name, path in known.items() if name.startswith("engine.model")
+                 for target in imports(name, path, known)
+                 if not target.startswith("engine.model")]
+    assert offenders == []
+
+
+def outside_engine_api(path: Path, known: dict) -> list[str]:
+    """The engine modules a file outside the engine imports other than APP_MAY_IMPORT."""
+    return sorted(t for t in imports(path.stem, path, known)
+                  if t.split(".")[0] == "engine" and t not in APP_MAY_IMPORT
+                  and not t.startswith("engine.model."))
+
+
+def test_pages_import_only_the_public_engine():
+    """pages/ is no package (Streamlit runs each file), so import-linter cannot see it: the
+    app's contract is checked here."""
+    known = modules()
+    found = {p.name: outside_engine_api(p, known) for p in sorted((ROOT / "pages").glob("*.py"))}
+    assert len(found) > 5
+    assert {name: bad for name, bad in found.items() if bad} == {}
+
+
+def test_the_pages_check_sees_a_wrong_import(tmp_path):
+    page = tmp_path / "page.py"
+    page.write_text("import engine\nfrom engine.model import iomodel\n"
+                    "def f():\n    from engine import recorded\n    from engine.gpu import lock\n")
+    assert outside_engine_api(page, modules()) == ["engine.gpu", "engine.gpu.lock", "engine.recorded"]
+
+
+BAD_IMPORTS = {   # contract -> (a module added to a copy of the tree, its source)
+    "app-uses-public-engine": ("app/_wrong.py",
+                               "def f():\n    from engine.gpu import lock\n    return lock\n"),
+    "backends-independent": ("engine/cpu/_wrong.py",
+                             "def f():\n    from ..gpu import runtime\n    return runtime\n"),
+    "model-is-pure": ("engine/model/_wrong.py", "from ..cpu import forward\n"),
+    "engine-below-app": ("engine/_wrong.py", "def f():\n    import app.ui\n"),
+}
+
+
+@pytest.mark.parametrize("contract", sorted(BAD_IMPORTS))
+def test_a_wrong_import_breaks_its_contract(tmp_path, contract):
+    for folder in ("engine", "app", "kernels"):
+        shutil.copytree(ROOT / folder, tmp_path / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    rel, source = BAD_IMPORTS[contract]
+    (tmp_path / rel).write_text(source)
+    done = lint_imports(tmp_path)
+    assert done.returncode != 0, done.stdout
+    broken = done.stdout.split("Broken contracts")[-1]
+    assert CONTRACTS[contract]["name"] in broken
+    assert rel[:-3].replace("/", ".") in broken          # the copy was analysed, not ROOT
+    assert "3 kept, 1 broken" in done.stdout

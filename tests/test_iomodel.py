@@ -1,6 +1,6 @@
 """Memory and IO model against values worked out by hand (see the comments)."""
 import engine
-from engine import iomodel
+from engine.model import iomodel
 
 H200, T4 = engine.PROFILES["H200"], engine.PROFILES["T4"]
 

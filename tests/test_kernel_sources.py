@@ -9,10 +9,11 @@ import subprocess
 import pytest
 
 import engine
-from engine.gpu import catalog
+from engine.model import catalog
 from engine.gpu import naive as gpu_naive
 from engine.gpu.launchers import backward_teaching, core, teaching
-from engine.iomodel import smem_budget
+from engine.model.iomodel import smem_budget
+from engine.model.launch import naive_row_threads
 from kernels.loader import KERNEL_DIR, read_source, source_names
 
 NVCC = shutil.which("nvcc")
@@ -122,7 +123,7 @@ def decode_examples():
     """The Flash-Decoding kernel in float16 and bfloat16 at head_dim 64 and 128 (one query
     row per block, contiguous; four rows of a GQA group, paged), and the extremes: float32 at
     head_dim 256 with 32 rows, float16 at head_dim 16 with four query tokens."""
-    from engine.decode_config import DecodeConfig
+    from engine.model.decode_config import DecodeConfig
     from engine.gpu.launchers import decode
     shapes = [dict(head_dim=d, dtype=dt, **layout) for d in (64, 128)
               for dt in ("float16", "bfloat16")
@@ -224,7 +225,7 @@ def test_launcher_options_define_every_macro_the_source_requires(source):
 
 
 def test_naive_softmax_threads_fit_the_row():
-    assert [gpu_naive.row_threads(cfg(seq_k=n)) for n in (1, 256, 257, 1024, 4096, 16384)] == \
+    assert [naive_row_threads(cfg(seq_k=n)) for n in (1, 256, 257, 1024, 4096, 16384)] == \
         [32, 32, 64, 128, 256, 256]
 
 
@@ -256,7 +257,7 @@ def test_decode_split_kernel_fits_blocks_per_sm_on_the_issue_shape():
     """heads 32, kv_heads 8, d = 128, float16 (the issue's H200 target): shared memory and
     registers leave room for BLOCKS_PER_SM blocks on an SM (the auto rule uses at most
     AUTO_BLOCKS_PER_SM of them)."""
-    from engine.decode_config import BLOCKS_PER_SM, DecodeConfig
+    from engine.model.decode_config import BLOCKS_PER_SM, DecodeConfig
     from engine.gpu.launchers import decode
     cfg = DecodeConfig(heads=32, kv_heads=8, head_dim=128, dtype="float16")
     smem = decode.check_fits(cfg, H200)

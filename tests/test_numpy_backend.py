@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import engine
-from engine.cpu.forward import processed_tiles
+from engine.model.tiles import processed_tiles
 from reference import attention64, rel_err, trace64
 import seeds
 

@@ -1,4 +1,4 @@
-"""Stream-K (engine/stream_k.py, the schedule the persistent wgmma kernel and the mma.sync
+"""Stream-K (engine/model/stream_k.py, the schedule the persistent wgmma kernel and the mma.sync
 kernel's STREAM_K build walk when their items are few or uneven, and engine/cpu/stream_k.py,
 its NumPy emulation): every key tile of every
 item runs exactly once, shares are even, cut items post to distinct slots, and the parts'
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import stream_k
-from engine.config import AttentionConfig
+from engine.model import stream_k
+from engine.model.config import AttentionConfig
 from engine.cpu import stream_k as emulation
 from reference import attention64, rel_err
 import seeds

@@ -1,4 +1,4 @@
-"""The tile-size explorer's model (engine.tilemodel) against figures worked out by hand for
+"""The tile-size explorer's model (engine.model.tilemodel) against figures worked out by hand for
 two configs on the H200 profile (228 KiB of shared memory per SM, 227 KiB per block, 132 SMs,
 2048 threads and 32 blocks per SM, 64K registers, 4.8 TB/s, 67 TFLOP/s FP32), and the
 per-query-tile key rows against the CPU emulation's own skipping rule on random configs."""
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import engine
-from engine import tilemodel
-from engine.cpu.forward import processed_tiles
-from engine.devices import PROFILES
-from engine.iomodel import flash_hbm, key_rows_per_query_tile
+from engine.model import tilemodel
+from engine.model.tiles import processed_tiles
+from engine.model.devices import PROFILES
+from engine.model.iomodel import flash_hbm, key_rows_per_query_tile
 from seeds import SEED, rng
 
 H200 = PROFILES["H200"]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import forward
-from ..config import AttentionConfig
+from ..model.config import AttentionConfig
+from ..model.tiles import hidden, key_rows, processed_tiles, query_rows
 from ..results import BackwardTrace, Gradients
 
 
@@ -50,7 +51,7 @@ def naive(cfg: AttentionConfig, q, k, v, dout, O, lse) -> Gradients:
     # P: the scores, softmaxed in place (the forward's S and P, rebuilt)
     P = np.matmul(Q, K.transpose(0, 2, 1)) * scale
     if cfg.causal:
-        P[:, np.arange(cfg.seq_k)[None, :] > np.arange(cfg.seq_q)[:, None]] = -np.inf
+        P[:, hidden(cfg, 0, cfg.seq_q, 0, cfg.seq_k)] = -np.inf
     P -= P.max(axis=-1, keepdims=True)
     np.exp(P, out=P)
     P /= P.sum(axis=-1, keepdims=True)
@@ -70,11 +71,11 @@ def flash(cfg: AttentionConfig, q, k, v, dout, O, lse, trace: bool = False) -> G
     Q, K, V, dO = _flat(q), _flat(k), _flat(v), _flat(dout)
     BH, Nq, d = Q.shape
     Nk = K.shape[1]
-    Br, Bc, Tr, Tc = cfg.block_q, cfg.block_k, cfg.Tr, cfg.Tc
+    Tr, Tc = cfg.Tr, cfg.Tc
     scale = np.float32(cfg.softmax_scale)
     L = np.asarray(lse, dtype=np.float32).reshape(BH, Nq)
     Q_scaled = Q * scale                 # the scale folded into Q once, as the forward does
-    processed = forward.processed_tiles(cfg)
+    processed = processed_tiles(cfg)
 
     # D = rowsum(dO ∘ O): the first pass, before any tile
     D = row_delta(dout, O)
@@ -89,18 +90,18 @@ def flash(cfg: AttentionConfig, q, k, v, dout, O, lse, trace: bool = False) -> G
 
     for j in range(Tc):
         # one thread block: load K_j, V_j; zero dK_j, dV_j in SRAM
-        k0, k1 = j * Bc, min((j + 1) * Bc, Nk)
+        k0, k1 = key_rows(cfg, j)
         K_j, V_j = K[:, k0:k1], V[:, k0:k1]
         dK_j = np.zeros((BH, k1 - k0, d), dtype=np.float32)
         dV_j = np.zeros((BH, k1 - k0, d), dtype=np.float32)
         for i in range(Tr):
             if processed[i, j]:
                 # load Q_i, dO_i, lse_i, D_i; rebuild P_ij = exp(S_ij - lse_i)
-                r0, r1 = i * Br, min((i + 1) * Br, Nq)
+                r0, r1 = query_rows(cfg, i)
                 Q_i, dO_i = Q[:, r0:r1], dO[:, r0:r1]
                 S_ij = np.matmul(Q_scaled[:, r0:r1], K_j.transpose(0, 2, 1))
                 if cfg.causal:
-                    S_ij[:, np.arange(k0, k1)[None, :] > np.arange(r0, r1)[:, None]] = -np.inf
+                    S_ij[:, hidden(cfg, r0, r1, k0, k1)] = -np.inf
                 P_ij = np.exp(S_ij - L[:, r0:r1, None])                  # hidden -> 0
                 # dV_j += P_ijᵀ dO_i; dP_ij = dO_i V_jᵀ; dS_ij = P_ij ∘ (dP_ij - D_i)
                 dV_j += np.matmul(P_ij.transpose(0, 2, 1), dO_i)

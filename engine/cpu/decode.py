@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..decode_config import (DecodeConfig, decode_block_k, key_positions, split_bounds,
-                             visible_until)
+from ..model.decode_config import (DecodeConfig, decode_block_k, key_positions, split_bounds,
+                                   visible_until)
 from ..results import DecodeResult, DecodeTrace
 
 

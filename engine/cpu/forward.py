@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import AttentionConfig, ConfigError
+from ..model.config import AttentionConfig, ConfigError
+from ..model.tiles import first_query_tile, hidden, key_rows, processed_tiles, query_rows
 from ..results import Result, Trace
 
 
@@ -19,23 +20,12 @@ def _flat(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x.reshape(-1, *x.shape[2:]), dtype=np.float32)
 
 
-def processed_tiles(cfg: AttentionConfig) -> np.ndarray:
-    """(Tr, Tc) bool: tile (i, j) runs unless causal and no row of query tile i sees key j·Bc."""
-    Tr, Tc = cfg.Tr, cfg.Tc
-    if not cfg.causal:
-        return np.ones((Tr, Tc), dtype=bool)
-    last_row = np.minimum((np.arange(Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
-    first_key = np.arange(Tc) * cfg.block_k
-    return first_key[None, :] <= last_row[:, None]
-
-
 def naive(cfg: AttentionConfig, q, k, v) -> Result:
     """Materialise S = scale·QKᵀ and P = softmax(S), then O = PV."""
     Q, K, V = _flat(q), _flat(k), _flat(v)
     S = np.matmul(Q, K.transpose(0, 2, 1)) * np.float32(cfg.softmax_scale)
     if cfg.causal:
-        hidden = np.arange(cfg.seq_k)[None, :] > np.arange(cfg.seq_q)[:, None]
-        S[:, hidden] = -np.inf
+        S[:, hidden(cfg, 0, cfg.seq_q, 0, cfg.seq_k)] = -np.inf
     m = S.max(axis=-1, keepdims=True)
     P = np.exp(S - m)
     l = P.sum(axis=-1, keepdims=True)
@@ -60,9 +50,8 @@ def flash(cfg: AttentionConfig, q, k, v, trace: bool = False, order: str = "fa2"
         return _flash1(cfg, q, k, v, trace)
     Q, K, V = _flat(q), _flat(k), _flat(v)
     BH, Nq, d = Q.shape
-    Br, Bc, Tc = cfg.block_q, cfg.block_k, cfg.Tc
+    Br, Tc = cfg.block_q, cfg.Tc
     Q = Q * np.float32(cfg.softmax_scale)          # fold the scale into Q once
-    rows = np.arange(Nq)
 
     m_i = np.full((BH, Nq), -np.inf, dtype=np.float32)   # running max
     l_i = np.zeros((BH, Nq), dtype=np.float32)           # running sum
@@ -72,16 +61,16 @@ def flash(cfg: AttentionConfig, q, k, v, trace: bool = False, order: str = "fa2"
         t_m, t_l = np.empty(shape, np.float32), np.empty(shape, np.float32)
         t_r, t_t = np.empty(shape, np.float32), np.empty(shape, np.float32)
 
+    first = first_query_tile(cfg)
     for j in range(Tc):
-        k0, k1 = j * Bc, min((j + 1) * Bc, cfg.seq_k)
-        # Causal: query tiles whose last row is before key k0 skip this tile entirely; they
+        k0, k1 = key_rows(cfg, j)
+        # Causal: query tiles before the first that sees key tile j skip it entirely; they
         # keep their state (rescale 1, tile max -inf), which is what the untouched rows get.
-        r0 = (k0 // Br) * Br if cfg.causal else 0
+        r0 = min(int(first[j]) * Br, Nq)
         Kj, Vj = K[:, k0:k1], V[:, k0:k1]
         S_ij = np.matmul(Q[:, r0:], Kj.transpose(0, 2, 1))           # (BH, Nq-r0, bc)
         if cfg.causal:
-            hidden = np.arange(k0, k1)[None, :] > rows[r0:, None]
-            S_ij[:, hidden] = -np.inf
+            S_ij[:, hidden(cfg, r0, Nq, k0, k1)] = -np.inf
         tile_max = np.full((BH, Nq), -np.inf, dtype=np.float32)
         tile_max[:, r0:] = S_ij.max(axis=-1)
         m_new = np.maximum(m_i, tile_max)
@@ -127,7 +116,6 @@ def _flash1(cfg: AttentionConfig, q, k, v, trace: bool) -> Result:
     output and the trace are the same."""
     Q, K, V = _flat(q), _flat(k), _flat(v)
     BH, Nq, d = Q.shape
-    Br, Bc = cfg.block_q, cfg.block_k
     Q = Q * np.float32(cfg.softmax_scale)
     proc = processed_tiles(cfg)
     m = np.full((BH, Nq), -np.inf, dtype=np.float32)     # m, l, O: in HBM between steps
@@ -138,10 +126,10 @@ def _flash1(cfg: AttentionConfig, q, k, v, trace: bool) -> Result:
         shape = (BH, Nq, cfg.Tc)
         traced = tuple(np.empty(shape, np.float32) for _ in range(4))
     for j in range(cfg.Tc):
-        k0, k1 = j * Bc, min((j + 1) * Bc, cfg.seq_k)
+        k0, k1 = key_rows(cfg, j)
         Kj, Vj = K[:, k0:k1], V[:, k0:k1]                 # loaded once per outer step
         for i in range(cfg.Tr):
-            r0, r1 = i * Br, min((i + 1) * Br, Nq)
+            r0, r1 = query_rows(cfg, i)
             if not proc[i, j]:
                 # Skipped by the causal mask: the state stays (rescale 1, tile max -inf).
                 if trace:
@@ -152,7 +140,7 @@ def _flash1(cfg: AttentionConfig, q, k, v, trace: bool) -> Result:
             # Read Q_i, O_i, m_i, l_i; compute S_ij on chip.
             S_ij = np.matmul(Q[:, r0:r1], Kj.transpose(0, 2, 1))
             if cfg.causal:
-                S_ij[:, np.arange(k0, k1)[None, :] > np.arange(r0, r1)[:, None]] = -np.inf
+                S_ij[:, hidden(cfg, r0, r1, k0, k1)] = -np.inf
             m_i = m[:, r0:r1]
             tile_max = S_ij.max(axis=-1)
             m_new = np.maximum(m_i, tile_max)

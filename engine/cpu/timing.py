@@ -7,9 +7,9 @@ import numpy as np
 
 from . import backward as numpy_backward
 from . import forward as numpy_backend
-from ..config import AttentionConfig
+from ..model.config import AttentionConfig
 from ..inputs import make_dout, make_inputs
-from ..iomodel import peak_memory
+from ..model.iomodel import peak_memory
 from ..results import Timing
 
 CPU_METHOD = ("CPU emulation (NumPy, float32 arithmetic){what}: wall-clock time.perf_counter "

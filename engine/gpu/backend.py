@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import AttentionConfig, ConfigError
+from ..model.config import AttentionConfig, ConfigError
 from .lock import GPU_LOCK
-from . import catalog
+from ..model import catalog
 from .runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
-from ..cpu.forward import processed_tiles
+from ..model.tiles import processed_tiles
 from ..results import (BACKWARD_TRACE_FIELDS, BLOCK_FIELDS, TRACE_FIELDS, BackwardTrace,
                        Gradients, Result, Schedule, Trace)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import LimitError
-from ..decode_config import DecodeConfig, decode_block_k, split_bounds
-from ..guards import HEADROOM
-from ..iomodel import decode_peak_memory, format_bytes
+from ..model.config import LimitError
+from ..model.decode_config import DecodeConfig, decode_block_k, split_bounds
+from ..model.guards import HEADROOM
+from ..model.iomodel import decode_peak_memory, format_bytes
 from ..results import DecodeResult, DecodeTrace
 from .lock import GPU_LOCK
 from .runtime import GpuRunError, gpu_failures

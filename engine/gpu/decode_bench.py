@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..decode_config import DecodeConfig, block_table
-from ..iomodel import decode_kv_bytes, decode_floor_ms, format_bytes
+from ..model.decode_config import DecodeConfig, block_table
+from ..model.iomodel import decode_kv_bytes, decode_floor_ms, format_bytes
 from .lock import GPU_LOCK
 from .runtime import gpu_failures, live_gpu
 from .timing import HOLD_NS, ImplausibleTimingError, ceilings, time_stages

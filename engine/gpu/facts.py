@@ -6,8 +6,10 @@ Kernel page shows them live on a GPU, and from a file `python -m engine facts` r
 """
 from __future__ import annotations
 
-from ..config import AttentionConfig
-from . import catalog
+from ..model.config import AttentionConfig
+from ..model import catalog
+from ..model.iomodel import naive_backward_row_smem_bytes, naive_row_smem_bytes
+from ..model.launch import naive_row_threads
 from .runtime import gpu_failures, live_gpu
 
 # (kernel key, head_dim, block_q, block_k, traced): the builds a recording compiles. Every
@@ -47,13 +49,13 @@ def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
         return backward_wgmma.build(cfg), (cfg.Tc, cfg.bh)
     rows = (cfg.bh * cfg.seq_q,)
     if kernel == "naive_softmax":
-        smem = naive.check_row_fits(cfg, naive.row_smem_bytes(cfg), "softmax", gpu)
+        smem = naive.check_row_fits(cfg, naive_row_smem_bytes(cfg), "softmax", gpu)
         return core.Build(naive.SOURCE, naive.FUNCTION, naive.compile_options(cfg),
-                          naive.row_threads(cfg), smem), rows
+                          naive_row_threads(cfg), smem), rows
     if kernel == "naive_backward":
-        smem = naive.check_row_fits(cfg, naive.backward_row_smem_bytes(cfg), "backward", gpu)
+        smem = naive.check_row_fits(cfg, naive_backward_row_smem_bytes(cfg), "backward", gpu)
         return core.Build(naive.BACKWARD_SOURCE, naive.BACKWARD_FUNCTION,
-                          naive.backward_compile_options(cfg), naive.row_threads(cfg),
+                          naive.backward_compile_options(cfg), naive_row_threads(cfg),
                           smem), rows
     raise ValueError(f"unknown kernel {kernel!r}")
 

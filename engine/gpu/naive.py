@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import AttentionConfig, ConfigError
+from ..model.config import AttentionConfig, ConfigError
+from ..model.iomodel import naive_backward_row_smem_bytes, naive_row_smem_bytes
+from ..model.launch import naive_row_threads
 from .launchers import core
 from .runtime import ELEM_TYPES, live_gpu
 
@@ -35,14 +37,9 @@ class NaiveRowTooLongError(ConfigError):
     """A row of S does not fit in one thread block's shared memory."""
 
 
-def row_threads(cfg: AttentionConfig) -> int:
-    """Threads per softmax row: about 8 keys each, a multiple of 32, from 32 to 256."""
-    return min(256, 32 * max(1, -(-cfg.seq_k // 256)))
-
-
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
     return ("-DELEM_T=" + ELEM_TYPES[cfg.dtype],
-            f"-DNUM_THREADS={row_threads(cfg)}")
+            f"-DNUM_THREADS={naive_row_threads(cfg)}")
 
 
 def batched_gemm(transa: bool, m: int, n: int, k: int, A, lda: int, B, ldb: int, C, ldc: int,
@@ -70,15 +67,6 @@ def batched_gemm(transa: bool, m: int, n: int, k: int, A, lda: int, B, ldb: int,
         batch, cublas.CUBLAS_COMPUTE_32F, cublas.CUBLAS_GEMM_DEFAULT_TENSOR_OP)
 
 
-def row_smem_bytes(cfg: AttentionConfig) -> int:
-    return 4 * cfg.seq_k
-
-
-def backward_row_smem_bytes(cfg: AttentionConfig) -> int:
-    """One row of P and one of dP, in the input dtype."""
-    return 2 * cfg.itemsize * cfg.seq_k
-
-
 def check_row_fits(cfg: AttentionConfig, smem: int, what: str, gpu) -> int:
     """smem, or NaiveRowTooLongError when one row's shared memory exceeds the GPU's limit."""
     if smem > gpu.smem_per_block_optin:
@@ -95,8 +83,9 @@ def prepare(cfg: AttentionConfig, Q, K, V):
     stream; outputs holds "O", "lse" and the intermediates "S", "P"."""
     import cupy
     gpu = live_gpu()
-    smem = check_row_fits(cfg, row_smem_bytes(cfg), "softmax (a row of S, float32)", gpu)
-    threads = row_threads(cfg)
+    smem = check_row_fits(cfg, naive_row_smem_bytes(cfg), "softmax (a row of S, float32)",
+                          gpu)
+    threads = naive_row_threads(cfg)
     fn = core.Build(SOURCE, FUNCTION, compile_options(cfg), threads, smem).compiled()
     bh, nq, nk = cfg.bh, cfg.seq_q, cfg.seq_k
     out = {"S": cupy.empty((bh, nq, nk), dtype=cfg.dtype),
@@ -151,9 +140,9 @@ def prepare_backward(cfg: AttentionConfig, Q, K, V, dO, fwd: dict, poison: bool 
     bh, nq, nk, d = cfg.bh, cfg.seq_q, cfg.seq_k, cfg.head_dim
     core.check_operands(cfg.dtype, Q=(Q, (bh, nq, d)), K=(K, (bh, nk, d)), V=(V, (bh, nk, d)),
                         dO=(dO, (bh, nq, d)), P=(fwd.get("P"), (bh, nq, nk)))
-    smem = check_row_fits(cfg, backward_row_smem_bytes(cfg),
+    smem = check_row_fits(cfg, naive_backward_row_smem_bytes(cfg),
                           f"softmax backward (a row of P and of dP, {cfg.dtype})", gpu)
-    threads = row_threads(cfg)
+    threads = naive_row_threads(cfg)
     fn = core.Build(BACKWARD_SOURCE, BACKWARD_FUNCTION, backward_compile_options(cfg), threads,
                     smem).compiled()
     P, scale = fwd["P"], cfg.softmax_scale

@@ -3,7 +3,7 @@ calculator (cuOccupancyMaxActiveBlocksPerMultiprocessor: the kernel is a driver 
 so the driver's entry point, not the runtime's, takes it). CuPy is imported lazily."""
 from __future__ import annotations
 
-from ..config import AttentionConfig
+from ..model.config import AttentionConfig
 from .runtime import gpu_failures, live_gpu
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from ..devices import GpuProfile, device_info
+from ..model.devices import GpuProfile
+from ..devices import device_info
 
 
 # How the kernels in kernels/ spell each config dtype (kernels/common.cuh defines the 16-bit ones).
@@ -38,7 +39,7 @@ def device_is_hopper() -> bool:
 def check_fits(cfg, algorithm: str, trace: bool, direction: str = "forward") -> None:
     """Refuse, before allocating, a run whose peak memory exceeds the GPU's free memory."""
     import cupy
-    from ..guards import check_device_memory
+    from ..model.guards import check_device_memory
     free, _ = cupy.cuda.runtime.memGetInfo()
     free += cupy.get_default_memory_pool().free_bytes()   # cached blocks can be reused
     check_device_memory(cfg, algorithm, trace, free, direction)

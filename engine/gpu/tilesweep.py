@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..config import BLOCK_SIZES, AttentionConfig
-from ..guards import check_tile_sweep
+from ..model.config import BLOCK_SIZES, AttentionConfig
+from ..model.guards import check_tile_sweep
 from ..inputs import make_inputs
-from ..iomodel import smem_budget
-from ..limits import check_limits
+from ..model.iomodel import smem_budget
+from ..model.limits import check_limits
 from ..results import timing_record
-from . import catalog
+from ..model import catalog
 from .occupancy import kernel_occupancy
 from .runtime import device_is_hopper, live_gpu
 from .timing import benchmark_gpu
@@ -30,7 +30,7 @@ SWEEP_WARMUP = 2         # runs before timing each shape (the first compiles it)
 def shapes_taken(cfg: AttentionConfig, kernel: str) -> list[tuple[int, int]]:
     """(block_q, block_k) that `kernel` takes for cfg on this machine's GPU: the teaching
     kernel every shape whose tiles fit its shared memory, the tensor-core kernel the shapes
-    of its builds (engine.gpu.catalog)."""
+    of its builds (engine.model.catalog)."""
     gpu, hopper = live_gpu(), device_is_hopper()
     out = []
     for bq in BLOCK_SIZES:

@@ -14,11 +14,11 @@ import numpy as np
 
 from kernels.loader import get_function
 
-from ..config import BACKWARD_FLOP_FACTOR, DIRECTIONS, AttentionConfig, ConfigError
+from ..model.config import BACKWARD_FLOP_FACTOR, DIRECTIONS, AttentionConfig, ConfigError
 from .lock import GPU_LOCK
 from .runtime import check_fits, gpu_failures, live_gpu
 from ..inputs import make_dout, make_inputs
-from ..iomodel import compulsory_bytes
+from ..model.iomodel import compulsory_bytes
 from ..results import Timing
 
 MIN_REPS = 20

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..config import AttentionConfig
+from ..model.config import AttentionConfig
 from .lock import GPU_LOCK
 from .runtime import gpu_failures
 from ..inputs import make_inputs

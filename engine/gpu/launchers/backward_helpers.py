@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import AttentionConfig
-from .. import catalog
+from ...model.config import AttentionConfig
+from ...model import catalog
 from . import core
 
 HELPER_THREADS = 256            # threads per block of the delta and cast kernels

@@ -3,7 +3,7 @@ zeros into the float32 dQ accumulator), the FA2 backward kernel (one block per k
 batch·head) and the cast of dQ to the input dtype; the two helpers live in
 kernels/flash_backward_mma.cu (launched by engine.gpu.launchers.backward_helpers).
 
-The backward kernel is the build engine.gpu.catalog.backward_build names: the mma.sync one
+The backward kernel is the build engine.model.catalog.backward_build names: the mma.sync one
 (kernels/flash_backward_mma.cu, launched here) or, on Hopper for its shapes, the wgmma one
 (engine.gpu.launchers.backward_wgmma, between the same helpers). HOPPER_WGMMA = 0 keeps the
 mma.sync one on Hopper too (benchmarks set it to time both).
@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import AttentionConfig
-from ...iomodel import smem_bytes
-from .. import catalog
+from ...model.config import AttentionConfig
+from ...model.iomodel import smem_bytes
+from ...model import catalog
+from ...model.launch import backward_mma_threads
 from ..runtime import device_is_hopper
 from . import backward_helpers, backward_wgmma, core
 
@@ -43,7 +44,7 @@ def build(cfg: AttentionConfig) -> core.Build:
     """The mma.sync backward kernel of cfg's shape (ConfigError with the supported list if
     it does not take cfg)."""
     b = catalog.backward_build(cfg, hopper=False)
-    return core.Build(b.source, FUNCTION, compile_options(cfg), threads=cfg.block_k // 16 * 32,
+    return core.Build(b.source, FUNCTION, compile_options(cfg), threads=backward_mma_threads(cfg),
                       smem=smem_bytes(cfg, b.name))
 
 

@@ -1,5 +1,5 @@
 """Launcher of the teaching backward kernel, kernels/flash_backward_teaching.cu: any head_dim,
-tile size and dtype whose tiles fit the GPU's shared memory (layout: engine.iomodel.smem_parts,
+tile size and dtype whose tiles fit the GPU's shared memory (layout: engine.model.iomodel.smem_parts,
 kernel "backward teaching").
 
 prepare(cfg, Q, K, V, O, lse, dO, trace) -> (run, outputs). run() enqueues, on the current
@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import AttentionConfig
-from ...devices import GpuProfile
+from ...model.config import AttentionConfig
+from ...model.devices import GpuProfile
+from ...model.launch import BACKWARD_TEACHING_THREADS
 from ...results import BLOCK_FIELDS
 from ..runtime import live_gpu
 from . import core
@@ -26,7 +27,7 @@ SOURCE = "flash_backward_teaching.cu"
 FUNCTION = "flash_backward_teaching"
 DELTA_FUNCTION = "backward_delta"
 CAST_FUNCTION = "cast_rows"
-NUM_THREADS = 128            # NUM_THREADS in the source
+NUM_THREADS = BACKWARD_TEACHING_THREADS   # NUM_THREADS in the source (engine.model.launch)
 ROWS_PER_DELTA_BLOCK = NUM_THREADS // 32    # backward_delta: one warp per row
 MAX_CAST_BLOCKS = 1 << 16    # cast_rows loops over the rest (grid-stride)
 SMEM_LAYOUT = "backward teaching"

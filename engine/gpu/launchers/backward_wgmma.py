@@ -1,5 +1,5 @@
 """Launcher of the Hopper warpgroup-MMA backward kernel, kernels/flash_backward_wgmma.cu, for
-the shapes engine.gpu.catalog.BACKWARD_WGMMA lists (reached through kernel="tensorcore",
+the shapes engine.model.catalog.BACKWARD_WGMMA lists (reached through kernel="tensorcore",
 engine.gpu.launchers.backward_mma), between the delta and dQ-cast kernels of
 engine.gpu.launchers.backward_helpers.
 
@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import AttentionConfig, ConfigError
-from ...iomodel import smem_bytes
-from ..catalog import BACKWARD_WGMMA
+from ...model.config import AttentionConfig, ConfigError
+from ...model.iomodel import smem_bytes
+from ...model.catalog import BACKWARD_WGMMA
+from ...model.launch import backward_wgmma_threads
 from ..runtime import device_is_hopper, live_gpu
 from . import backward_helpers, core
 from .wgmma import tensor_map
@@ -28,9 +29,7 @@ FUNCTION = "flash_backward_wgmma"
 DQ_WRITER = {64: 0, 128: 1}
 
 
-def threads(cfg: AttentionConfig) -> int:
-    """One producer warpgroup and block_k / 64 consumer warpgroups of 64 keys each."""
-    return 128 * (cfg.block_k // 64 + 1)
+threads = backward_wgmma_threads  # one producer warpgroup, block_k / 64 consumer warpgroups
 
 
 def check_takes(cfg: AttentionConfig) -> None:

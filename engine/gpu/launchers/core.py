@@ -12,9 +12,9 @@ from typing import Callable
 
 import numpy as np
 
-from ...config import AttentionConfig, ConfigError
-from ...devices import GpuProfile
-from ...iomodel import format_bytes, largest_fitting_tiles, smem_budget
+from ...model.config import AttentionConfig, ConfigError
+from ...model.devices import GpuProfile
+from ...model.iomodel import format_bytes, largest_fitting_tiles, smem_budget
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
 
 MAX_GRID_Y = 65535             # gridDim.y holds batch·head; more runs in several launches

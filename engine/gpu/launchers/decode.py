@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import ConfigError
-from ...decode_config import (DECODE_STAGES, MAX_SPLITS, DecodeConfig, decode_block_k,
-                              split_length, splits_without_empty)
-from ...devices import GpuProfile
-from ...iomodel import decode_smem_parts, format_bytes
-from ..catalog import decode_build
+from ...model.config import ConfigError
+from ...model.decode_config import (DECODE_STAGES, MAX_SPLITS, DecodeConfig, decode_block_k,
+                                    split_length, splits_without_empty)
+from ...model.devices import GpuProfile
+from ...model.launch import DECODE_THREADS
+from ...model.iomodel import decode_smem_parts, format_bytes
+from ...model.catalog import decode_build
 from ..runtime import ELEM_TYPES, live_gpu
 from . import core
 
-NUM_THREADS = 128            # NUM_THREADS in the source
+NUM_THREADS = DECODE_THREADS       # NUM_THREADS in the source (engine.model.launch)
 
 
 def compile_options(cfg: DecodeConfig) -> tuple[str, ...]:

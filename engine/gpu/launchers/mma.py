@@ -1,4 +1,4 @@
-"""Launcher of kernel="tensorcore": dispatches each config to the build engine.gpu.catalog
+"""Launcher of kernel="tensorcore": dispatches each config to the build engine.model.catalog
 names for it — the mma.sync kernel here (kernels/flash_tensorcore.cu), or the Hopper wgmma
 kernel (engine.gpu.launchers.wgmma) — with the interface of every flash launcher
 (prepare / launch / kernel_facts, the outputs of core.forward_outputs).
@@ -7,23 +7,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import AttentionConfig, ConfigError
-from ...iomodel import smem_bytes
+from ...model.config import AttentionConfig, ConfigError
+from ...model.iomodel import smem_bytes
 from ...recorded import RUN_RECORD
-from ...stream_k import (MMA_SYNC_COSTS, MMA_SYNC_HEAD, blocks, total_tiles, use_stream_k,
-                         workspace_floats)
-from .. import catalog
+from ...model.stream_k import (MMA_SYNC_COSTS, MMA_SYNC_HEAD, blocks, total_tiles, use_stream_k,
+                               workspace_floats)
+from ...model import catalog
+from ...model.launch import MMA_SYNC_THREADS
 from ..runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
 from . import core, wgmma
 
 FUNCTION = "flash_tensorcore"
-THREADS = 128                # four warps, each owning block_q / 4 query rows
+THREADS = MMA_SYNC_THREADS   # four warps, each owning block_q / 4 query rows
 MAX_BLOCKS_PER_SM = 32       # CUDA's limit on any GPU: launches of more than two items per
                              # such slot never run stream-K, so their build is not compiled
-# 1: untraced launches that engine.stream_k.use_stream_k picks with the mma.sync kernel's costs
+# 1: untraced launches that engine.model.stream_k.use_stream_k picks with the mma.sync kernel's costs
 # (launches of fewer items than the GPU holds blocks at once, or whose longest causal rows
 # outlast an even share) run the STREAM_K build: as many blocks as fit on the GPU at once,
-# each an even share of the key tiles, cut items merged (engine/stream_k.py); 0: one block per
+# each an even share of the key tiles, cut items merged (engine/model/stream_k.py); 0: one block per
 # item always. Traced runs take whole items.
 STREAM_K = 1
 RUN_FIELDS = len(RUN_RECORD)  # u64 fields of one record of the RUNS build's run log

@@ -1,5 +1,5 @@
 """Launcher of the teaching kernel, kernels/flash_teaching.cu: any head_dim, tile size and
-dtype whose tiles fit the GPU's shared memory (layout: engine.iomodel.smem_parts).
+dtype whose tiles fit the GPU's shared memory (layout: engine.model.iomodel.smem_parts).
 
 prepare(cfg, Q, K, V, trace) -> (run, outputs) with the outputs of
 engine.gpu.launchers.core.forward_outputs plus "info", the compile facts.
@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...config import AttentionConfig
-from ...devices import GpuProfile
+from ...model.config import AttentionConfig
+from ...model.devices import GpuProfile
+from ...model.launch import TEACHING_THREADS
 from ..runtime import ELEM_TYPES, live_gpu
 from . import core
 
 SOURCE = "flash_teaching.cu"
 FUNCTION = "flash_teaching"
-NUM_THREADS = 128            # NUM_THREADS in the source
+NUM_THREADS = TEACHING_THREADS     # NUM_THREADS in the source (engine.model.launch)
 
 
 def check_fits(cfg: AttentionConfig, gpu: GpuProfile) -> int:

@@ -1,5 +1,5 @@
 """Launcher of the Hopper warpgroup-MMA FlashAttention kernel, kernels/flash_wgmma.cu, for the
-shapes engine.gpu.catalog.WGMMA lists (reached through kernel="tensorcore", engine.gpu.launchers.mma).
+shapes engine.model.catalog.WGMMA lists (reached through kernel="tensorcore", engine.gpu.launchers.mma).
 
 The kernel needs compute capability 9.x (it is built for sm_90a: wgmma, setmaxnreg) and
 reads Q, K, V through bulk tensor copies, so each launch carries three tensor maps made by
@@ -12,12 +12,13 @@ import functools
 
 import numpy as np
 
-from ...config import AttentionConfig, ConfigError
-from ...iomodel import smem_bytes
+from ...model.config import AttentionConfig, ConfigError
+from ...model.iomodel import smem_bytes
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
-from ...stream_k import (WGMMA_COSTS, WGMMA_HEAD, blocks as stream_k_blocks, total_tiles,
-                         use_stream_k, workspace_floats)
-from ..catalog import WGMMA
+from ...model.stream_k import (WGMMA_COSTS, WGMMA_HEAD, blocks as stream_k_blocks, total_tiles,
+                               use_stream_k, workspace_floats)
+from ...model.catalog import WGMMA
+from ...model.launch import wgmma_threads
 from ..runtime import device_is_hopper, live_gpu
 from . import core
 
@@ -34,7 +35,7 @@ PINGPONG = 1
 PERSISTENT = 1
 # 1: PERSISTENT launches that use_stream_k picks (the longest item well over an SM's even
 # share: causal at few batch·heads, fewer items than SMs) give every block an even share of the
-# key tiles, cutting items and merging their parts (engine/stream_k.py); traced runs walk whole
+# key tiles, cutting items and merging their parts (engine/model/stream_k.py); traced runs walk whole
 # items, so that the trace follows each row over all its key tiles.
 STREAM_K = 1
 
@@ -45,9 +46,7 @@ _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO = 0, 3, 2, 0
 _TENSOR_MAP = np.dtype({"names": ["opaque"], "formats": [(np.uint64, (16,))]})   # 128 bytes
 
 
-def threads(cfg: AttentionConfig) -> int:
-    """One producer warpgroup and block_q / 64 consumer warpgroups."""
-    return 128 * (cfg.block_q // 64 + 1)
+threads = wgmma_threads           # one producer warpgroup, block_q / 64 consumer warpgroups
 
 
 def check_takes(cfg: AttentionConfig) -> None:
@@ -104,7 +103,7 @@ def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
 
 def splits_items(cfg: AttentionConfig, bh: int, sms: int, trace: bool) -> bool:
     """Whether a launch of bh batch·heads runs stream-K (PERSISTENT, STREAM_K, untraced and
-    engine.stream_k.use_stream_k)."""
+    engine.model.stream_k.use_stream_k)."""
     return bool(PERSISTENT and STREAM_K and not trace
                 and use_stream_k(cfg, bh, sms, WGMMA_COSTS, WGMMA_HEAD))
 

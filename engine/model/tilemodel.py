@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from .config import BLOCK_SIZES, AttentionConfig
 from .devices import GpuProfile
+from . import catalog
 from .iomodel import RESERVED_SMEM_PER_BLOCK, flash_hbm, smem_bytes
+from .launch import MMA_SYNC_THREADS, TEACHING_THREADS, wgmma_threads
 
 REGISTER_ALLOCATION = 256        # registers are given to a warp in units of 256 (cc 7.0-9.0)
 
@@ -99,20 +101,17 @@ def paper_tiles(cfg: AttentionConfig, gpu: GpuProfile) -> PaperChoice:
 
 def tensorcore_smem_threads(cfg: AttentionConfig, hopper: bool) -> tuple[int, int] | None:
     """(shared memory bytes, threads) of the tensor-core build that takes cfg (the kernel
-    catalog, engine.gpu.catalog; threads as its launcher sets them), or None."""
-    from .gpu import catalog                      # pure Python: no CuPy is imported
-    from .gpu.launchers import mma, wgmma
+    catalog, engine.model.catalog; threads: engine.model.launch), or None."""
     if not catalog.tensorcore_takes(cfg, hopper):
         return None
     build = catalog.tensorcore_build(cfg, hopper)
-    threads = wgmma.threads(cfg) if build is catalog.WGMMA else mma.THREADS
+    threads = wgmma_threads(cfg) if build is catalog.WGMMA else MMA_SYNC_THREADS
     return smem_bytes(cfg, build.name), threads
 
 
 def tile_rows(cfg: AttentionConfig, gpu: GpuProfile) -> list[dict]:
     """One row per kernel and (block_q, block_k): the model's figures. The tensor-core rows
     hold only the shapes its builds take on this GPU (compute capability 9.x adds wgmma)."""
-    from .gpu.launchers.teaching import NUM_THREADS     # pure Python: no CuPy is imported
     hopper = gpu.compute_capability.startswith("9")
     rows = []
     for bq in BLOCK_SIZES:
@@ -123,7 +122,7 @@ def tile_rows(cfg: AttentionConfig, gpu: GpuProfile) -> list[dict]:
                       "kv_bytes": hbm.parts["read K"] + hbm.parts["read V"],
                       "kv_passes": c.Tr, "blocks": c.bh * c.Tr}
             smem = smem_bytes(c, "teaching")
-            occ = model_occupancy(gpu, smem, NUM_THREADS)
+            occ = model_occupancy(gpu, smem, TEACHING_THREADS)
             rows.append({**shared, "kernel": "teaching", "smem_bytes": smem,
                          "fits": occ.limited_by != "does not fit",
                          "blocks_per_sm": occ.blocks_per_sm, "limited_by": occ.limited_by,

@@ -3,7 +3,7 @@ and what follows from it alone: the split of the cache, the automatic split coun
 paged layout and its block table.
 
 Every allowed value of a decode step lives here and every error message quotes it. The
-byte formulas are in engine.iomodel (decode_*), the server limits in engine.limits.
+byte formulas are in engine.model.iomodel (decode_*), the server limits in engine.model.limits.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import AttentionConfig
-from .iomodel import query_rows_per_key_tile
+from .tiles import seen_key_tiles
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,9 @@ GAIN = 0.85
 
 
 def key_tiles(cfg: AttentionConfig) -> list[int]:
-    """Key tiles of each query tile i (the kernel's Work::tiles; iomodel's causal rule)."""
-    return [int(t) for t in query_rows_per_key_tile(cfg)[1]]
+    """Key tiles of each query tile i (the kernel's Work::tiles; engine.model.tiles's causal
+    rule)."""
+    return [int(t) for t in seen_key_tiles(cfg)]
 
 
 def item_of(cfg: AttentionConfig, bh: int, k: int) -> tuple[int, int]:

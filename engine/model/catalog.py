@@ -2,7 +2,7 @@
 sidebar and the tests quote. Pure Python (no CuPy), so the app reads it on every machine.
 
 kernel="teaching" takes any head_dim, tile size and dtype whose tiles fit the GPU's shared
-memory (engine.iomodel.smem_budget). kernel="tensorcore" names two builds: the mma.sync kernel
+memory (engine.model.iomodel.smem_budget). kernel="tensorcore" names two builds: the mma.sync kernel
 (kernels/flash_tensorcore.cu, any GPU of compute capability 8.0 or later) and, on Hopper
 (compute capability 9.x), the warpgroup-MMA kernel (kernels/flash_wgmma.cu) for its shapes.
 Its backward pass likewise: kernels/flash_backward_mma.cu everywhere and, on Hopper for its
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import AttentionConfig, ConfigError
+from .config import AttentionConfig, ConfigError
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Resource limits for a shared server: what a run may ask for, checked before any allocation.
 
-The byte counts come from the IO model (engine.iomodel); each limit can be raised with its
+The byte counts come from the IO model (engine.model.iomodel); each limit can be raised with its
 environment variable before the app starts.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """AttentionConfig: the one validated description of an attention problem and its tiling.
 
-Every allowed value lives in this module (resource limits: engine.limits) and every error
+Every allowed value lives in this module (resource limits: engine.model.limits) and every error
 message quotes it, so the UI can show the same text a developer sees.
 """
 from __future__ import annotations

@@ -14,6 +14,7 @@ import numpy as np
 from .config import AttentionConfig
 from .decode_config import DecodeConfig
 from .devices import GpuProfile
+from .tiles import query_tile_sizes, seen_key_tiles
 
 RESERVED_SMEM_PER_BLOCK = 1024  # the CUDA runtime reserves 1 KB per block (cc 8.0 and later)
 SCHEDULE_RECORD_BYTES = 4 + 8 + 8   # per thread block: SM id (int32), start and end (uint64)
@@ -93,6 +94,17 @@ def smem_budget(cfg: AttentionConfig, gpu: GpuProfile, kernel: str = "teaching")
                       blocks_per_sm=int(blocks))
 
 
+def naive_row_smem_bytes(cfg: AttentionConfig) -> int:
+    """The naive softmax kernel's shared memory: one row of S in float32."""
+    return 4 * cfg.seq_k
+
+
+def naive_backward_row_smem_bytes(cfg: AttentionConfig) -> int:
+    """The naive softmax-backward kernel's shared memory: one row of P and one of dP, in the
+    input dtype."""
+    return 2 * cfg.itemsize * cfg.seq_k
+
+
 def largest_fitting_tiles(cfg: AttentionConfig, gpu: GpuProfile,
                           kernel: str = "teaching") -> list[tuple[int, int]]:
     """(block_q, block_k) pairs from the allowed sizes whose `kernel` layout fits, largest
@@ -106,14 +118,10 @@ def largest_fitting_tiles(cfg: AttentionConfig, gpu: GpuProfile,
 
 
 def key_rows_per_query_tile(cfg: AttentionConfig) -> np.ndarray:
-    """(Tr,) key rows that query tile i loads: those of the key tiles it processes. Causal:
-    tiles j with j·Bc <= the tile's last row (engine.cpu.forward.processed_tiles), computed
-    per row of tiles so that long sequences with small tiles stay cheap."""
-    if not cfg.causal:
-        return np.full(cfg.Tr, cfg.seq_k, dtype=np.int64)
-    last_row = np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
-    tiles = np.minimum(last_row // cfg.block_k + 1, cfg.Tc)
-    return np.minimum(tiles * cfg.block_k, cfg.seq_k).astype(np.int64)
+    """(Tr,) key rows that query tile i loads: those of the key tiles it processes
+    (engine.model.tiles.seen_key_tiles), computed per row of tiles so that long sequences
+    with small tiles stay cheap."""
+    return np.minimum(seen_key_tiles(cfg) * cfg.block_k, cfg.seq_k).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -160,15 +168,9 @@ def flash_hbm(cfg: AttentionConfig, trace: bool = False) -> HbmTraffic:
 
 
 def query_rows_per_key_tile(cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray]:
-    """((Tr,) query rows of each query tile, (Tr,) key tiles each query tile processes), the
-    causal rule of engine.cpu.forward.processed_tiles computed per row of tiles."""
-    q_rows = (np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q)
-              - np.arange(cfg.Tr) * cfg.block_q).astype(np.int64)
-    tiles = np.full(cfg.Tr, cfg.Tc, dtype=np.int64)
-    if cfg.causal:
-        last_row = np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
-        tiles = np.minimum(last_row // cfg.block_k + 1, cfg.Tc).astype(np.int64)
-    return q_rows, tiles
+    """((Tr,) query rows of each query tile, (Tr,) key tiles each query tile processes), from
+    engine.model.tiles."""
+    return query_tile_sizes(cfg), seen_key_tiles(cfg)
 
 
 def flash1_hbm(cfg: AttentionConfig) -> HbmTraffic:
@@ -358,12 +360,7 @@ def flash_backward_hbm(cfg: AttentionConfig) -> HbmTraffic:
     part of dQ_i into a float32 accumulator in HBM (read and written once per tile, as
     atomics do). D = rowsum(dO ∘ O) is a first pass over dO and O."""
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
-    q_rows = np.minimum(np.arange(1, cfg.Tr + 1) * cfg.block_q, cfg.seq_q) - \
-        np.arange(cfg.Tr) * cfg.block_q
-    tiles_of_row = np.full(cfg.Tr, cfg.Tc, dtype=np.int64)   # key tiles query tile i meets
-    if cfg.causal:
-        last_row = np.minimum((np.arange(cfg.Tr) + 1) * cfg.block_q, cfg.seq_q) - 1
-        tiles_of_row = np.minimum(last_row // cfg.block_k + 1, cfg.Tc)
+    q_rows, tiles_of_row = query_rows_per_key_tile(cfg)   # key tiles query tile i meets
     rows = int((q_rows * tiles_of_row).sum())          # query rows loaded, over all (i, j)
     kv = bh * cfg.seq_k * d * e
     qo = bh * cfg.seq_q * d * e
