@@ -1,5 +1,6 @@
 """Which flash kernel takes which config: the one catalog that dispatch, error messages, the
-sidebar and the tests quote. Pure Python (no CuPy), so the app reads it on every machine.
+sidebar and the tests quote, over the rows of the kernel registry (engine.model.registry).
+Pure Python (no CuPy), so the app reads it on every machine.
 
 kernel="teaching" takes any head_dim, tile size and dtype whose tiles fit the GPU's shared
 memory (engine.model.iomodel.smem_budget). kernel="tensorcore" names two builds: the mma.sync kernel
@@ -13,56 +14,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import AttentionConfig, ConfigError
+from .registry import BY_KEY, Kernel, builds
 
-
-@dataclass(frozen=True)
-class TensorCoreBuild:
-    name: str            # "mma.sync" or "wgmma"
-    source: str          # kernels/<source>
-    dtypes: tuple[str, ...]
-    shapes: tuple[tuple[int, int, int], ...]    # (head_dim, block_q, block_k)
-    hopper_only: bool
-
-    def takes(self, cfg: AttentionConfig) -> bool:
-        return cfg.dtype in self.dtypes and (cfg.head_dim, cfg.block_q, cfg.block_k) in self.shapes
-
-    def shapes_text(self) -> str:
-        by_d = {}
-        for d, bq, bk in self.shapes:
-            by_d.setdefault(d, []).append(f"{bq}×{bk}")
-        return "; ".join(f"head_dim {d} with block_q×block_k {', '.join(p)}"
-                         for d, p in sorted(by_d.items()))
-
-    def text(self) -> str:
-        return f"dtype {' or '.join(self.dtypes)}: {self.shapes_text()}"
-
-
-# Four warps per block, each owning block_q / 4 query rows; every build keeps its values in
-# registers (no spills), traced or not (benchmarks/NOTES.md has the ptxas figures).
-MMA_SYNC = TensorCoreBuild(
-    "mma.sync", "flash_tensorcore.cu", ("float16", "bfloat16"),
-    ((64, 64, 32), (64, 64, 64), (64, 64, 128), (64, 128, 32), (64, 128, 64),
-     (128, 64, 32), (128, 64, 64), (128, 128, 32)), hopper_only=False)
-# block_q / 64 consumer warpgroups of 64 query rows each and one producer warpgroup; block_k
-# is the N of the S = Q Kᵀ wgmma.
-WGMMA = TensorCoreBuild(
-    "wgmma", "flash_wgmma.cu", ("float16", "bfloat16"),
-    ((64, 128, 128), (128, 128, 64), (128, 128, 128)), hopper_only=True)
-TENSORCORE_BUILDS = (WGMMA, MMA_SYNC)       # dispatch order: the first that takes cfg runs
-
-# The backward pass of kernel="tensorcore" (kernels/flash_backward_mma.cu): one block per key
-# tile of block_k rows, block_k / 16 warps of 16 keys each, query tiles of block_q rows; the
-# shapes whose dK_j, dV_j, S_ijᵀ and dP_ijᵀ fit in registers without spills.
-BACKWARD_MMA = TensorCoreBuild(
-    "backward mma.sync", "flash_backward_mma.cu", ("float16", "bfloat16"),
-    ((64, 64, 64), (64, 64, 128), (64, 128, 128), (128, 64, 128)), hopper_only=False)
-# Its Hopper build (kernels/flash_backward_wgmma.cu): one producer warpgroup (bulk tensor
-# copies of Q_i, dO_i) and block_k / 64 consumer warpgroups of 64 keys each, the products on
-# warpgroup MMA; the shapes whose dK_j, dV_j, S_ijᵀ and dP_ijᵀ fit a consumer's registers.
-BACKWARD_WGMMA = TensorCoreBuild(
-    "backward wgmma", "flash_backward_wgmma.cu", ("float16", "bfloat16"),
-    ((64, 128, 128), (128, 64, 128)), hopper_only=True)
-BACKWARD_BUILDS = (BACKWARD_WGMMA, BACKWARD_MMA)   # dispatch order, as TENSORCORE_BUILDS
+# The tensor-core builds are rows of the kernel registry (engine.model.registry): their
+# sources, dtypes, shapes and whether they need Hopper live there.
+TensorCoreBuild = Kernel
+MMA_SYNC = BY_KEY["mma.sync"]
+WGMMA = BY_KEY["wgmma"]
+TENSORCORE_BUILDS = builds("tensorcore")     # dispatch order: the first that takes cfg runs
+# The backward pass of kernel="tensorcore": the mma.sync build everywhere, the wgmma build on
+# Hopper for its shapes.
+BACKWARD_MMA = BY_KEY["backward mma.sync"]
+BACKWARD_WGMMA = BY_KEY["backward wgmma"]
+BACKWARD_BUILDS = builds("tensorcore", "backward")   # dispatch order, as TENSORCORE_BUILDS
 
 
 def supported_text() -> str:
@@ -133,9 +97,9 @@ def tensorcore_takes(cfg: AttentionConfig, hopper: bool) -> bool:
 
 @dataclass(frozen=True)
 class DecodeBuild:
-    """The Flash-Decoding kernel (kernels/flash_decode.cu): one block per (split, KV head,
-    sequence), the last of each (KV head, sequence) to finish merging the splits, in one
-    launch; compiled per head_dim, dtype, query rows per block, query tokens and page size."""
+    """The Flash-Decoding kernel (registry row "decode", kernels/flash_decode.cu): one block
+    per (split, KV head, sequence), the last of each (KV head, sequence) to finish merging the
+    splits, in one launch."""
 
     name: str
     source: str
@@ -148,8 +112,9 @@ class DecodeBuild:
                 f"; any num_splits, kv_heads and page size that DecodeConfig allows")
 
 
-DECODE = DecodeBuild("flash-decoding", "flash_decode.cu", "flash_decode_split",
-                     ("float32", "float16", "bfloat16"), (16, 32, 64, 128, 256))
+_DECODE = BY_KEY["decode"]
+DECODE = DecodeBuild(_DECODE.key, _DECODE.source, _DECODE.function, _DECODE.dtypes,
+                     _DECODE.head_dims)
 
 
 def decode_build(cfg) -> DecodeBuild:
