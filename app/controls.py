@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from engine import BLOCK_SIZES, DTYPES, HEAD_DIMS, INPUT_PRESETS, KERNELS, PROFILES
 from engine.model.config import MAX_LOGIT_SCALE, MAX_SEED
 from engine.model.decode_config import MAX_DECODE_QUERIES
+from engine.model.registry import FAMILIES
 
 MAX_BATCH = 64
 MAX_HEADS = 64
@@ -19,12 +20,9 @@ SPLIT_CHOICES = ("auto", 1, 2, 4, 8, 16, 32, 64, 128)
 PAGE_CHOICES = ("none", 8, 16, 32, 64, 128, 256)
 BACKEND_LABELS = {"auto": "auto (GPU when usable)", "cupy": "GPU (CuPy)",
                   "numpy": "CPU emulation (NumPy)"}
-NAMED_KERNELS = {"teaching": "teaching kernel", "tensorcore": "tensor-core kernel"}
-
-
 def kernel_label(kernel: str) -> str:
     """How a flash kernel of engine.KERNELS is called on screen."""
-    return NAMED_KERNELS.get(kernel, f"{kernel} kernel")
+    return FAMILIES[kernel].name if kernel in FAMILIES else f"{kernel} kernel"
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@ facts (live, or recorded in benchmarks/), and the block-to-SM schedule recorded 
 (live Result.schedule or a file in benchmarks/)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,31 +11,16 @@ import pandas as pd
 import engine
 
 from engine.facade import recorded
-from engine.model import catalog
+from engine.model import catalog, registry
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
 MAX_BLOCKS_DRAWN = 20000
 
 
-@dataclass(frozen=True)
-class KernelSource:
-    key: str        # as engine.gpu.facts and the recorded facts name it
-    label: str
-    source: str     # kernels/<source>
-
-
-KERNEL_SOURCES = (
-    KernelSource("teaching", "Teaching kernel (forward, CUDA cores)", "flash_teaching.cu"),
-    KernelSource("mma.sync", "Tensor-core kernel, mma.sync (forward)", catalog.MMA_SYNC.source),
-    KernelSource("wgmma", "Tensor-core kernel, Hopper wgmma (forward)", catalog.WGMMA.source),
-    KernelSource("naive_softmax", "Naive attention: row softmax (forward)", "naive_softmax.cu"),
-    KernelSource("backward_teaching", "Teaching kernel (backward)",
-                 "flash_backward_teaching.cu"),
-    KernelSource("backward_mma", "Tensor-core kernel, mma.sync (backward)",
-                 catalog.BACKWARD_MMA.source),
-    KernelSource("backward_wgmma", "Tensor-core kernel, Hopper wgmma (backward)",
-                 catalog.BACKWARD_WGMMA.source),
-    KernelSource("naive_backward", "Naive attention: softmax backward", "naive_backward.cu"))
+# The kernels the Kernel page shows, forward then backward: rows of the kernel registry, whose
+# keys the compile facts (live and recorded) use and whose labels the page shows.
+KERNEL_SOURCES = tuple(k for d in ("forward", "backward") for k in registry.KERNELS
+                       if k.direction == d)
 BY_KEY = {k.key: k for k in KERNEL_SOURCES}
 
 

@@ -9,6 +9,8 @@ import textwrap
 
 import altair as alt
 
+from engine.model.registry import chart_names
+
 TILE_COLORS = {
     "Q_i": "#0072B2",
     "K_j": "#E69F00",
@@ -106,12 +108,10 @@ def finish(chart, width: int | None = None, params: list | None = None):
 
 
 # ---- names in words: every chart labels kernels, backends and trace fields through these ----
-KERNEL_NAMES = {
+# The flash kernels' names come from the kernel registry; the rest are series of no kernel.
+SERIES_NAMES = {
     "naive": "naive",
-    "teaching": "flash, teaching kernel",
-    "tensorcore": "flash, tensor core (mma.sync/wgmma)",
-    "mma.sync": "flash, tensor core (mma.sync)",
-    "wgmma": "flash, tensor core (wgmma)",
+    **chart_names(),
     "CPU emulation": "flash (CPU emulation)",
     "FlashAttention": "flash",
     "torch_flash": "PyTorch flash",
@@ -123,14 +123,14 @@ LABEL_NAMES = {"tile_max": "this tile's max", "m_i": "running max", "l_i": "runn
                "running_max": "running max", "running_sum": "running sum",
                "rescale": "rescale factor"}
 KERNEL_COLORS.update({"mma.sync": TILE_COLORS["V_j"], "wgmma": "#117733"})
-KERNEL_COLORS.update({KERNEL_NAMES[k]: c for k, c in list(KERNEL_COLORS.items())
-                      if k in KERNEL_NAMES})
+KERNEL_COLORS.update({SERIES_NAMES[k]: c for k, c in list(KERNEL_COLORS.items())
+                      if k in SERIES_NAMES})
 
 
 def kernel_name(kernel: str, backend: str | None = None) -> str:
     """A kernel (code name or the app's label) in words; with a backend, the run in words:
     "naive (CuPy)", "flash, teaching kernel (CuPy)", "flash (CPU emulation)"."""
-    name = KERNEL_NAMES.get(kernel, LABEL_NAMES.get(kernel, kernel))
+    name = SERIES_NAMES.get(kernel, LABEL_NAMES.get(kernel, kernel))
     if backend is None or kernel == "CPU emulation" or kernel.startswith("torch_"):
         return name
     where = BACKEND_NAMES.get(backend, backend)

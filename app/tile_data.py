@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 
 import engine
-from engine.model import iomodel, tilemodel
+from engine.model import iomodel, registry, tilemodel
 from engine.model.devices import PROFILES, datasheet_profile, memory_levels
 from engine.model.iomodel import format_bytes
 
 CONFIG_KEYS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal")
-KERNEL_NAMES = {"teaching": "teaching kernel", "tensorcore": "tensor-core kernel"}
+FAMILY_NAMES = registry.family_names()     # kernel= value -> "teaching kernel", ...
 
 
 def model_table(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> pd.DataFrame:
@@ -223,7 +223,7 @@ def fastest_answer(df: pd.DataFrame, paper: tilemodel.PaperChoice, where: str) -
     """Fastest measured shape of each kernel against the paper's choice, or the model's."""
     lines = []
     for kernel in ("teaching", "tensorcore"):
-        name = KERNEL_NAMES[kernel]
+        name = FAMILY_NAMES[kernel]
         meas = fastest(df, kernel, "measured_ms")
         model = fastest(df, kernel, "model_ms")
         if meas is not None:

@@ -25,9 +25,9 @@ A schedule file (benchmarks/results/schedule_*.json, from `python -m engine trac
   with "block", "j_lo", "j_hi" and "outcome" ("whole", "posted" or "merged") lists beside.
 A compile-facts file (benchmarks/results/kernel_facts_*.json, from `python -m engine facts`)
 holds:
-  {"device": {...}, "date": ..., "method": ..., "facts": [{"kernel": "teaching" | "mma.sync" |
-   "wgmma" | "backward_teaching" | "backward_mma" | "backward_wgmma" | "naive_softmax" |
-   "naive_backward",
+  {"device": {...}, "date": ..., "method": ..., "facts": [{"kernel": a key of the kernel
+   registry (engine.model.registry.KERNELS: "teaching" | "mma.sync" | "wgmma" | "naive_softmax"
+   | "backward teaching" | "backward mma.sync" | "backward wgmma" | "naive_backward"),
    "traced", "config", "kernel_source", "compile_options", "registers_per_thread",
    "local_bytes_per_thread", "threads_per_block", "dynamic_smem_bytes", "static_smem_bytes",
    "grid", "blocks_per_sm"}, ...], "failures": [...]}

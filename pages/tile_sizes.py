@@ -73,8 +73,8 @@ st.caption("Model: max(HBM bytes ÷ bandwidth, FLOPs ÷ peak) ÷ the average fra
            "kernel, its dense FP16 tensor-core rate for the tensor-core kernel. An upper bound "
            "on speed, not a prediction of it.")
 if on_gpu:
-    kernels = st.multiselect("kernels to time", list(td.KERNEL_NAMES),
-                             default=list(td.KERNEL_NAMES), format_func=td.KERNEL_NAMES.get,
+    kernels = st.multiselect("kernels to time", list(td.FAMILY_NAMES),
+                             default=list(td.FAMILY_NAMES), format_func=td.FAMILY_NAMES.get,
                              key="tiles_kernels")
     if st.button("Time every tile shape on this GPU", type="primary", disabled=not kernels,
                  key="tiles_sweep"):
@@ -96,7 +96,7 @@ if on_gpu:
                 "shape; the server's tile_sweep_points limit bounds the runs). Until then only "
                 "the model is shown.")
 for kernel in ("teaching", "tensorcore"):
-    name = td.KERNEL_NAMES[kernel]
+    name = td.FAMILY_NAMES[kernel]
     fast = td.fastest(table, kernel, "measured_ms")
     left, right = st.columns(2)
     with left:
@@ -133,7 +133,7 @@ if not on_gpu:
             st.caption(f"What this grid is: {note}")
         answer = (rec, rec_cfg, rec_gpu, f"recorded on {choice[1]}, {td.config_text(rec_cfg)}")
         for kernel in ("teaching", "tensorcore"):
-            name = td.KERNEL_NAMES[kernel]
+            name = td.FAMILY_NAMES[kernel]
             fast = td.fastest(rec, kernel, "measured_ms")
             if fast is None:
                 st.info(f"No {name} times are recorded in this grid: nothing measured to show. "

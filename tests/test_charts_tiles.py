@@ -105,7 +105,7 @@ def test_placement_agrees_with_the_io_models_other_counts():
     assert naive["S = QKᵀ (all of it)"] == iomodel.naive_hbm(CFG).parts["write S"]
     teach = places[places.algorithm == "flash, teaching kernel"]
     assert teach[teach["where"] == "shared memory"].bytes.sum() == iomodel.smem_bytes(CFG)
-    tc = places[places.algorithm == "flash, tensor-core kernel"]
+    tc = places[places.algorithm == "flash, tensor core (mma.sync)"]
     assert tc[tc["where"] == "shared memory"].bytes.sum() == iomodel.smem_bytes(CFG, "mma.sync")
     assert set(tc["where"]) == {"shared memory", "registers"}
     charts_tiles.placement_chart(places).to_dict()

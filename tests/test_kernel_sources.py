@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 import engine
-from engine.model import catalog
+from engine.model import catalog, registry
 from engine.gpu import naive as gpu_naive
 from engine.gpu.launchers import backward_teaching, core, teaching
 from engine.model.iomodel import smem_budget
@@ -211,10 +211,7 @@ def required_defines(source):
     return names
 
 
-@pytest.mark.parametrize("source", ["flash_teaching.cu", "flash_tensorcore.cu",
-                                    "naive_softmax.cu", "flash_backward_teaching.cu",
-                                    "naive_backward.cu", "flash_backward_mma.cu",
-                                    "flash_backward_wgmma.cu", "flash_decode.cu"])
+@pytest.mark.parametrize("source", [k.source for k in registry.KERNELS])
 def test_launcher_options_define_every_macro_the_source_requires(source):
     options = examples_of(source)
     need = required_defines(source)

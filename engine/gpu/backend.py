@@ -1,8 +1,10 @@
 """CuPy backend: runs the GPU kernels and returns a Result (forward) or Gradients (backward) of
 NumPy arrays.
 
-Flash kernels are reached through their launchers (engine.gpu.launchers.teaching, engine.gpu.launchers.mma), which
-share one interface: launch(cfg, Q, K, V, trace) -> dict of CuPy arrays (see engine.gpu.launchers.teaching).
+Flash kernels are reached through their launchers (engine.gpu.launchers.teaching,
+engine.gpu.launchers.mma: the launcher of each kernel= family's build that runs on every GPU,
+as the kernel registry engine.model.registry names it; it hands a Hopper build on itself),
+which share one interface: launch(cfg, Q, K, V, trace) -> dict of CuPy arrays (see engine.gpu.launchers.teaching).
 """
 from __future__ import annotations
 
@@ -10,20 +12,30 @@ import numpy as np
 
 from ..model.config import AttentionConfig, ConfigError
 from .lock import GPU_LOCK
-from ..model import catalog
+from ..model import catalog, registry
 from .runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
 from ..model.tiles import processed_tiles
 from ..results import (BACKWARD_TRACE_FIELDS, BLOCK_FIELDS, TRACE_FIELDS, BackwardTrace,
                        Gradients, Result, Schedule, Trace)
 
-BACKWARD_LAUNCHERS = {"teaching": "engine.gpu.launchers.backward_teaching",
-                      "tensorcore": "engine.gpu.launchers.backward_mma"}
+
+
+def _launcher_name(kernel: str, direction: str) -> str:
+    """The module launching a kernel= family in one direction: the launcher of its build that
+    runs on every GPU (it hands the family's Hopper build, if any, on itself)."""
+    return next(b.launcher for b in registry.builds(kernel, direction) if not b.hopper_only)
+
+
+LAUNCHERS = {k: _launcher_name(k, "forward") for k in registry.FAMILIES}
+BACKWARD_LAUNCHERS = {k: _launcher_name(k, "backward") for k in registry.FAMILIES}
 
 
 def launcher(kernel: str):
     """The launcher module of a flash kernel ("teaching" or "tensorcore")."""
-    from .launchers import mma, teaching
-    return {"teaching": teaching, "tensorcore": mma}[kernel]
+    import importlib
+    if kernel not in LAUNCHERS:
+        raise ConfigError(f"kernel must be one of {', '.join(LAUNCHERS)}; got {kernel!r}.")
+    return importlib.import_module(LAUNCHERS[kernel])
 
 
 def to_device(cfg: AttentionConfig, x: np.ndarray):
@@ -100,9 +112,11 @@ def flash_backward(cfg: AttentionConfig, kernel: str, trace: bool, Q, K, V, dO):
     """(forward outputs, run, backward outputs) of a flash kernel's backward: the same
     kernel's forward runs once here, for O and lse; run() enqueues the backward alone."""
     backward = backward_launcher(kernel)      # before the forward: fail fast when missing
-    if kernel == "tensorcore" and trace:
-        raise ConfigError("The tensorcore backward kernel writes no trace; use "
-                          "kernel='teaching' with trace=True.")
+    if trace and not all(b.traceable for b in registry.builds(kernel, "backward")):
+        traced = next(k for k in registry.FAMILIES
+                      if all(b.traceable for b in registry.builds(k, "backward")))
+        raise ConfigError(f"The {kernel} backward kernel writes no trace; use "
+                          f"kernel='{traced}' with trace=True.")
     fwd_cfg = cfg
     if kernel == "tensorcore":
         fwd_cfg = catalog.forward_for_backward(cfg, device_is_hopper())

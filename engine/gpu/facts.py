@@ -7,23 +7,30 @@ Kernel page shows them live on a GPU, and from a file `python -m engine facts` r
 from __future__ import annotations
 
 from ..model.config import AttentionConfig
-from ..model import catalog
+from ..model import catalog, registry
 from ..model.iomodel import naive_backward_row_smem_bytes, naive_row_smem_bytes
 from ..model.launch import naive_row_threads
 from .runtime import gpu_failures, live_gpu
 
-# (kernel key, head_dim, block_q, block_k, traced): the builds a recording compiles. Every
-# catalogued tensor-core shape; the teaching kernels at 64×64 tiles for both head_dims.
-FLASH_BUILDS = (
-    [("teaching", d, 64, 64, t) for d in (64, 128) for t in (False, True)]
-    + [("mma.sync", d, bq, bk, False) for d, bq, bk in catalog.MMA_SYNC.shapes]
-    + [("mma.sync", 128, 128, 32, True)]
-    + [("wgmma", d, bq, bk, False) for d, bq, bk in catalog.WGMMA.shapes]
-    + [("wgmma", d, bq, bk, True) for d, bq, bk in ((64, 128, 128), (128, 128, 128))]
-    + [("backward_teaching", d, 64, 64, False) for d in (64, 128)]
-    + [("backward_mma", d, bq, bk, False) for d, bq, bk in catalog.BACKWARD_MMA.shapes]
-    + [("backward_wgmma", d, bq, bk, False) for d, bq, bk in catalog.BACKWARD_WGMMA.shapes])
-NAIVE_BUILDS = (("naive_softmax", 64), ("naive_backward", 64))
+# Traced builds a recording compiles beside the untraced ones: (key, head_dim, block_q, block_k).
+TRACED_EXTRA = (("mma.sync", 128, 128, 32), ("wgmma", 64, 128, 128), ("wgmma", 128, 128, 128))
+
+
+def _flash_builds(k: registry.Kernel) -> list:
+    """A flash kernel's builds in a recording: every catalogued shape untraced (a kernel that
+    takes any shape: 64×64 tiles at both head_dims, traced too when it can trace)."""
+    if k.shapes is None:
+        return [(k.key, d, 64, 64, t) for d in (64, 128)
+                for t in ((False, True) if k.traceable and k.direction == "forward"
+                          else (False,))]
+    return ([(k.key, d, bq, bk, False) for d, bq, bk in k.shapes]
+            + [(k.key, *shape, True) for key, *shape in TRACED_EXTRA if key == k.key])
+
+
+# (kernel key, head_dim, block_q, block_k, traced): the flash builds a recording compiles, in
+# the registry's order; the naive kernels at head_dim 64 and NAIVE_SEQ.
+FLASH_BUILDS = [b for k in registry.KERNELS if k.family for b in _flash_builds(k)]
+NAIVE_BUILDS = tuple((k.key, 64) for k in registry.KERNELS if k.launcher == "engine.gpu.naive")
 NAIVE_SEQ = 4096
 
 
@@ -40,11 +47,11 @@ def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
     if kernel == "wgmma":
         wgmma.check_takes(cfg)
         return wgmma.build(cfg, trace), (cfg.Tr, cfg.bh)
-    if kernel == "backward_teaching":
+    if kernel == "backward teaching":
         return backward_teaching.build(cfg, trace, gpu), (cfg.Tc, cfg.bh)
-    if kernel == "backward_mma":
+    if kernel == "backward mma.sync":
         return backward_mma.build(cfg), (cfg.Tc, cfg.bh)
-    if kernel == "backward_wgmma":
+    if kernel == "backward wgmma":
         backward_wgmma.check_takes(cfg)
         return backward_wgmma.build(cfg), (cfg.Tc, cfg.bh)
     rows = (cfg.bh * cfg.seq_q,)
@@ -57,7 +64,8 @@ def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
         return core.Build(naive.BACKWARD_SOURCE, naive.BACKWARD_FUNCTION,
                           naive.backward_compile_options(cfg), naive_row_threads(cfg),
                           smem), rows
-    raise ValueError(f"unknown kernel {kernel!r}")
+    registry.kernel(kernel)        # ValueError naming every key when unknown
+    raise ValueError(f"no compile facts of the {kernel!r} kernel")
 
 
 def facts_of(kernel: str, cfg: AttentionConfig, trace: bool) -> dict:

@@ -14,6 +14,7 @@ import numpy as np
 from .config import AttentionConfig
 from .decode_config import DecodeConfig
 from .devices import GpuProfile
+from .registry import BY_KEY, FAMILIES, SMEM_LAYOUTS
 from .tiles import query_tile_sizes, seen_key_tiles
 
 RESERVED_SMEM_PER_BLOCK = 1024  # the CUDA runtime reserves 1 KB per block (cc 8.0 and later)
@@ -75,8 +76,8 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
         ring = {name: size for name, size in tiles.items() if name != "Q_i"}
         return {"Q_i (2 buffers)": 2 * Br * d * 2, **ring, "mbarriers": 128,
                 "swizzle alignment": 1024}
-    raise ValueError(f"kernel must be teaching, backward teaching, backward mma.sync, backward "
-                     f"wgmma, mma.sync or wgmma; got {kernel!r}.")
+    raise ValueError(f"kernel must be one of {', '.join(SMEM_LAYOUTS)} (the shared-memory "
+                     f"layouts of engine.model.registry); got {kernel!r}.")
 
 
 def smem_bytes(cfg: AttentionConfig, kernel: str = "teaching") -> int:
@@ -203,7 +204,8 @@ def placement(cfg: AttentionConfig) -> list[tuple[str, str, str, int]]:
     e, bh, nq, nk, d = cfg.itemsize, cfg.bh, cfg.seq_q, cfg.seq_k, cfg.head_dim
     Br, Bc = cfg.block_q, cfg.block_k
     qkvo = bh * (2 * nq + 2 * nk) * d * e
-    naive, teach, tc = "naive", "flash, teaching kernel", "flash, tensor-core kernel"
+    naive, teach = "naive", FAMILIES["teaching"].chart_name
+    tc = BY_KEY["mma.sync"].chart_name
     rows = [(naive, "S = QKᵀ (all of it)", "HBM", bh * nq * nk * e),
             (naive, "P = softmax(S) (all of it)", "HBM", bh * nq * nk * e),
             (naive, "Q, K, V, O", "HBM", qkvo),
