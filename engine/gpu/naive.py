@@ -18,16 +18,17 @@ import numpy as np
 from ..model.config import AttentionConfig, ConfigError
 from ..model.iomodel import naive_backward_row_smem_bytes, naive_row_smem_bytes
 from ..model.launch import naive_row_threads
+from ..model.registry import BY_KEY
 from .launchers import core
 from .runtime import ELEM_TYPES, live_gpu
 
-SOURCE = "naive_softmax.cu"
+SOURCE = BY_KEY["naive_softmax"].source
 CUDA_R_16BF = 14      # cudaDataType_t of bfloat16 (library_types.h)
-FUNCTION = "row_softmax"
+FUNCTION = BY_KEY["naive_softmax"].function
 # Stage names as recorded results carry them (S is scaled by the GEMM's alpha all the same).
 STAGES = ("S = QKᵀ (cuBLAS)", "softmax (fused kernel)", "O = PV (cuBLAS)")
-BACKWARD_SOURCE = "naive_backward.cu"
-BACKWARD_FUNCTION = "softmax_backward"
+BACKWARD_SOURCE = BY_KEY["naive_backward"].source
+BACKWARD_FUNCTION = BY_KEY["naive_backward"].function
 BACKWARD_STAGES = ("dV = Pᵀ dO (cuBLAS)", "dP = dO Vᵀ (cuBLAS)",
                    "dS = P ∘ (dP − D) (fused kernel)", "dQ = scale · dS K (cuBLAS)",
                    "dK = scale · dSᵀ Q (cuBLAS)")

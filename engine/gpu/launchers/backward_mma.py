@@ -22,7 +22,7 @@ from ...model.launch import backward_mma_threads
 from ..runtime import device_is_hopper
 from . import backward_helpers, backward_wgmma, core
 
-FUNCTION = "flash_backward_mma"
+FUNCTION = catalog.BACKWARD_MMA.function
 # 1: on Hopper the wgmma backward runs the shapes it takes; 0: the mma.sync backward always.
 HOPPER_WGMMA = 1
 

@@ -18,15 +18,14 @@ import numpy as np
 from ...model.config import AttentionConfig
 from ...model.devices import GpuProfile
 from ...model.launch import BACKWARD_TEACHING_THREADS
+from ...model.registry import BY_KEY
 from ...results import BLOCK_FIELDS
 from ..runtime import live_gpu
 from . import core
 from .teaching import compile_options
 
-SOURCE = "flash_backward_teaching.cu"
-FUNCTION = "flash_backward_teaching"
-DELTA_FUNCTION = "backward_delta"
-CAST_FUNCTION = "cast_rows"
+SOURCE = BY_KEY["backward teaching"].source    # flash_backward_teaching.cu
+FUNCTION, DELTA_FUNCTION, CAST_FUNCTION = BY_KEY["backward teaching"].functions
 NUM_THREADS = BACKWARD_TEACHING_THREADS   # NUM_THREADS in the source (engine.model.launch)
 ROWS_PER_DELTA_BLOCK = NUM_THREADS // 32    # backward_delta: one warp per row
 MAX_CAST_BLOCKS = 1 << 16    # cast_rows loops over the rest (grid-stride)

@@ -20,7 +20,7 @@ from ..runtime import device_is_hopper, live_gpu
 from . import backward_helpers, core
 from .wgmma import tensor_map
 
-FUNCTION = "flash_backward_wgmma"
+FUNCTION = BACKWARD_WGMMA.function
 # How dQ_i reaches the float32 accumulator in HBM (the kernel's header), per head_dim: 0,
 # red.global.add from the consumers' registers, as the mma.sync backward; 1, staged in shared
 # memory and added by bulk reductions from a producer warp while the consumers go on. Both

@@ -17,7 +17,7 @@ from ...model.launch import MMA_SYNC_THREADS
 from ..runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
 from . import core, wgmma
 
-FUNCTION = "flash_tensorcore"
+FUNCTION = catalog.MMA_SYNC.function
 THREADS = MMA_SYNC_THREADS   # four warps, each owning block_q / 4 query rows
 MAX_BLOCKS_PER_SM = 32       # CUDA's limit on any GPU: launches of more than two items per
                              # such slot never run stream-K, so their build is not compiled

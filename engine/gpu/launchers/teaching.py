@@ -11,11 +11,12 @@ import numpy as np
 from ...model.config import AttentionConfig
 from ...model.devices import GpuProfile
 from ...model.launch import TEACHING_THREADS
+from ...model.registry import BY_KEY
 from ..runtime import ELEM_TYPES, live_gpu
 from . import core
 
-SOURCE = "flash_teaching.cu"
-FUNCTION = "flash_teaching"
+SOURCE = BY_KEY["teaching"].source             # flash_teaching.cu
+FUNCTION = BY_KEY["teaching"].function
 NUM_THREADS = TEACHING_THREADS     # NUM_THREADS in the source (engine.model.launch)
 
 

@@ -22,7 +22,7 @@ from ...model.launch import wgmma_threads
 from ..runtime import device_is_hopper, live_gpu
 from . import core
 
-FUNCTION = "flash_wgmma"
+FUNCTION = WGMMA.function
 # 1: the consumer warpgroups take turns issuing their products (see the kernel's header); 0:
 # each issues when ready. Both pass the GPU tests; 1 was 1.03-1.05× faster at d = 128 on an H200
 # (benchmarks/NOTES.md, "wgmma path").
