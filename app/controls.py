@@ -12,6 +12,8 @@ from engine.model.config import MAX_LOGIT_SCALE, MAX_SEED
 from engine.model.decode_config import MAX_DECODE_QUERIES
 from engine.model.registry import FAMILIES
 
+from app.page_list import BACKWARD, DECODING, ONLINE_SOFTMAX, SRAM_TILING, TIMINGS
+
 MAX_BATCH = 64
 MAX_HEADS = 64
 MAX_SEQ_UI = 65536
@@ -66,24 +68,24 @@ CONTROLS = {c.name: c for c in (
 
 
 # Controls of one page, kept in the URL under their widget keys while that page is shown:
-# URL parameter -> (page url_path, control). Their ranges also depend on the config, so the
-# page narrows them (app.ui.linked_number); here are the widest ones.
+# URL parameter -> (page url_path, a constant of app/page_list.py, control). Their ranges also
+# depend on the config, so the page narrows them (app.ui.linked_number); here are the widest.
 PAGE_CONTROLS = {
-    "sm_batch": ("online-softmax", Control("sm_batch", "int", None, 0, MAX_BATCH - 1)),
-    "sm_head": ("online-softmax", Control("sm_head", "int", None, 0, MAX_HEADS - 1)),
-    "sm_row": ("online-softmax", Control("sm_row", "int", None, 0, MAX_SEQ_UI - 1)),
-    "sweep_largest": ("timings", Control("sweep_largest", "choice", None,
-                                         choices=tuple(2 ** k for k in range(8, 17)))),
-    "sram_order": ("sram-tiling", Control("sram_order", "choice", None,
-                                          choices=("fa2", "fa1"))),
-    "bw_row": ("backward", Control("bw_row", "int", None, 0, MAX_SEQ_UI - 1)),
-    "bw_key": ("backward", Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1)),
-    "dec_seq_k": ("decoding", Control("dec_seq_k", "int", None, 1, MAX_DECODE_SEQ_UI)),
-    "dec_seq_q": ("decoding", Control("dec_seq_q", "int", None, 1, MAX_DECODE_QUERIES)),
-    "dec_kv_heads": ("decoding", Control("dec_kv_heads", "int", None, 1, MAX_HEADS)),
-    "dec_splits": ("decoding", Control("dec_splits", "choice", None, choices=SPLIT_CHOICES)),
-    "dec_page": ("decoding", Control("dec_page", "choice", None, choices=PAGE_CHOICES)),
-    "dec_head": ("decoding", Control("dec_head", "int", None, 0, MAX_HEADS - 1)),
+    "sm_batch": (ONLINE_SOFTMAX, Control("sm_batch", "int", None, 0, MAX_BATCH - 1)),
+    "sm_head": (ONLINE_SOFTMAX, Control("sm_head", "int", None, 0, MAX_HEADS - 1)),
+    "sm_row": (ONLINE_SOFTMAX, Control("sm_row", "int", None, 0, MAX_SEQ_UI - 1)),
+    "sweep_largest": (TIMINGS, Control("sweep_largest", "choice", None,
+                                       choices=tuple(2 ** k for k in range(8, 17)))),
+    "sram_order": (SRAM_TILING, Control("sram_order", "choice", None,
+                                        choices=("fa2", "fa1"))),
+    "bw_row": (BACKWARD, Control("bw_row", "int", None, 0, MAX_SEQ_UI - 1)),
+    "bw_key": (BACKWARD, Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1)),
+    "dec_seq_k": (DECODING, Control("dec_seq_k", "int", None, 1, MAX_DECODE_SEQ_UI)),
+    "dec_seq_q": (DECODING, Control("dec_seq_q", "int", None, 1, MAX_DECODE_QUERIES)),
+    "dec_kv_heads": (DECODING, Control("dec_kv_heads", "int", None, 1, MAX_HEADS)),
+    "dec_splits": (DECODING, Control("dec_splits", "choice", None, choices=SPLIT_CHOICES)),
+    "dec_page": (DECODING, Control("dec_page", "choice", None, choices=PAGE_CHOICES)),
+    "dec_head": (DECODING, Control("dec_head", "int", None, 0, MAX_HEADS - 1)),
 }
 
 

@@ -5,6 +5,8 @@ import engine
 from engine.model import iomodel
 from engine.model.tiles import processed_count
 
+from app.page_list import PAGES
+
 
 def kib(n: float) -> str:
     """Shared-memory sizes, in KiB as the CUDA guide gives them."""
@@ -80,21 +82,5 @@ def hbm_text(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> str:
             f"HBM traffic can be lower still.")
 
 
-PAGE_GUIDE = (
-    ("Overview", "this page: the headline measurement, the device and the config's figures."),
-    ("SRAM tiling", "the loop over tiles of Q, K and V, step by step, and what each thread "
-                    "block keeps in shared memory."),
-    ("Online softmax", "one query row: the running max and sum rescaled tile by tile, to the "
-                       "same answer as the full softmax."),
-    ("Timings", "naive against flash for this config and over a sweep of N, the memory and "
-                "HBM model, and the results recorded on real GPUs."),
-    ("Tile sizes", "how block_q × block_k sets shared memory, occupancy and time, modelled "
-                   "and measured."),
-    ("Kernel", "the CUDA source and compile facts of the kernels, and how thread blocks were "
-               "scheduled over the SMs."),
-    ("Downloads", "this session's output, trace and timings as files."),
-    ("Backward pass", "the gradients: P rebuilt from the saved log-sum-exp, key tiles outer, "
-                      "and its cost against naive's."),
-    ("Decoding", "one new token against a long KV cache: Flash-Decoding's splits merged by "
-                 "their log-sum-exps, a paged cache and grouped-query heads."),
-)
+# (title, line) for each page in menu order: the Overview's guide to the app
+PAGE_GUIDE = tuple((row.title, row.guide) for row in PAGES)

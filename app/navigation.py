@@ -1,4 +1,5 @@
-"""The app's pages for st.navigation, built once per process and copied for each run."""
+"""The app's pages for st.navigation (the rows of app/page_list.py), built once per process
+and copied for each run."""
 from __future__ import annotations
 
 import copy
@@ -6,6 +7,8 @@ import functools
 from pathlib import Path
 
 import streamlit as st
+
+from app.page_list import OVERVIEW, PAGES, by_url
 
 PAGES_DIR = Path(__file__).resolve().parent.parent / "pages"
 
@@ -15,26 +18,11 @@ PAGES_DIR = Path(__file__).resolve().parent.parent / "pages"
 # query parameters (app/main.py does so before anything is drawn): "/" and "/overview" both
 # open the Overview page, and every page has a URL that works.
 ROOT_PATH = "start"
-OVERVIEW = "overview"
-
-
-# (script in pages/, title, url_path): the app's pages in menu order
-PAGES = (
-    ("overview.py", "Overview", OVERVIEW),
-    ("sram_tiling.py", "SRAM tiling", "sram-tiling"),
-    ("online_softmax.py", "Online softmax", "online-softmax"),
-    ("timings.py", "Timings", "timings"),
-    ("tile_sizes.py", "Tile sizes", "tile-sizes"),
-    ("kernel.py", "Kernel", "kernel"),
-    ("downloads.py", "Downloads", "downloads"),
-    ("backward.py", "Backward pass", "backward"),
-    ("decoding.py", "Decoding", "decoding"),
-)
 
 
 def url_paths() -> list[str]:
     """Every URL path the app serves a page at: the root and each page's own."""
-    return [""] + [url for _, _, url in PAGES]
+    return [""] + [row.url_path for row in PAGES]
 
 
 @functools.cache
@@ -42,8 +30,8 @@ def _built() -> tuple:
     """The Page objects (st.Page needs a running script, so they are built on the first run)."""
     return (st.Page(_to_overview, title="FlashAttention Lab", url_path=ROOT_PATH, default=True,
                     visibility="hidden"),
-            *(st.Page(PAGES_DIR / script, title=title, url_path=url)
-              for script, title, url in PAGES))
+            *(st.Page(PAGES_DIR / row.script, title=row.title, url_path=row.url_path)
+              for row in PAGES))
 
 
 def _to_overview() -> None:
@@ -55,7 +43,8 @@ def redirect_root(url_path: str) -> None:
     """If this run's page is the root's, switch to the Overview page, keeping the link's
     query parameters (talk mode, the config)."""
     if url_path == ROOT_PATH:
-        st.switch_page(PAGES_DIR / "overview.py", query_params=st.query_params.to_dict())
+        st.switch_page(PAGES_DIR / by_url(OVERVIEW).script,
+                       query_params=st.query_params.to_dict())
 
 
 def pages() -> list:
