@@ -17,10 +17,11 @@ from pathlib import Path
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from app import page_list
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "records" / "page_rerun_cpu.json"
-PAGES = ("overview", "sram_tiling", "online_softmax", "timings", "kernel", "downloads",
-         "backward", "tile_sizes", "decoding")
+PAGES = tuple(row.stem for row in page_list.PAGES)
 CHANGES = (("seq_q", 320), ("block_k", 32), ("causal", True))
 TARGET_S = 2.0
 

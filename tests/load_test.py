@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 
 from app_server import CHROMIUM, CHROMIUM_ARGS, percentile, serve, watch
+from app.page_list import ONLINE_SOFTMAX, SRAM_TILING
 
 RECORD = Path(__file__).resolve().parent.parent / "benchmarks" / "records" / "load_test.json"
 
-CHART_PAGES = ("sram-tiling", "online-softmax")
+CHART_PAGES = (SRAM_TILING, ONLINE_SOFTMAX)
 RAMP_S = 0.5      # one more visitor every half second until all have arrived
 FIRST_ACTIONS = ("load", "control")   # every visitor's first actions, whatever the clock says
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"

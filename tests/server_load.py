@@ -44,15 +44,16 @@ import urllib.request
 from pathlib import Path
 
 from app_server import ROOT, percentile, serve, stop
+from app.page_list import ONLINE_SOFTMAX, OVERVIEW, SRAM_TILING
 from app.st_internals import proto
 
 RECORDS = ROOT / "benchmarks" / "records"
 
-PAGES = ("sram-tiling", "online-softmax", "overview")
+PAGES = (SRAM_TILING, ONLINE_SOFTMAX, OVERVIEW)
 SEQS = (128, 192, 256, 320, 384, 512)
 ARRIVAL_S = 0.2          # a new visitor every 0.2 s until all have arrived
 FINISHED = ("FINISHED_SUCCESSFULLY", "FINISHED_FRAGMENT_RUN_SUCCESSFULLY")
-TALK_LINK = ("sram-tiling", 512, 1)       # the link a talk shows: page, seq_q, seed
+TALK_LINK = (SRAM_TILING, 512, 1)       # the link a talk shows: page, seq_q, seed
 TALK_STEPS = 5
 STEP_LABEL = "loop step"
 

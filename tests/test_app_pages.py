@@ -12,6 +12,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import engine
+from app import page_list
 from app.timing_data import BENCH_DIR_ENV
 from engine.model import iomodel
 
@@ -19,14 +20,11 @@ ON_GPU = engine.probe_gpu()[0]      # backend "auto" runs the CuPy kernels there
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "app" / "main.py"
 FIXTURES = Path(__file__).resolve().parent / "data"
-PAGES = {"overview": "FlashAttention Lab", "sram_tiling": "SRAM tiling",
-         "online_softmax": "Online softmax", "timings": "Timings", "kernel": "Kernel",
-         "downloads": "Downloads", "backward": "Backward pass",
-         "tile_sizes": "Tile sizes", "decoding": "Decoding"}
-# charts drawn with the default config and the test fixtures (the kernel page draws the
-# recorded schedule on CPU and the live one on a GPU)
-CHARTS = {"overview": 0, "sram_tiling": 3, "online_softmax": 3, "timings": 3, "kernel": 1,
-          "downloads": 0, "backward": 7, "tile_sizes": 8, "decoding": 6}
+PAGES = [row.stem for row in page_list.PAGES]
+# each page's heading: its title, but the Overview is headed with the app's name
+HEADINGS = {row.stem: row.title for row in page_list.PAGES} | {"overview": "FlashAttention Lab"}
+# charts drawn with the default config and the test fixtures (app/page_list.py's charts)
+CHARTS = {row.stem: row.charts for row in page_list.PAGES}
 
 
 @pytest.fixture(autouse=True)
@@ -66,16 +64,16 @@ def assert_clean(at: AppTest):
     assert not at.exception, [e.value for e in at.exception]
 
 
-@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize("page", PAGES)
 def test_page_renders(page):
     at = open_page(page)
     assert_clean(at)
     assert not at.error, [e.value for e in at.error]
-    assert at.title[0].value == PAGES[page]
+    assert at.title[0].value == HEADINGS[page]
     assert len(at.get("vega_lite_chart")) >= CHARTS[page]
 
 
-@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize("page", PAGES)
 def test_tampered_url_shows_error_not_exception(page):
     at = open_page(page, seq_q="1e12", block_q="-3", dtype="evil", backend="gpu!")
     assert_clean(at)
@@ -85,7 +83,7 @@ def test_tampered_url_shows_error_not_exception(page):
     assert "dtype must be one of float32, float16" in errors
     assert "backend must be one of auto, cupy, numpy" in errors
     # The page still works with the defaults that replaced the bad values.
-    assert at.title[0].value == PAGES[page]
+    assert at.title[0].value == HEADINGS[page]
     assert at.number_input(key="seq_q").value == 256
 
 
@@ -108,7 +106,7 @@ def engine_calls(monkeypatch):
     return calls
 
 
-@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize("page", PAGES)
 def test_control_change_recomputes_only_the_new_config(page, engine_calls):
     """CPU mode, default config: a changed control computes the new config once (each kind of
     run and timing at most once), and a rerun with nothing changed computes nothing:
@@ -131,7 +129,7 @@ def test_control_change_recomputes_only_the_new_config(page, engine_calls):
             f"{page}: a rerun with {name} = {value} unchanged computed again: {dict(engine_calls)}"
 
 
-@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize("page", PAGES)
 def test_page_renders_in_bfloat16(page):
     at = open_page(page, dtype="bfloat16", seq_q=320)
     assert_clean(at)
@@ -666,10 +664,8 @@ def test_overview_headline_from_recorded_results(monkeypatch):
     title = json.dumps(head[0]["title"])
     assert "NVIDIA H200" in title and "2026-11-23" in title
     body = texts(at)
-    for page in PAGES.values():
-        if page != "FlashAttention Lab":
-            assert f"**{page}**" in body, page
-    assert "**Overview**" in body
+    for row in page_list.PAGES:
+        assert f"**{row.title}**" in body, row.title
     assert "drop from N² to N" not in body and "still grows as N²" in body
     assert "Θ(N²d²/M)" in body
 
@@ -878,7 +874,7 @@ def loop_spec_index(at: AppTest) -> int:
     return next(i for i, spec in enumerate(specs(at)) if "HBM bytes moved" in json.dumps(spec))
 
 
-@pytest.mark.parametrize("page", list(PAGES))
+@pytest.mark.parametrize("page", PAGES)
 def test_talk_mode_draws_every_page(page):
     at = open_page(page, talk="true")
     assert_clean(at)

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, serve
+from app import page_list
 from app.charts_tiles import HEATMAP_SIZE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -22,13 +23,9 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 # rewrites tracked files.
 SHOTS = (ROOT / "docs" / "screenshots" if os.environ.get("FA_LAB_SCREENSHOTS") == "1"
          else ROOT / "tests" / "artifacts" / "screenshots")
-# screenshot name -> (url path, draws a chart: from the config, or from what benchmarks/results/
-# holds — the Kernel page draws its recorded schedule)
-PAGES = {"overview": ("overview", False), "sram-tiling": ("sram-tiling", True),
-         "online-softmax": ("online-softmax", True), "timings": ("timings", True),
-         "kernel": ("kernel", True), "downloads": ("downloads", False),
-         "backward": ("backward", True), "tile-sizes": ("tile-sizes", True),
-         "decoding": ("decoding", True)}
+# screenshot name (the url path) -> (url path, draws a chart: from the config, or from what
+# benchmarks/results/ holds — the Kernel page draws its recorded schedule), from app/page_list.py
+PAGES = {row.url_path: (row.url_path, row.browser_chart) for row in page_list.PAGES}
 CHART = ".vega-embed canvas, .vega-embed svg"
 
 

@@ -22,7 +22,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import engine
-from app import specs
+from app import page_list, specs
 from app.st_internals import dataframe_util, stabilized_spec_text
 from app.charts_softmax import safe_softmax_chart, scores_chart, stats_chart
 from app.softmax_data import convergence, row_trace, score_row
@@ -34,9 +34,7 @@ FIXTURES = Path(__file__).resolve().parent / "data"
 GOLDEN = FIXTURES / "chart_specs.json.gz"
 # (page, query parameters): every page at the default config, the loop and softmax pages at a
 # causal config whose row sees skipped key tiles, and talk mode's sizes
-CASES = [(page, {}) for page in ("overview", "sram_tiling", "online_softmax", "timings",
-                                 "kernel", "downloads", "backward", "tile_sizes",
-                                 "decoding")] + [
+CASES = [(row.stem, {}) for row in page_list.PAGES] + [
     ("sram_tiling", {"seq_q": 320, "causal": "true", "seed": 7}),
     ("online_softmax", {"seq_q": 320, "causal": "true", "seed": 7, "sm_row": 100}),
     ("online_softmax", {"talk": "true", "seed": 5}),

@@ -8,11 +8,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st_h
 from streamlit.testing.v1 import AppTest
 
+from app import page_list
 from app.controls import CONTROLS, PAGE_CONTROLS, control, parse_value
 
 pytestmark = pytest.mark.slow
 
 MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
+# the pages a link is switched to after it opened the Overview: every other page of the list
+PAGES = [row.stem for row in page_list.PAGES if row.url_path != page_list.OVERVIEW]
 NASTY = ["1e12", "-3", "evil", "", "nan", "inf", "-inf", "0", "64.5", "0x40", "true", "None",
          "<script>alert(1)</script>", "../../etc/passwd", "9" * 40, "1,2", " 64 ", "float16",
          "¹", "٣", "६४"]
@@ -49,8 +52,7 @@ def test_any_link_renders_without_exception(params):
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(page=st_h.sampled_from(["online_softmax", "timings", "backward", "tile_sizes",
-                               "decoding"]),
+@given(page=st_h.sampled_from(PAGES),
        params=st_h.dictionaries(
            st_h.sampled_from(sorted(PAGE_CONTROLS) + ["heads", "batch", "seq_q"]), raw_values,
            max_size=4))
