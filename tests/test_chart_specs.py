@@ -2,8 +2,10 @@
 through AppTest) equals what the app sent before charts were cached in their sent form
 (tests/data/chart_specs.json.gz, recorded from commit 06def9b, which built every chart with
 Altair on a cache miss; the Backward pass and Tile sizes pages' charts re-recorded on
-2026-11-24, when their long titles were wrapped, the other pages' entries kept), and the cached
-and templated builds of app.specs equal Altair's own spec for random inputs.
+2026-11-24, when their long titles were wrapped, and the Tile sizes page's again on 2026-11-25,
+when the kernel registry named the placement chart's tensor-core row by its build, "flash,
+tensor core (mma.sync)"; the other pages' entries kept), and the cached and templated builds of
+app.specs equal Altair's own spec for random inputs.
 
 Re-record (only when a chart is meant to change): python tests/test_chart_specs.py
 """
