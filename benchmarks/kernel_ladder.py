@@ -17,11 +17,10 @@ median time (4·B·H·Nq·Nk·d, halved for causal, times 2.5 for the backward).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from engine import AttentionConfig
+from engine import AttentionConfig, recorded
 from engine.model import catalog
 from engine.model.registry import KERNELS
 
@@ -70,57 +69,47 @@ _CFG_FIELDS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block
                "causal")
 
 
-def _hopper(device: dict) -> bool:
-    cc = device.get("compute_capability")
-    if cc is not None:
-        return str(cc).startswith("9.")
-    return "H100" in device.get("name", "") or "H200" in device.get("name", "")
-
-
 def _build_of(line: dict, direction: str, hopper: bool) -> str | None:
     """The registry key of the build that ran a recorded line, None for other lines."""
     kernel = line["kernel"]
     if kernel == "naive":
         return "naive_softmax" if direction == "forward" else "naive_backward"
-    cfg = AttentionConfig(**{k: line[k] for k in _CFG_FIELDS})
     if kernel == "teaching":
         return "teaching" if direction == "forward" else "backward teaching"
     if kernel == "tensorcore":
+        cfg = AttentionConfig(**{k: line[k] for k in _CFG_FIELDS})
         pick = catalog.tensorcore_build if direction == "forward" else catalog.backward_build
         return pick(cfg, hopper).key
     return None
 
 
 def figures(results: Path = RESULTS) -> dict[str, dict]:
-    """{registry key: its best recorded figure}: value, unit, file, shape, device, date."""
+    """{registry key: its best recorded figure}: value, unit, file, shape, device, date. The
+    files are read by engine.recorded, as the app reads them."""
     best: dict[str, dict] = {}
 
-    def offer(key, value, unit, path, shape, doc):
+    def offer(key, value, unit, shape, doc):
         if key not in best or value > best[key]["value"]:
-            best[key] = dict(value=value, unit=unit, file=path.name, shape=shape,
+            best[key] = dict(value=value, unit=unit, file=doc["file"], shape=shape,
                              device=doc["device"]["name"], date=doc["date"])
 
-    for path in sorted(results.glob("*.json")):
-        doc = json.loads(path.read_text())
-        if not isinstance(doc.get("results"), list) or "device" not in doc:
-            continue
-        if path.name.startswith("decode_"):
-            for r in doc["results"]:
-                if r["kernel"] != "flash_decode":
-                    continue
-                paged = f", pages of {r['page_size']}" if r["page_size"] else ""
-                shape = (f"batch {r['batch']}, heads {r['heads']}/{r['kv_heads']} KV, "
-                         f"N {r['seq_k']}, d {r['head_dim']}, {r['dtype']}, "
-                         f"{r['num_splits']} splits{paged}")
-                offer("decode", r["kv_bytes"] / (r["median_ms"] * 1e6), "GB/s", path,
-                      shape, doc)
-            continue
-        hopper = _hopper(doc["device"])
+    for doc in recorded.load_decode_benchmarks(results):
         for r in doc["results"]:
-            if r.get("trace"):
+            if r["kernel"] != "flash_decode":
                 continue
-            direction = r.get("direction", doc.get("direction", "forward"))
-            key = _build_of(r, direction, hopper)
+            paged = f", pages of {r['page_size']}" if r["page_size"] else ""
+            shape = (f"batch {r['batch']}, heads {r['heads']}/{r['kv_heads']} KV, "
+                     f"N {r['seq_k']}, d {r['head_dim']}, {r['dtype']}, "
+                     f"{r['num_splits']} splits{paged}")
+            offer("decode", r["kv_bytes"] / (r["median_ms"] * 1e6), "GB/s", shape, doc)
+    timed = [*recorded.load_benchmarks(results, "forward"),
+             *recorded.load_benchmarks(results, "backward"), *recorded.load_tile_grids(results)]
+    for doc in timed:
+        # the same test of the device as the app's (app.timing_data.with_builds)
+        hopper = str(doc["device"].get("compute_capability", "")).startswith("9")
+        for r in doc["results"]:
+            direction = r.get("direction", recorded.file_direction(doc))
+            key = None if r.get("trace") else _build_of(r, direction, hopper)
             if key is None:
                 continue
             cfg = AttentionConfig(**{k: r[k] for k in _CFG_FIELDS})
@@ -128,7 +117,7 @@ def figures(results: Path = RESULTS) -> dict[str, dict]:
             shape = (f"B·H {cfg.bh}, N {cfg.seq_q}, d {cfg.head_dim}, {cfg.dtype}, "
                      f"{'causal' if cfg.causal else 'not causal'}, "
                      f"{cfg.block_q}×{cfg.block_k}")
-            offer(key, tflops, "TFLOP/s", path, shape, doc)
+            offer(key, tflops, "TFLOP/s", shape, doc)
     return best
 
 
