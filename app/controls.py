@@ -68,7 +68,7 @@ CONTROLS = {c.name: c for c in (
 
 
 # Controls of one page, kept in the URL under their widget keys while that page is shown:
-# URL parameter -> (page url_path, a constant of app/page_list.py, control). Their ranges also
+# URL parameter -> (page url_path, as app/page_list.py names it; control). Their ranges also
 # depend on the config, so the page narrows them (app.ui.linked_number); here are the widest.
 PAGE_CONTROLS = {
     "sm_batch": (ONLINE_SOFTMAX, Control("sm_batch", "int", None, 0, MAX_BATCH - 1)),
