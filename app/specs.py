@@ -20,13 +20,13 @@ import hashlib
 import json
 import pickle
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
 import altair as alt
 import numpy as np
 import pandas as pd
+from cachetools import LRUCache
 
 from app.arrow_ipc import arrow_bytes
 
@@ -185,34 +185,41 @@ def _fill(t: _Template, frames: dict[str, pd.DataFrame], layout: tuple) -> SentC
     return SentChart(json.loads(text), datasets)
 
 
-class _Lru:
-    """A small thread-safe LRU map, bounded by entries and by the bytes `size` counts."""
+class _Lru(LRUCache):
+    """cachetools' LRUCache of at most `entries` entries, also bounded by the bytes `size`
+    counts (the least recently used leave first, never the last one left), with get, put and
+    clear thread-safe (cachetools' caches are not)."""
 
     def __init__(self, entries: int, max_bytes: float = float("inf"),
                  size: Callable[[object], int] = lambda value: 0):
-        self.entries, self.max_bytes, self.size = entries, max_bytes, size
-        self.items, self.bytes, self.lock = OrderedDict(), 0, threading.Lock()
+        super().__init__(maxsize=entries)
+        self.max_bytes, self.size = max_bytes, size
+        self.bytes, self._sizes, self.lock = 0, {}, threading.Lock()
 
-    def get(self, key):
+    def __setitem__(self, key, value) -> None:
+        n = self.size(value)
+        super().__setitem__(key, value)          # evicts through __delitem__ past `entries`
+        self.bytes += n - self._sizes.get(key, 0)
+        self._sizes[key] = n
+        while len(self) > 1 and self.bytes > self.max_bytes:
+            self.popitem()
+
+    def __delitem__(self, key) -> None:
+        super().__delitem__(key)
+        self.bytes -= self._sizes.pop(key)
+
+    def get(self, key, default=None):
         with self.lock:
-            if key in self.items:
-                self.items.move_to_end(key)
-                return self.items[key]
-        return None
+            return super().get(key, default)
 
     def put(self, key, value) -> None:
         with self.lock:
-            if key in self.items:
-                self.bytes -= self.size(self.items.pop(key))
-            self.items[key] = value
-            self.bytes += self.size(value)
-            while len(self.items) > 1 and (len(self.items) > self.entries
-                                           or self.bytes > self.max_bytes):
-                self.bytes -= self.size(self.items.popitem(last=False)[1])
+            self[key] = value
 
     def clear(self) -> None:
         with self.lock:
-            self.items.clear()
+            super().clear()                      # cachetools' clear skips __delitem__
+            self._sizes.clear()
             self.bytes = 0
 
 

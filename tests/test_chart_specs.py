@@ -286,4 +286,10 @@ def test_chart_cache_is_bounded_by_bytes():
     assert lru.bytes == 90
     for i in range(12):
         lru.put(i, "")
-    assert len(lru.items) == 10 and lru.bytes == 0
+    assert len(lru) == 10 and lru.bytes == 0 and lru.get(0) is None and lru.get(11) == ""
+    lru.put("huge", "h" * 500)                  # over the bound alone: kept, the rest leave
+    assert list(lru) == ["huge"] and lru.bytes == 500
+    lru.put("huge", "h" * 5)                    # a new value for a key counts once
+    assert lru.bytes == 5
+    lru.clear()
+    assert len(lru) == 0 and lru.bytes == 0 and lru.get("huge") is None

@@ -38,7 +38,8 @@ OPTIONAL_IMPORTS = {
 }
 # Import names of declared packages that may not be installed here (the [gpu] extra on a
 # machine without a GPU), so importlib.metadata cannot map them.
-NOT_INSTALLED_HERE = {"cupy": "cupy-cuda12x", "cupy_backends": "cupy-cuda12x"}
+NOT_INSTALLED_HERE = {"cupy": "cupy-cuda12x", "cupy_backends": "cupy-cuda12x",
+                      "cuda": "cuda-bindings"}
 
 
 def entries(name: str) -> list[dict]:

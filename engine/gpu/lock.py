@@ -3,10 +3,11 @@
 Timings taken while another job shares the GPU would be wrong, and two large naive runs
 at once could exhaust its memory. scripts/serve.sh starts several app processes on one GPU,
 so GPU_LOCK is two locks taken in turn: a threading.Lock among the sessions (threads) of one
-process, then an exclusive flock on a file every process of the machine opens
-(FA_LAB_GPU_LOCK, default /tmp/fa_lab_gpu.lock). The kernel drops a flock when its process
-dies, so a crashed app process cannot leave the GPU locked. The lock is not re-entrant:
-take it once, at the top.
+process, then filelock's FileLock (an exclusive flock) on a file every process of the machine
+opens (FA_LAB_GPU_LOCK, default /tmp/fa_lab_gpu.lock). The kernel drops a flock when its
+process dies, so a crashed app process cannot leave the GPU locked. Both locks wait as long
+as it takes (no timeout). The lock is not re-entrant: take it once, at the top. No GPU is
+needed to take it.
 
 Inside `GPU_LOCK.notify_waits(callback)`, an acquire that finds the GPU busy calls
 callback() once before it waits (the app says "waiting for the GPU" on the page).
@@ -14,12 +15,13 @@ callback() once before it waits (the app says "waiting for the GPU" on the page)
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import tempfile
 import threading
 from pathlib import Path
 from typing import Callable, Iterator
+
+from filelock import FileLock, Timeout
 
 LOCK_FILE_ENV = "FA_LAB_GPU_LOCK"
 
@@ -29,19 +31,10 @@ def lock_file() -> Path:
                 Path(tempfile.gettempdir()) / "fa_lab_gpu.lock")
 
 
-def _open(path: Path) -> int:
-    """A descriptor to flock (read access is enough); created when missing. Opened without
-    O_CREAT first: /tmp refuses O_CREAT on another user's file (fs.protected_regular)."""
-    try:
-        return os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return os.open(path, os.O_RDONLY | os.O_CREAT, 0o666)
-
-
 class GpuLock:
     def __init__(self) -> None:
         self._threads = threading.Lock()
-        self._fd: int | None = None
+        self._file: FileLock | None = None
         self._local = threading.local()
 
     @contextlib.contextmanager
@@ -65,27 +58,24 @@ class GpuLock:
             self._waiting()
             self._threads.acquire()
         try:
-            fd = _open(lock_file())
+            # read at each acquire (tests point FA_LAB_GPU_LOCK elsewhere); the thread lock
+            # above already keeps the threads apart, so filelock's holds are not per thread
+            file = FileLock(lock_file(), thread_local=False)
             try:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    self._waiting()
-                    fcntl.flock(fd, fcntl.LOCK_EX)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
+                file.acquire(blocking=False)
+            except Timeout:
+                self._waiting()
+                file.acquire()
+            self._file = file
         except BaseException:
             self._threads.release()
             raise
 
     def release(self) -> None:
-        fd, self._fd = self._fd, None
+        file, self._file = self._file, None
         try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            file.release()
         finally:
-            os.close(fd)
             self._threads.release()
 
     def locked(self) -> bool:

@@ -3,12 +3,12 @@ shapes engine.model.catalog.WGMMA lists (reached through kernel="tensorcore", en
 
 The kernel needs compute capability 9.x (it is built for sm_90a: wgmma, setmaxnreg) and
 reads Q, K, V through bulk tensor copies, so each launch carries three tensor maps made by
-the driver's cuTensorMapEncodeTiled (called through ctypes; CuPy has no binding for it).
+the driver's cuTensorMapEncodeTiled, called through NVIDIA's typed bindings
+(cuda.bindings.driver, the cuda-bindings package of the [gpu] extra; CuPy has no binding for it).
 """
 from __future__ import annotations
 
-import ctypes
-import functools
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ...model.stream_k import (WGMMA_COSTS, WGMMA_HEAD, blocks as stream_k_block
                                use_stream_k, workspace_floats)
 from ...model.catalog import WGMMA
 from ...model.launch import wgmma_threads
-from ..runtime import device_is_hopper, live_gpu
+from ..runtime import GpuRunError, device_is_hopper, live_gpu
 from . import core
 
 FUNCTION = WGMMA.function
@@ -39,11 +39,9 @@ PERSISTENT = 1
 # items, so that the trace follows each row over all its key tiles.
 STREAM_K = 1
 
-# The driver's tensor-map encoding (cuda.h): element types float16 and bfloat16, no
-# interleave, 128-byte swizzle, 128-byte L2 promotion, out-of-bounds elements read as zeros.
-_ELEMENT_TYPE = {"float16": 6, "bfloat16": 9}
-_INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO = 0, 3, 2, 0
 _TENSOR_MAP = np.dtype({"names": ["opaque"], "formats": [(np.uint64, (16,))]})   # 128 bytes
+_ELEMENT_BYTES = 2                # float16 and bfloat16
+BOX_COLUMNS = 64                  # 64 × 2 bytes: one 128-byte swizzle row
 
 
 threads = wgmma_threads           # one producer warpgroup, block_q / 64 consumer warpgroups
@@ -70,34 +68,66 @@ def build(cfg: AttentionConfig, trace: bool) -> core.Build:
                       smem_bytes(cfg, WGMMA.name))
 
 
-@functools.lru_cache(maxsize=1)
-def _encode_tiled():
-    fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
-                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                   ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
-    return fn
+def cuda_driver():
+    """cuda.bindings.driver, or GpuRunError naming the package to install."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as exc:
+        raise GpuRunError("The wgmma kernels encode their tensor maps with NVIDIA's cuda-bindings "
+                          "package (cuda.bindings.driver), which is not installed: install "
+                          "requirements/gpu.lock (it pins cuda-bindings), or `pip install "
+                          f"'cuda-bindings>=13,<14'` ({exc}).") from exc
+    return driver
+
+
+class TiledMapArgs(NamedTuple):
+    """cuTensorMapEncodeTiled's arguments but the global address, in its order."""
+    data_type: object             # CUtensorMapDataType
+    rank: int
+    dims: tuple[int, ...]         # elements, innermost first
+    strides: tuple[int, ...]      # bytes, dimensions 1 and up
+    box: tuple[int, ...]          # elements copied per dimension
+    element_strides: tuple[int, ...]
+    interleave: object            # CUtensorMapInterleave
+    swizzle: object               # CUtensorMapSwizzle
+    l2_promotion: object          # CUtensorMapL2promotion
+    oob_fill: object              # CUtensorMapFloatOOBfill
+
+
+def tiled_map_args(shape: tuple[int, int, int], dtype: str, box_rows: int) -> TiledMapArgs:
+    """The tensor map arguments of a contiguous (B·H, seq, d) array of dtype (float16 or
+    bfloat16) read in boxes of 64 columns × box_rows rows of one batch·head: no interleave,
+    128-byte swizzle, 128-byte L2 promotion, out-of-bounds elements read as zeros."""
+    d = cuda_driver()
+    types = {"float16": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+             "bfloat16": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16}
+    if dtype not in types:
+        raise ConfigError(f"The wgmma tensor maps take float16 or bfloat16, not {dtype}.")
+    bh, seq, head = shape
+    row = head * _ELEMENT_BYTES
+    return TiledMapArgs(types[dtype], 3, (head, seq, bh), (row, seq * row),
+                        (BOX_COLUMNS, box_rows, 1), (1, 1, 1),
+                        d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+                        d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                        d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 
 
 def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
-    """The tensor map of a contiguous (B·H, seq, d) CuPy array of dtype (float16 or
-    bfloat16), read in boxes of 64 columns × box_rows rows of one batch·head, as a 1-element
-    array of 128 bytes (CuPy passes a structured array element by value)."""
-    bh, seq, d = x.shape
-    dims = (ctypes.c_uint64 * 3)(d, seq, bh)
-    strides = (ctypes.c_uint64 * 2)(d * 2, seq * d * 2)     # bytes, dimensions 1 and 2
-    box = (ctypes.c_uint32 * 3)(64, box_rows, 1)
-    step = (ctypes.c_uint32 * 3)(1, 1, 1)
-    raw = np.zeros(32, dtype=np.uint64)                     # a 128-byte-aligned window in it
-    start = (-raw.ctypes.data % 128) // 8
-    rc = _encode_tiled()(raw.ctypes.data + start * 8, _ELEMENT_TYPE[dtype], 3, x.data.ptr, dims,
-                         strides, box, step, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_128B, _OOB_ZERO)
-    if rc != 0:
+    """The tensor map of a contiguous (B·H, seq, d) CuPy array (tiled_map_args), as a
+    1-element array of 128 bytes (CuPy passes a structured array element by value)."""
+    d = cuda_driver()
+    a = tiled_map_args(tuple(x.shape), dtype, box_rows)
+    u64, u32 = d.cuuint64_t, d.cuuint32_t
+    rc, encoded = d.cuTensorMapEncodeTiled(
+        a.data_type, a.rank, x.data.ptr, [u64(v) for v in a.dims], [u64(v) for v in a.strides],
+        [u32(v) for v in a.box], [u32(v) for v in a.element_strides], a.interleave, a.swizzle,
+        a.l2_promotion, a.oob_fill)
+    if rc != d.CUresult.CUDA_SUCCESS:
         raise ConfigError(f"cuTensorMapEncodeTiled refused a (B·H, seq, d) = {x.shape} {dtype} "
-                          f"tensor with boxes of 64×{box_rows} (CUresult {rc}).")
+                          f"tensor with boxes of 64×{box_rows} (CUresult {int(rc)}, {rc.name}).")
     out = np.zeros(1, dtype=_TENSOR_MAP)
-    out["opaque"][0] = raw[start:start + 16]
+    out["opaque"][0] = [int(v) for v in encoded.opaque]
     return out
 
 
