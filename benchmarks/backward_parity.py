@@ -1,7 +1,7 @@
 """The tensor-core backward's builds against PyTorch's FA2 backward, point by point, from
-the bench records that `bash benchmarks/gpu_run.sh backward-builds` writes
-(`python -m benchmarks.bench_sweep --direction backward`): the wgmma build with its dQ reduced by the consumers
-(engine.gpu.launchers.backward_wgmma.DQ_WRITER = 0) and PyTorch's lines of the same run, the
+backward bench records (`python -m benchmarks.bench_sweep --direction backward`, with
+engine.gpu.launchers.backward_wgmma.DQ_WRITER set for the run): the wgmma build with its dQ
+reduced by the consumers (DQ_WRITER = 0) and PyTorch's lines of the same run, the
 wgmma build with dQ staged for bulk reductions (DQ_WRITER = 1), and the mma.sync build's
 tensor-core line of a recorded sweep (e.g. benchmarks/results/bench_h200_backward.json; its
 other lines are not read). Per shape each build's ms, FA2's (torch_flash) and cuDNN's, and
@@ -57,8 +57,8 @@ def _cell(x: float | None, width: int, digits: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.backward_parity",
-                                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.backward_parity", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wgmma", nargs="*", default=[], help="bench files of the wgmma build "
                    "(DQ_WRITER = 0), with PyTorch's lines")
     p.add_argument("--staged", nargs="*", default=[], help="bench files of the wgmma build "

@@ -4,7 +4,8 @@ predictions come from, checked against the two causal / non-causal ratios it was
 changing the model; it is not part of the unit suite, since its targets are one GPU's
 measurements.
 
-  python -m benchmarks.check_schedule_model   (or: python -m pytest benchmarks/check_schedule_model.py)
+  python -m benchmarks.check_schedule_model
+  python -m pytest benchmarks/check_schedule_model.py      (the same checks)
 """
 import argparse
 import sys

@@ -1,6 +1,6 @@
 """A model of how the tensor-core forward kernels' work items spread over the SMs, behind the
-predictions in lab/NOTES.md ("Forward parity"): each item (query tile i, batch·head) costs a fixed part
-plus one unit per key tile it reads (causal: i + 1 at block_q = block_k); one block per SM.
+predictions in lab/NOTES.md ("Forward parity"): each item (query tile i, batch·head) costs a
+fixed part plus one unit per key tile it reads (causal: i + 1 at block_q = block_k); one block per SM.
 Orders:
 
   per-bh     one block per item, heaviest first within each batch·head (the kernel before)

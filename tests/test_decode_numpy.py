@@ -138,7 +138,7 @@ def test_paged_inputs_scatter_pages_and_pad_with_nan():
     assert np.isnan(last[:, :, 100 - 6 * 16:]).all() and np.isfinite(last[:, :, :4]).all()
     flat = make_decode_inputs(cfg.with_(page_size=None))[1]
     assert np.array_equal(gather_pages(cfg, k, table), flat)
-    assert np.array_equal(scatter_pages(cfg, flat, table), k, equal_nan=True)  # decode-bench
+    assert np.array_equal(scatter_pages(cfg, flat, table), k, equal_nan=True)  # decode_sweep
 
 
 def test_auto_split_rule():

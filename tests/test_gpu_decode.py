@@ -3,7 +3,7 @@ against float64 for split counts from 1 to many, ragged last split and last page
 1, 4 and 8, a few query tokens; the trace against the NumPy emulation's; every output written
 (poisoned first), the in-kernel merge's counters back at zero after every run so that runs
 of one prepare() repeat bit for bit, paged equal to contiguous, the auto split count, PyTorch
-SDPA on the same shapes, the timing and the decode-bench command."""
+SDPA on the same shapes, the timing and the decode sweep (benchmarks.decode_sweep)."""
 import json
 
 import numpy as np
