@@ -135,11 +135,11 @@ def schedule_summary(df: pd.DataFrame) -> dict:
 def recorded_how(rec: dict) -> str:
     """How a recorded schedule was taken, in one line."""
     if rec.get("unit") == "run":
-        return ("Recorded on a real GPU with the mma.sync kernel's run log (`python -m engine "
-                "runs`), not this config. Stream-K launches always carry the log; the "
-                "one-block-per-item build runs about 6% slower with it than without (H200).")
-    return ("Recorded on a real GPU with the traced build (`python -m engine trace "
-            "--schedule-out`), not this config.")
+        return ("Recorded on a real GPU with the mma.sync kernel's run log (`python -m "
+                "benchmarks.run_log_schedule`), not this config. Stream-K launches always "
+                "carry the log; the one-block-per-item build runs about 6% slower with it than without (H200).")
+    return ("Recorded on a real GPU with the traced build (`python -m "
+            "benchmarks.traced_schedule`), not this config.")
 
 
 def timeline_caption(summary: dict, runs: bool) -> str:

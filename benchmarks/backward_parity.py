@@ -1,15 +1,16 @@
 """The tensor-core backward's builds against PyTorch's FA2 backward, point by point, from
-the bench records that `bash benchmarks/gpu_run.sh bwd-wgmma` writes (`python -m engine bench
---direction backward`): the wgmma build with its dQ reduced by the consumers
-(engine.gpu.launchers.backward_wgmma.DQ_WRITER = 0) and PyTorch's lines of the same run, the
+backward bench records (`python -m benchmarks.bench_sweep --direction backward`, with
+engine.gpu.launchers.backward_wgmma.DQ_WRITER set for the run): the wgmma build with its dQ
+reduced by the consumers (DQ_WRITER = 0) and PyTorch's lines of the same run, the
 wgmma build with dQ staged for bulk reductions (DQ_WRITER = 1), and the mma.sync build's
 tensor-core line of a recorded sweep (e.g. benchmarks/results/bench_h200_backward.json; its
 other lines are not read). Per shape each build's ms, FA2's (torch_flash) and cuDNN's, and
-FA2 time / the faster wgmma build's time (at or above 1: FA2's throughput, issue 10's goal).
+FA2 time / the faster wgmma build's time (at or above 1: FA2's throughput, the backward's
+target).
 Files that are missing (a sweep cut short) are skipped.
 
-  python benchmarks/backward_parity.py --wgmma out/bwd_wgmma_d64.json out/bwd_wgmma_d128.json \\
-      --staged out/bwd_wgmma_staged_d*.json --mma benchmarks/records/backward_mma_sync_h200_2026-11-23.json
+  python -m benchmarks.backward_parity --wgmma out/bwd_wgmma_d64.json out/bwd_wgmma_d128.json \\
+      --staged out/bwd_wgmma_staged_d*.json --mma lab/records/backward_mma_sync_h200_2026-11-23.json
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from cudnn_parity import KEY
+from .cudnn_parity import KEY
 
 COLUMNS = ("wgmma", "wgmma staged", "mma.sync", "torch_flash", "torch_cudnn")
 
@@ -55,8 +56,8 @@ def _cell(x: float | None, width: int, digits: int) -> str:
     return f"{x:>{width}.{digits}f}" if x is not None else f"{'-':>{width}}"
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(description=__doc__,
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.backward_parity", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--wgmma", nargs="*", default=[], help="bench files of the wgmma build "
                    "(DQ_WRITER = 0), with PyTorch's lines")
@@ -87,4 +88,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

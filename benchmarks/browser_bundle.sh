@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# Build, on this (Debian, x86-64) machine, what the GPU machine needs to run the browser test
-# (tests/test_browser.py) against a GPU-backed server: Debian's chromium-headless-shell with
-# the shared libraries it loads, the fonts and font rules of CI's machine (DejaVu and
-# Liberation: the layout checks measure text), and the Python packages the device lacks
-# (Streamlit and its needs, Altair, Playwright), for Python 3.12. The device tool carries at
-# most 64 MiB per call with the working tree, so the compressed bundle is cut into parts that
-# three calls carry one by one (`gpu_run.sh browser-part`), the last one running the test
-# (`gpu_run.sh browser`).
+# Build, on a Debian x86-64 machine with apt, a bundle for running the browser test
+# (tests/test_browser.py) on a GPU machine that has no browser and no package index:
+# Debian's chromium-headless-shell with the shared libraries it loads, the fonts the layout
+# checks measure (DejaVu and Liberation) with this machine's font rules, and the Python
+# packages the test needs beyond the GPU stack (Streamlit, Altair, Playwright and their
+# needs), as wheels for the GPU machine's Python ($PY_VERSION, default 3.12), at the versions
+# of this repository's .venv. `benchmarks/gpu_run.sh browser-test` unpacks and runs it.
 #
-# Usage: bash benchmarks/browser_bundle.sh DIR    (DIR/part-aa, part-ab, ... of at most 48 MB;
-#        run as root, it uses apt-get download)
+# Usage: bash benchmarks/browser_bundle.sh OUT.tar.xz     (as root: it uses apt-get download)
 set -euo pipefail
-dir=$(realpath -m "${1:?usage: browser_bundle.sh DIR}")
+out=$(realpath -m "${1:?usage: browser_bundle.sh OUT.tar.xz}")
+py_version=${PY_VERSION:-3.12}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -46,18 +45,16 @@ export LD_LIBRARY_PATH="$here/lib" FONTCONFIG_FILE="$here/fonts.conf"
 exec "$here/chromium/chromium-headless-shell" "$@"
 EOF
 chmod +x "$b/chrome"
-# the same versions as this machine's development environment, as Python 3.12 wheels
+# the same versions as this machine's development environment, as wheels for $py_version
 # (pydeck, which the app never imports, left out)
 names='streamlit|altair|watchdog|starlette|uvicorn|websockets|python-multipart|itsdangerous'
 names+='|jsonschema|jsonschema-specifications|referencing|rpds-py|playwright|greenlet'
 pkgs=$("$repo/.venv/bin/pip" freeze | grep -i -E "^($names)==")
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$py_version" --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
   -d whl $pkgs
 for w in whl/*.whl; do unzip -q -o "$w" -d "$b/site"; done
 chmod +x "$b"/site/playwright/driver/node
-mkdir -p "$dir"
-rm -f "$dir"/part-*
-tar -C "$work" -cf - b | xz -9 -T0 | split -b 48000000 - "$dir/part-"
-ls -l "$dir"
+tar -C "$work" -cf - b | xz -9 -T0 > "$out"
+ls -l "$out"

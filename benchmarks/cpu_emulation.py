@@ -1,5 +1,9 @@
 """Time the NumPy emulation (flash with the full trace, and naive) on this machine's CPU and
-write benchmarks/records/cpu_emulation.json. Run: python benchmarks/cpu_emulation.py"""
+write a raw record, lab/records/cpu_emulation.json.
+
+  python -m benchmarks.cpu_emulation
+"""
+import argparse
 import datetime
 import json
 import os
@@ -9,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import engine
+from benchmarks.recording import LAB_RECORDS
 
 CONFIGS = [dict(batch=1, heads=8, seq_q=4096, seq_k=4096, head_dim=64, block_q=64, block_k=64)]
 
@@ -24,6 +29,8 @@ def cpu_name() -> str:
 
 
 def main():
+    argparse.ArgumentParser(prog="python -m benchmarks.cpu_emulation", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     rows = []
     for kw in CONFIGS:
         cfg = engine.AttentionConfig(**kw)
@@ -36,7 +43,7 @@ def main():
     out = {"machine": f"{cpu_name()}, {os.cpu_count()} cores",
            "python": platform.python_version(), "numpy": np.__version__,
            "date": datetime.date.today().isoformat(), "method": t.method, "results": rows}
-    (Path(__file__).parent / "records" / "cpu_emulation.json").write_text(json.dumps(out, indent=1) + "\n")
+    (LAB_RECORDS / "cpu_emulation.json").write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """The project's tensor-core forward against cuDNN's SDPA, point by point, from bench records
-(`python -m engine bench ... --kernels tensorcore,torch`): each shape's ratio cuDNN time /
+(`python -m benchmarks.bench_sweep ... --kernels tensorcore,torch`): each shape's ratio cuDNN time /
 ours (above 1: ours is faster) and PyTorch's flash likewise, then causal time / non-causal
 time of every line. Several files may be given (e.g. one build each and a PyTorch run); a
 line named in more than one file is labelled with its file.
 
-  python benchmarks/cudnn_parity.py benchmarks/results/bench_h200_forward.json
+  python -m benchmarks.cudnn_parity benchmarks/results/bench_h200_forward_2026-11-23.json
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 
 KEY = ("seq_q", "head_dim", "dtype", "causal", "batch", "heads")
@@ -48,11 +48,11 @@ def causal_ratios(lines: dict[str, dict[tuple, float]]):
                     yield name, key, t / ms[plain]
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__)
-        return 2
-    lines = lines_of(argv)
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.cudnn_parity", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("files", nargs="+", help="bench files (bench_*.json layout)")
+    lines = lines_of(p.parse_args(argv).files)
     ours = sorted(n for n in lines if not n.startswith("torch_"))
     print("cuDNN time / this line's time (above 1: faster than cuDNN)")
     print(f"{'N':>6}{'d':>5} {'dtype':<9}{'causal':<7}{'B·H':>5}" + "".join(f"{n:>26}" for n in ours)
@@ -77,4 +77,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

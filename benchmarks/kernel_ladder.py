@@ -2,8 +2,8 @@
 (engine.model.registry), with what the build adds over the one before it and its best figure
 measured in benchmarks/results/.
 
-    PYTHONPATH=. python benchmarks/kernel_ladder.py          # rewrites the block in place
-    PYTHONPATH=. python benchmarks/kernel_ladder.py --check  # exit 1 if the file differs
+    python -m benchmarks.kernel_ladder          # rewrites the block in place
+    python -m benchmarks.kernel_ladder --check  # exit 1 if the file differs
 
 The block sits between START and END in kernels/README.md; nothing outside it is touched.
 
@@ -162,7 +162,8 @@ def rewrite(text: str, block: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.kernel_ladder", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when kernels/README.md differs from what would be written")
     args = ap.parse_args(argv)
@@ -170,7 +171,7 @@ def main(argv=None) -> int:
     new = rewrite(old, ladder_block())
     if args.check:
         if new != old:
-            print(f"{README} is out of date: run PYTHONPATH=. python benchmarks/kernel_ladder.py")
+            print(f"{README} is out of date: run python -m benchmarks.kernel_ladder")
             return 1
         return 0
     if new != old:

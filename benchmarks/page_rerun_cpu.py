@@ -4,8 +4,9 @@ changed one after another (a new config each time, nothing cached for it), each 
 The unit suite checks what a re-run computes (tests/test_app_pages.py counts the engine's
 calls); this script measures how long it takes and keeps the figures. Target: under 2 s each.
 
-  PYTHONPATH=. python benchmarks/page_rerun_cpu.py      # writes benchmarks/records/page_rerun_cpu.json
+  python -m benchmarks.page_rerun_cpu      # writes lab/records/page_rerun_cpu.json
 """
+import argparse
 import datetime
 import json
 import os
@@ -18,9 +19,9 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from app import page_list
+from benchmarks.recording import LAB_RECORDS, ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "benchmarks" / "records" / "page_rerun_cpu.json"
+OUT = LAB_RECORDS / "page_rerun_cpu.json"
 PAGES = tuple(row.stem for row in page_list.PAGES)
 CHANGES = (("seq_q", 320), ("block_k", 32), ("causal", True))
 TARGET_S = 2.0
@@ -46,6 +47,8 @@ def page_reruns(page: str) -> list[float]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(prog="python -m benchmarks.page_rerun_cpu", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     by_page = {page: page_reruns(page) for page in PAGES}
     worst = max(max(t) for t in by_page.values())
     result = {

@@ -5,9 +5,9 @@ the span its own log shows (first run's start to last run's end, %globaltimer), 
 launch of the launcher's own build (whole items: without the log; stream-K: with a log of no
 room). What the events hold beyond the span is the launch and the kernel's end, outside every
 block. (Before every stream-K launch carried the log, the last line measured it without one:
-benchmarks/NOTES.md, "the run log makes the stream-K build faster".)
+lab/NOTES.md, "the run log makes the stream-K build faster".)
 
-  python benchmarks/run_log_timing.py [--heads 4 --seq 4096 --causal] [--reps 30]
+  python -m benchmarks.run_log_timing [--heads 4 --seq 4096 --causal] [--reps 30]
 (on a GPU; prints one table)
 """
 from __future__ import annotations
@@ -17,7 +17,18 @@ import argparse
 import numpy as np
 
 
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.run_log_timing", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--seq", type=int, default=4096)
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--reps", type=int, default=30)
+    return p
+
+
 def main() -> None:
+    args = parser().parse_args()
     import cupy
 
     import engine
@@ -27,12 +38,6 @@ def main() -> None:
     from engine.gpu.timing import HOLD_NS, _flush_buffer
     from kernels.loader import get_function
 
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=4096)
-    p.add_argument("--causal", action="store_true")
-    p.add_argument("--reps", type=int, default=30)
-    args = p.parse_args()
     cfg = engine.AttentionConfig(batch=1, heads=args.heads, seq_q=args.seq, seq_k=args.seq,
                                  head_dim=128, block_q=128, block_k=32, dtype="float16",
                                  causal=args.causal)

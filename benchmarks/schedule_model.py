@@ -1,6 +1,6 @@
 """A model of how the tensor-core forward kernels' work items spread over the SMs, behind the
-predictions in NOTES.md ("Issue 14"): each item (query tile i, batch·head) costs a fixed part
-plus one unit per key tile it reads (causal: i + 1 at block_q = block_k); one block per SM.
+predictions in lab/NOTES.md ("Forward parity"): each item (query tile i, batch·head) costs a
+fixed part plus one unit per key tile it reads (causal: i + 1 at block_q = block_k); one block per SM.
 Orders:
 
   per-bh     one block per item, heaviest first within each batch·head (the kernel before)
@@ -11,15 +11,15 @@ Orders:
   persistent the PERSISTENT build: one block per SM; causal, group by group, one item of each
              round of SMs items, the rounds dealt in alternate directions
 
-Not built, weighed for issue 14's B·H = 4 target (`--split`): causal rows cut into parts of
+Not built, weighed for the forward-parity B·H = 4 target (`--split`): causal rows cut into parts of
 at most `cut` key tiles, one block per part, heaviest first, plus a merge of the cut rows'
 partial results (`split:<cut>`); and an even share of the causal work for each SM, a block's
 share running across row ends with the cut rows merged afterwards (`even`, stream-K style).
 
 A free SM takes the next block in launch order (greedy list scheduling). Times are in units
-of one 128×128 tile's products (about 1.7 µs at d = 128 on an H200, NOTES.md).
+of one 128×128 tile's products (about 1.7 µs at d = 128 on an H200, lab/NOTES.md).
 
-  PYTHONPATH=. python benchmarks/schedule_model.py [--sms 132] [--fixed 1.7]
+  python -m benchmarks.schedule_model [--sms 132] [--fixed 1.7]
       [--fixed-persistent 0.6] [--split [--merge 0.3]]
 """
 from __future__ import annotations
@@ -110,7 +110,8 @@ def table(sms: int, fixed: float, fixed_persistent: float, shapes) -> list[tuple
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.schedule_model", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sms", type=int, default=132)
     p.add_argument("--fixed", type=float, default=1.7,
                    help="fixed cost of a block, in tiles (launch, first loads, epilogue)")

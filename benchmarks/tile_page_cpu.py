@@ -1,10 +1,11 @@
 """Draw time of the Tile sizes page on this machine's CPU, default config, no GPU: the app
 is opened through Streamlit's AppTest (the page's whole script run, charts serialised), the
 first draw with every cache empty and then redraws with the chart specs cached. Writes
-benchmarks/records/tile_page_cpu.json. Target (issue 11): the first draw under 2 s.
+lab/records/tile_page_cpu.json (a raw record). Target: the first draw under 2 s.
 
-  PYTHONPATH=. python benchmarks/tile_page_cpu.py
+  python -m benchmarks.tile_page_cpu
 """
+import argparse
 import datetime
 import json
 import os
@@ -16,8 +17,9 @@ from pathlib import Path
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "benchmarks" / "records" / "tile_page_cpu.json"
+from benchmarks.recording import LAB_RECORDS, ROOT
+
+OUT = LAB_RECORDS / "tile_page_cpu.json"
 REDRAWS = 5
 
 
@@ -40,6 +42,8 @@ def first_and_redraws() -> tuple[float, list[float]]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(prog="python -m benchmarks.tile_page_cpu", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     runs = [first_and_redraws() for _ in range(3)]
     firsts = [r[0] for r in runs]
     redraws = [x for r in runs for x in r[1]]

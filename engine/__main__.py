@@ -1,4 +1,4 @@
-"""python -m engine bench|trace|fairness ... (see engine/cli.py)."""
+"""python -m engine trace ... (see engine/cli.py)."""
 from .cli import main
 
 raise SystemExit(main())

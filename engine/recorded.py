@@ -1,60 +1,184 @@
 """GPU results recorded in benchmarks/results/ (JSON), shown by the app when no GPU is present.
 
-A benchmark file (benchmarks/results/bench_*.json) holds:
-  {"device": {"name", "sms", "driver", "cuda_runtime", "cupy_version", "torch_version", ...},
-   "date": "YYYY-MM-DD", "method": "<timing method>",
-   "direction": "forward" | "backward"   (absent in older files: forward),
-   "results": [{"kernel": "naive" | "teaching" | "tensorcore" | "torch_flash" | "torch_cudnn"
-                          | "torch_math", "direction", "batch", "heads", "seq_q", "seq_k", "head_dim",
-                "dtype", "causal", "block_q", "block_k", "trace", "median_ms", "p10_ms",
-                "p90_ms", "reps", "tflops", "peak_bytes", "stages": {name: ms}}, ...]}
-A tile grid (benchmarks/results/tiles_*.json, from `python -m engine tiles`) holds:
-  {"device": {...}, "date": ..., "method": ..., "results": [benchmark records as above, one
-   per kernel and (block_q, block_k) of each config, optionally with "blocks_per_sm", "registers_per_thread", "threads_per_block",
-   "smem_bytes" from CUDA's occupancy calculator], "skipped": [...], "derived_from": the
-   file it was taken from, when it was}
-A schedule file (benchmarks/results/schedule_*.json, from `python -m engine trace
---schedule-out`) holds:
-  {"device": {...}, "date": ..., "kernel": ..., "label": what it shows, in words,
-   "info": {compile facts of the build that ran, e.g. "kernel_source"},
-   "config": {AttentionConfig fields},
-   "block_bh": [...], "block_q_tile": [...], "sm_id": [...], "start_ns": [...],
-   "end_ns": [...]}
-  one entry per thread block; or, from `python -m engine runs` (the mma.sync kernel's run
-  log), "unit": "run" and one entry per run (a block's key tiles [j_lo, j_hi) of one item),
-  with "block", "j_lo", "j_hi" and "outcome" ("whole", "posted" or "merged") lists beside.
-A compile-facts file (benchmarks/results/kernel_facts_*.json, from `python -m engine facts`)
-holds:
-  {"device": {...}, "date": ..., "method": ..., "facts": [{"kernel": a key of the kernel
-   registry (engine.model.registry.KERNELS: "teaching" | "mma.sync" | "wgmma" | "naive_softmax"
-   | "backward teaching" | "backward mma.sync" | "backward wgmma" | "naive_backward"),
-   "traced", "config", "kernel_source", "compile_options", "registers_per_thread",
-   "local_bytes_per_thread", "threads_per_block", "dynamic_smem_bytes", "static_smem_bytes",
-   "grid", "blocks_per_sm"}, ...], "failures": [...]}
-A decode file (benchmarks/results/decode_*.json, from `python -m engine decode-bench`) holds:
-  {"kind": "decode", "device": {...}, "date": ..., "method": ..., "command": ...,
-   "results": [{"kernel": "flash_decode" | "torch_sdpa", "batch", "heads", "kv_heads",
-                "seq_q", "seq_k", "head_dim", "dtype", "page_size" (null: contiguous),
-                "num_splits" (null for SDPA), "auto_splits", "median_ms", "p10_ms", "p90_ms",
-                "reps", "kv_bytes", "floor_ms", "floor_fraction"}, ...], "skipped": [...]}
+Every file carries "schema_version" (SCHEMA_VERSION) and "kind"; its kind is also told by its
+name (FileKind.pattern). SCHEMAS below declares each kind's fields: the loaders validate every
+file against it and raise RecordFormatError, naming the file and the field, for a file that
+is not JSON, has another version, or lacks a field or holds one of the wrong type. Fields not
+declared are allowed (notes, provenance). The recording jobs of benchmarks/ write the files.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 MAX_FILE_BYTES = 32 << 20
+SCHEMA_VERSION = 1
 
 
-def _load(path: Path) -> dict | None:
+class RecordFormatError(ValueError):
+    """A results file that does not follow SCHEMAS: the message names the file and field."""
+
+
+class OneOf(tuple):
+    """A field whose value is one of these (strings)."""
+
+
+NUMBER = (int, float)
+NULLABLE_INT = (int, type(None))
+COMMON = {"schema_version": int, "kind": str, "device": dict, "date": str}
+DEVICE = {"name": str}                  # the device record (benchmarks.recording.device_record)
+CONFIG_ROW = {"kernel": str, "batch": int, "heads": int, "seq_q": int, "seq_k": int,
+              "head_dim": int, "dtype": str}
+TIMING = {"median_ms": NUMBER, "p10_ms": NUMBER, "p90_ms": NUMBER, "reps": int}
+# one timing of engine.results.timing_record
+TIMING_ROW = {**CONFIG_ROW, **TIMING, "causal": bool, "block_q": int, "block_k": int,
+              "tflops": NUMBER, "peak_bytes": int}
+TIMING_OPTIONAL = {"direction": OneOf(("forward", "backward")), "trace": bool, "stages": dict}
+SKIPPED_ROW = {"kernel": str, "reason": str}
+SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
+RUN_FIELDS = ("block", "j_lo", "j_hi", "outcome")
+
+
+@dataclass(frozen=True)
+class FileKind:
+    """One kind of results file: its name pattern in benchmarks/results/, its required and
+    optional top-level fields (name: type, tuple of types, or OneOf values), and lists of
+    records, each record checked against its own required and optional fields."""
+
+    pattern: str
+    fields: dict
+    optional: dict = field(default_factory=dict)
+    rows: dict = field(default_factory=dict)            # list field: (required, optional)
+    same_length: tuple = ()                              # list fields of one length
+
+
+SCHEMAS = {
+    "bench": FileKind(       # benchmarks.bench_sweep, benchmarks.merge_bench
+        "bench_*.json", {"method": str, "results": list},
+        {"direction": OneOf(("forward", "backward")),   # absent: forward
+         "command": (str, list), "skipped": list, "note": str},
+        rows={"results": (TIMING_ROW, TIMING_OPTIONAL), "skipped": (SKIPPED_ROW, {})}),
+    "tiles": FileKind(       # benchmarks.tile_grid
+        "tiles_*.json", {"method": str, "results": list},
+        {"command": str, "config": dict, "sweep_s": dict, "skipped": list,
+         "derived_from": str, "note": str},
+        rows={"results": (TIMING_ROW, {**TIMING_OPTIONAL, "blocks_per_sm": int,
+                                       "registers_per_thread": int, "threads_per_block": int,
+                                       "smem_bytes": int})}),
+    "schedule": FileKind(    # benchmarks.traced_schedule; "unit": "run": run_log_schedule
+        "schedule_*.json",
+        {"kernel": str, "config": dict, **dict.fromkeys(SCHEDULE_FIELDS, list)},
+        {"label": str, "info": dict, "unit": OneOf(("run",)), **dict.fromkeys(RUN_FIELDS, list)},
+        same_length=SCHEDULE_FIELDS + RUN_FIELDS),
+    "kernel_facts": FileKind(   # benchmarks.compile_facts
+        "kernel_facts_*.json", {"method": str, "facts": list, "failures": list},
+        rows={"facts": ({"kernel": str, "traced": bool, "config": dict, "kernel_source": str,
+                         "compile_options": str, "registers_per_thread": int,
+                         "local_bytes_per_thread": int, "threads_per_block": int,
+                         "dynamic_smem_bytes": int, "static_smem_bytes": int, "grid": str,
+                         "blocks_per_sm": int}, {})}),
+    "decode": FileKind(      # benchmarks.decode_sweep
+        "decode_*.json", {"method": str, "results": list}, {"command": str, "skipped": list},
+        rows={"results": ({**CONFIG_ROW, **TIMING, "kv_heads": int, "page_size": NULLABLE_INT,
+                           "num_splits": NULLABLE_INT, "auto_splits": bool, "kv_bytes": int,
+                           "floor_ms": NUMBER, "floor_fraction": NUMBER}, {})}),
+}
+
+
+def _type_name(spec) -> str:
+    if isinstance(spec, OneOf):
+        return " or ".join(repr(v) for v in spec)
+    if spec == NUMBER:
+        return "a number"
+    specs = spec if isinstance(spec, tuple) else (spec,)
+    names = {int: "a whole number", float: "a number", str: "a string", bool: "true or false",
+             list: "a list", dict: "an object", type(None): "null"}
+    return " or ".join(names.get(s, s.__name__) for s in specs)
+
+
+def _fits(value, spec) -> bool:
+    if isinstance(spec, OneOf):
+        return value in spec
+    specs = spec if isinstance(spec, tuple) else (spec,)
+    if isinstance(value, bool):                  # a bool is an int to isinstance: not here
+        return bool in specs
+    return isinstance(value, specs)
+
+
+def _check(source: str, where: str, obj: dict, required: dict, optional: dict):
+    for name, spec in {**required, **optional}.items():
+        if name not in obj:
+            if name in required:
+                raise RecordFormatError(f"{source}: field '{where}{name}' is missing")
+            continue
+        if not _fits(obj[name], spec):
+            raise RecordFormatError(f"{source}: field '{where}{name}' should be "
+                                    f"{_type_name(spec)}, not {obj[name]!r:.60}")
+
+
+def validate(data, kind: str, source: str = "<data>") -> dict:
+    """data when it follows SCHEMAS[kind] at SCHEMA_VERSION, else RecordFormatError naming
+    source (the file) and the field."""
+    if not isinstance(data, dict):
+        raise RecordFormatError(f"{source}: a results file holds one JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise RecordFormatError(
+            f"{source}: field 'schema_version' is {version!r}; this version of the app reads "
+            f"{SCHEMA_VERSION} (docs/DESIGN.md, \"Recorded results\")")
+    if data.get("kind") != kind:
+        raise RecordFormatError(f"{source}: field 'kind' is {data.get('kind')!r}; a file named "
+                                f"{SCHEMAS[kind].pattern} holds {kind!r}")
+    spec = SCHEMAS[kind]
+    _check(source, "", data, {**COMMON, **spec.fields}, spec.optional)
+    _check(source, "device.", data["device"], DEVICE, {})
+    for name, (required, optional) in spec.rows.items():
+        for i, row in enumerate(data.get(name, ())):
+            if not isinstance(row, dict):
+                raise RecordFormatError(f"{source}: field '{name}[{i}]' should be an object")
+            _check(source, f"{name}[{i}].", row, required, optional)
+    lengths = {name: len(data[name]) for name in spec.same_length if name in data}
+    if len(set(lengths.values())) > 1:
+        raise RecordFormatError(f"{source}: the lists {', '.join(lengths)} differ in length "
+                                f"({', '.join(map(str, lengths.values()))})")
+    if data.get("unit") == "run":
+        _check(source, "", data, dict.fromkeys(RUN_FIELDS, list), {})
+    return data
+
+
+def kind_of(path: Path) -> str | None:
+    """The kind a results file's name says it holds, or None."""
+    return next((k for k, s in SCHEMAS.items() if Path(path).match(s.pattern)), None)
+
+
+def load_file(path: Path, kind: str | None = None) -> dict:
+    """One results file, read and validated (its kind told by its name unless given)."""
+    path = Path(path)
+    kind = kind or kind_of(path)
+    if kind is None:
+        raise RecordFormatError(f"{path}: no results kind has a name like this file's")
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
-            return None
+            raise RecordFormatError(f"{path}: larger than {MAX_FILE_BYTES >> 20} MiB")
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, RecordFormatError):
+            raise
+        raise RecordFormatError(f"{path}: not readable as JSON ({exc})") from exc
+    return validate(data, kind, str(path))
+
+
+def _load_all(directory: Path, kind: str) -> list[dict]:
+    """Every file of one kind in directory, validated, each with its 'file' name added, in
+    name order."""
+    return [{**load_file(path, kind), "file": path.name}
+            for path in sorted(Path(directory).glob(SCHEMAS[kind].pattern))]
+
+
+def _newest_first(files: list[dict]) -> list[dict]:
+    return sorted(files, key=lambda d: d["date"], reverse=True)   # stable: names in order
 
 
 def file_direction(data: dict) -> str:
@@ -63,31 +187,17 @@ def file_direction(data: dict) -> str:
 
 
 def load_benchmarks(directory: Path = BENCH_DIR, direction: str = "forward") -> list[dict]:
-    """Every readable benchmark file of one direction ("forward" or "backward"), newest date
-    first, each with its 'file' name added."""
-    out = []
-    for path in sorted(Path(directory).glob("bench_*.json")):
-        data = _load(path)
-        if (data and isinstance(data.get("results"), list)
-                and file_direction(data) == direction):
-            out.append({**data, "file": path.name})
-    out.sort(key=lambda d: str(d.get("date", "")), reverse=True)
-    return out
+    """Every benchmark file of one direction ("forward" or "backward"), newest date first,
+    each with its 'file' name added."""
+    return _newest_first([d for d in _load_all(directory, "bench")
+                          if file_direction(d) == direction])
 
 
 def load_tile_grids(directory: Path = BENCH_DIR) -> list[dict]:
-    """Every readable tile grid (benchmarks/tiles_*.json), newest date first, each with its
-    'file' name added."""
-    out = []
-    for path in sorted(Path(directory).glob("tiles_*.json")):
-        data = _load(path)
-        if data and isinstance(data.get("results"), list):
-            out.append({**data, "file": path.name})
-    out.sort(key=lambda d: str(d.get("date", "")), reverse=True)
-    return out
+    """Every tile grid (tiles_*.json), newest date first, each with its 'file' name added."""
+    return _newest_first(_load_all(directory, "tiles"))
 
 
-SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
 RUN_OUTCOMES = ("whole", "posted", "merged")   # the run log's outcome codes 0, 1, 2
 # The fields of one run-log record, in the kernel's order (kernels/flash_tensorcore.cu, RUNS),
 # named as the schedule file names its lists.
@@ -110,15 +220,9 @@ def schedule_of_runs(records) -> dict:
 
 
 def load_schedules(directory: Path = BENCH_DIR) -> list[dict]:
-    """Every readable recorded block-to-SM schedule (all five per-block lists present), newest
-    date first, then by file name, each with its 'file' name added."""
-    out = []
-    for path in sorted(Path(directory).glob("schedule_*.json")):
-        data = _load(path)
-        if data and all(isinstance(data.get(k), list) for k in SCHEDULE_FIELDS):
-            out.append({**data, "file": path.name})
-    out.sort(key=lambda d: str(d.get("date", "")), reverse=True)   # stable: names kept in order
-    return out
+    """Every recorded block-to-SM schedule, newest date first, then by file name, each with
+    its 'file' name added."""
+    return _newest_first(_load_all(directory, "schedule"))
 
 
 def load_schedule(directory: Path = BENCH_DIR) -> dict | None:
@@ -129,21 +233,10 @@ def load_schedule(directory: Path = BENCH_DIR) -> dict | None:
 
 def load_kernel_facts(directory: Path = BENCH_DIR) -> dict | None:
     """The newest recorded compile-facts file (with its 'file' name), or None."""
-    found = []
-    for path in sorted(Path(directory).glob("kernel_facts_*.json")):
-        data = _load(path)
-        if data and isinstance(data.get("facts"), list):
-            found.append({**data, "file": path.name})
-    return max(found, key=lambda d: str(d.get("date", "")), default=None)
+    return max(_load_all(directory, "kernel_facts"), key=lambda d: d["date"], default=None)
 
 
 def load_decode_benchmarks(directory: Path = BENCH_DIR) -> list[dict]:
-    """Every readable decode file (benchmarks/results/decode_*.json), newest date first, each
-    with its 'file' name added."""
-    out = []
-    for path in sorted(Path(directory).glob("decode_*.json")):
-        data = _load(path)
-        if data and data.get("kind") == "decode" and isinstance(data.get("results"), list):
-            out.append({**data, "file": path.name})
-    out.sort(key=lambda d: str(d.get("date", "")), reverse=True)
-    return out
+    """Every decode file (decode_*.json), newest date first, each with its 'file' name
+    added."""
+    return _newest_first(_load_all(directory, "decode"))

@@ -153,8 +153,8 @@ else:
     table = recorded_table(files)
     if table.empty:
         st.info("No recorded H200 decode results exist yet: benchmarks/results/ holds no "
-                "decode_*.json (`python -m engine decode-bench`, or `benchmarks/gpu_run.sh "
-                "decode` on a GPU, records them). The chart shows the model only.")
+                "decode_*.json (`python -m benchmarks.decode_sweep`, or `benchmarks/gpu_run.sh "
+                "decode-sweep` on a GPU, records them). The chart shows the model only.")
         chart(splits_chart, model, f"Model of {gpu.name} (not measured)", auto)
     else:
         names = sorted(table.file.unique())

@@ -24,7 +24,7 @@ rows, subtitle = recorded_headline(bench_dir())
 with on_stage(slot):
     if rows.empty:
         st.info("No GPU results are recorded in benchmarks/ yet: the headline chart appears "
-                "once `python -m engine bench` has written one there.")
+                "once `python -m benchmarks.bench_sweep` has written one there.")
     else:
         talk = dict(width=400, height=300) if settings().talk else {}
         chart(headline_chart, rows, subtitle, **talk)

@@ -116,7 +116,7 @@ if not on_gpu:
     if not configs:
         st.info("No recorded tile grid is in benchmarks/results/ (files tiles_*.json), so there "
                 "is no measurement to show here: the figures above are the model only. A GPU "
-                "records one with `OUT=<folder> bash benchmarks/gpu_run.sh tiles`.")
+                "records one with `OUT=<folder> bash benchmarks/gpu_run.sh tile-grid`.")
     else:
         labels = [td.recorded_label(c) for c in configs]
         pick = st.selectbox("recorded grid", labels, index=td.closest_config(configs, cfg),
@@ -138,7 +138,7 @@ if not on_gpu:
             if fast is None:
                 st.info(f"No {name} times are recorded in this grid: nothing measured to show. "
                         f"A GPU records the full grid with `OUT=<folder> bash "
-                        f"benchmarks/gpu_run.sh tiles`.")
+                        f"benchmarks/gpu_run.sh tile-grid`.")
                 continue
             left, right = st.columns(2)
             with left:

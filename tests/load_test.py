@@ -6,7 +6,7 @@ emptier.
 Reports requests served, the 95th-percentile time to a drawn chart, exceptions seen, wrong
 results seen, and the server's peak memory.
 
-Full size (writes benchmarks/records/load_test.json):  python tests/load_test.py
+Full size (writes lab/records/load_test.json):  python tests/load_test.py
 tests/test_load.py runs the same code at a smaller size in CI.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 from app_server import CHROMIUM, CHROMIUM_ARGS, percentile, serve, watch
 from app.page_list import ONLINE_SOFTMAX, SRAM_TILING
 
-RECORD = Path(__file__).resolve().parent.parent / "benchmarks" / "records" / "load_test.json"
+RECORD = Path(__file__).resolve().parent.parent / "lab" / "records" / "load_test.json"
 
 CHART_PAGES = (SRAM_TILING, ONLINE_SOFTMAX)
 RAMP_S = 0.5      # one more visitor every half second until all have arrived

@@ -7,7 +7,7 @@ fetches the page, as a browser does, and sends the sticky cookie nginx set with 
 
 Scenarios:
 - mixed: `sessions` visitors arriving every 0.2 s, each loading a page (40 %) or changing the
-  seed every 0.5–2 s (the load of benchmarks/NOTES.md's before/after CPU figures);
+  seed every 0.5–2 s (the load of lab/NOTES.md's before/after CPU figures);
 - class: `sessions` students (100 at full size) arriving over 10 s, each acting every 3–10 s;
 - talk: `sessions` visitors (200) opening the same link within `arrive_s` (30 s), each then
   stepping the SRAM-tiling animation 5 times (1 s apart) and changing one control (the seed).
@@ -23,7 +23,7 @@ GPU's busy fraction where nvidia-smi answers (n/a on CPU).
   python tests/server_load.py --scenario talk --url http://host:8501  # a running server
   python tests/server_load.py                                         # mixed, 30 × 60 s
 
-Records go to benchmarks/records/server_load*.json. tests/test_server_load.py runs small
+Records go to lab/records/server_load*.json. tests/test_server_load.py runs small
 versions in CI.
 """
 from __future__ import annotations
@@ -47,7 +47,7 @@ from app_server import ROOT, percentile, serve, stop
 from app.page_list import ONLINE_SOFTMAX, OVERVIEW, SRAM_TILING
 from app.st_internals import proto
 
-RECORDS = ROOT / "benchmarks" / "records"
+RECORDS = ROOT / "lab" / "records"
 
 PAGES = (SRAM_TILING, ONLINE_SOFTMAX, OVERVIEW)
 SEQS = (128, 192, 256, 320, 384, 512)
@@ -477,7 +477,7 @@ def main() -> None:
     ap.add_argument("--machine", default="2-core developer machine, no GPU (CPU emulation); "
                     "the protocol clients share it with the server")
     ap.add_argument("--note", default="")
-    ap.add_argument("--out", help="record file (default benchmarks/records/server_load_"
+    ap.add_argument("--out", help="record file (default lab/records/server_load_"
                     "<scenario>_<replicas>.json)")
     a = ap.parse_args()
     sessions = a.sessions or {"mixed": 30, "class": 100, "talk": 200}[a.scenario]

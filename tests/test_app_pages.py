@@ -563,7 +563,7 @@ def test_tile_page_without_recorded_grid_says_how_to_record_one(monkeypatch, tmp
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
     at = open_page("tile_sizes", backend="numpy")
     assert_clean(at)
-    assert "bash benchmarks/gpu_run.sh tiles" in texts(at)
+    assert "bash benchmarks/gpu_run.sh tile-grid" in texts(at)
     assert not any("measured" in t for t in chart_titles(at))
 
 
@@ -653,7 +653,7 @@ def test_kernel_page_offers_every_recorded_schedule(monkeypatch):
         assert runs == ("stream-K" in option or "one block per item" in option), option
 
 
-# ---- the projector (issue 12): Overview headline, Timings defaults, corrected texts ------
+# ---- the projector: Overview headline, Timings defaults, corrected texts ------
 def test_overview_headline_from_recorded_results(monkeypatch):
     from engine import recorded
     monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
@@ -981,7 +981,8 @@ def test_decoding_page_shows_recorded_decode_results(monkeypatch, tmp_path):
              "floor_fraction": 0.5} for n in (1, 2, 4, 32)]
     rows.append({**rows[0], "kernel": "torch_sdpa", "num_splits": None, "median_ms": 0.1})
     (tmp_path / "decode_fixture.json").write_text(json.dumps(
-        {"kind": "decode", "device": {"name": "Fixture GPU"}, "date": "2000-01-01",
+        {"schema_version": 1, "kind": "decode",
+         "device": {"name": "Fixture GPU"}, "date": "2000-01-01",
          "method": "fixture method", "results": rows}))
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
     at = open_page("decoding")

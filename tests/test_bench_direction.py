@@ -1,4 +1,6 @@
-"""Benchmark files by direction: the CLI's --direction and engine.recorded's filter (CPU)."""
+"""Benchmark files by direction and the recording jobs of benchmarks/ that make them: the
+bench sweep's --direction, engine.recorded's filter, gpu_run.sh's sweep lines, the merge, the
+backward parity table and the run-log job without a GPU (CPU)."""
 import json
 import re
 import shlex
@@ -6,15 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.bench_sweep import lines, parser
 from engine import recorded
-from engine.cli import parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _bench_file(directory: Path, name: str, date: str, direction: str | None):
-    data = {"device": {"name": "Test GPU"}, "date": date, "method": "m",
-            "results": [{"kernel": "naive", "seq_q": 128, "median_ms": 1.0}]}
+    fixture = json.loads((ROOT / "tests" / "data" / "bench_fixture.json").read_text())
+    data = {**fixture, "date": date}
+    data.pop("direction", None)
     if direction is not None:
         data["direction"] = direction
     (directory / name).write_text(json.dumps(data))
@@ -39,86 +42,88 @@ def test_recorded_files_in_the_repository_are_forward_unless_marked():
 
 
 def test_bench_direction_option():
-    base = ["bench", "--seq", "256", "--out", "x.json"]
+    base = ["--seq", "256", "--out", "x.json"]
     assert parser().parse_args(base).direction == "forward"
     assert parser().parse_args(base + ["--direction", "backward"]).direction == "backward"
     with pytest.raises(SystemExit):
         parser().parse_args(base + ["--direction", "sideways"])
 
 
-def test_gpu_run_script_backward_line_parses():
-    """benchmarks/gpu_run.sh's backward mode calls this CLI; its options must parse here."""
+def _sweep_lines(mode: str) -> list[str]:
+    """The bench_sweep calls of one gpu_run.sh mode, as argument lists, ${VAR:-default} and
+    the shell's variables replaced by sample values."""
     script = (ROOT / "benchmarks" / "gpu_run.sh").read_text()
-    block = script[script.index("python3 -m engine bench --direction backward"):]
-    block = block[:block.index(">")].replace("\\\n", " ")
-    block = re.sub(r'"?\$\{\w+:-([^}]*)\}"?', r"\1", block)          # ${VAR:-default}
-    block = block.replace("$OUT", "/tmp").replace("${gpu}", "h200")
-    block = block.replace("$d", "128").replace("$bq", "64").replace("$bk", "128")
-    args = parser().parse_args(shlex.split(block)[3:])
+    body = script[script.index(f"    {mode})"):]
+    body = body[:body.index(";;")]
+    grid = script[script.index("grid32k=("):]
+    grid = grid[len("grid32k=("):grid.index(")\n")].replace("\n", " ")
+    out = []
+    for call in body.split("python3 -m benchmarks.bench_sweep")[1:]:
+        call = call[:call.index(">")].replace("\\\n", " ")
+        call = call.replace('"${grid32k[@]}"', grid)
+        call = re.sub(r'"?\$\{\w+:-([^}]*)\}"?', r"\1", call)          # ${VAR:-default}
+        call = call.replace("$OUT", "/tmp").replace("${gpu}", "h200")
+        call = call.replace('"$d"', "128").replace('"$bq"', "64").replace('"$bk"', "128")
+        out.append(shlex.split(call.replace("$d", "128")))
+    return out
+
+
+def test_gpu_run_script_sweep_lines_parse():
+    """benchmarks/gpu_run.sh's sweep modes call benchmarks.bench_sweep; their options parse
+    here, the backward sweep at the backward's tiles for head_dim 128."""
+    (backward,) = _sweep_lines("backward-sweep")
+    args = parser().parse_args(backward)
     assert args.direction == "backward" and args.out.endswith("backward_d128.json")
     assert (args.head_dim, args.block_q, args.block_k) == ([128], 64, 128)
     assert args.seq and set(args.dtype) == {"float16", "bfloat16"} and args.causal == [False, True]
+    for mode, want in (("forward-sweep", ["naive", "tensorcore", *lines(["torch"])]),
+                       ("forward-parity", ["tensorcore", "torch_flash", "torch_cudnn"])):
+        (call,) = _sweep_lines(mode)
+        args = parser().parse_args(call)
+        assert args.direction == "forward" and lines(args.kernels) == want
+        assert (args.block_q, args.block_k, args.tokens) == (128, 128, 32768)
+        assert args.seq == [1024, 2048, 4096, 8192, 16384] and args.head_dim == [64, 128]
+        assert args.heads == (1 if mode == "forward-parity" else 0)   # 0: 1024 / d
+
+
+def test_gpu_run_script_names_every_mode_in_its_usage():
+    script = (ROOT / "benchmarks" / "gpu_run.sh").read_text()
+    usage = script[script.index("# Usage"):script.index("set -u")]
+    modes = re.findall(r"^    ([a-z-]+)\)", script, flags=re.M)
+    assert len(modes) >= 5
+    for mode in modes:
+        assert re.search(rf"^#   {mode} ", usage, flags=re.M), mode
 
 
 def test_merge_joins_the_sweeps_of_one_run_and_refuses_others(tmp_path):
-    from engine.cli import main
-    base = {"device": {"name": "NVIDIA H200"}, "direction": "backward", "method": "m",
+    from benchmarks.merge_bench import main, merge_bench
+    base = {"schema_version": recorded.SCHEMA_VERSION, "kind": "bench",
+            "device": {"name": "NVIDIA H200"}, "direction": "backward", "method": "m",
             "date": "2026-11-23", "skipped": []}
-    a = {**base, "command": "bench --head-dim 64", "results": [{"kernel": "naive", "n": 1}]}
-    b = {**base, "command": "bench --head-dim 128", "results": [{"kernel": "tensorcore", "n": 2}],
-         "skipped": [{"kernel": "naive", "reason": "too big"}]}
+    row = json.loads((ROOT / "tests" / "data" / "bench_fixture.json").read_text())["results"][0]
+    a = {**base, "command": "--head-dim 64", "results": [{**row, "kernel": "naive", "n": 1}]}
+    b = {**base, "command": "--head-dim 128", "results": [{**row, "kernel": "tensorcore", "n": 2}],
+         "skipped": [{"kernel": "naive", "config": row, "reason": "too big"}]}
     paths = []
     for i, part in enumerate((a, b)):
         paths.append(tmp_path / f"p{i}.json")
         paths[-1].write_text(json.dumps(part))
-    from engine.cli import merge_bench
     merged = merge_bench([a, b])
     assert [r["n"] for r in merged["results"]] == [1, 2]
     assert merged["skipped"] == b["skipped"] and "--head-dim 128" in merged["command"]
     with pytest.raises(ValueError, match="direction"):
         merge_bench([a, {**b, "direction": "forward"}])
-    assert main(["merge", str(paths[0]), str(tmp_path / "missing.json"),
+    assert main([str(paths[0]), str(tmp_path / "missing.json"),
                  "--out", str(tmp_path / "m.json")]) == 2
+    assert main([str(paths[0]), str(paths[1]), "--out", str(tmp_path / "m.json")]) == 0
+    assert json.loads((tmp_path / "m.json").read_text())["results"] == merged["results"]
 
 
-def test_gpu_run_script_bwd_wgmma_lines_parse():
-    """benchmarks/gpu_run.sh's bwd-wgmma mode: its bench options parse here, and its runs
-    time the wgmma build with PyTorch's flash and cuDNN lines, then its staged dQ writer alone,
-    and the table reads the mma.sync build from the recorded sweep."""
-    from engine.cli import _lines
-    script = (ROOT / "benchmarks" / "gpu_run.sh").read_text()
-    mode = script[script.index("    bwd-wgmma)"):]
-    mode = mode[:mode.index(";;")]
-    block = mode[mode.index('"$w" bench --direction backward'):]
-    block = block[:block.index(">>")].replace("\\\n", " ")
-    block = re.sub(r'"?\$\{\w+:-([^}]*)\}"?', r"\1", block)          # ${VAR:-default}
-    block = block.replace("$OUT", "/tmp").replace("${name}", "wgmma")
-    block = block.replace('"$seq"', "1024,2048,4096,8192,16384")
-    block = block.replace('"$kernels"', "tensorcore,torch_flash,torch_cudnn")
-    block = block.replace('"$d"', "128").replace('"$bq"', "64").replace('"$bk"', "128")
-    block = block.replace("$d", "128")
-    args = parser().parse_args(shlex.split(block)[1:])
-    assert args.direction == "backward" and args.out == "/tmp/bwd_wgmma_d128.json"
-    assert (args.head_dim, args.block_q, args.block_k) == ([128], 64, 128)
-    assert args.seq == [1024, 2048, 4096, 8192, 16384]
-    assert set(args.dtype) == {"float16", "bfloat16"} and args.causal == [False, True]
-    assert _lines(args.kernels) == ["tensorcore", "torch_flash", "torch_cudnn"]
-    assert 'bwd_as 0 wgmma "${BWD_WGMMA_S:-95}" "${SEQ:-1024,2048,4096,8192,16384}"' in mode
-    assert 'tensorcore,torch_flash,torch_cudnn $shape' in mode
-    assert 'bwd_as 1 wgmma_staged "${BWD_STAGED_S:-55}" 4096,8192,16384 tensorcore $shape' in mode
-    assert ("backward_wgmma.DQ_WRITER = dict.fromkeys(backward_wgmma.DQ_WRITER, int(sys.argv[1]))"
-            in mode)
-    assert "--mma benchmarks/records/backward_mma_sync_h200_2026-11-23.json" in mode
-    assert (ROOT / "benchmarks/results/bench_h200_backward.json").is_file()
-    assert '"64 128 128" "128 64 128"' in mode
-
-
-def test_backward_parity_table(tmp_path, capsys, monkeypatch):
+def test_backward_parity_table(tmp_path, capsys):
     """benchmarks/backward_parity.py: per shape the builds' and PyTorch's ms and FA2 ÷ the
     faster wgmma build from the bench files of the runs; only the tensor-core line of an
     --mma file is read; a missing file is skipped."""
-    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
-    import backward_parity
+    from benchmarks import backward_parity
 
     def rec(kernel, n, ms, causal=False):
         return {"kernel": kernel, "seq_q": n, "head_dim": 128, "dtype": "float16",
@@ -148,14 +153,14 @@ def test_backward_parity_table(tmp_path, capsys, monkeypatch):
     assert "lowest FA2 ÷ wgmma at N >= 4096: 0.900 (misses" in out
 
 
-def test_the_runs_command_says_what_is_missing_without_a_gpu(capsys, monkeypatch):
-    """`python -m engine runs` where no GPU is usable (or sizes are out of range): exit 2 and
-    one line that says why, never a traceback."""
-    from engine.cli import main
+def test_the_run_log_job_says_what_is_missing_without_a_gpu(capsys):
+    """`python -m benchmarks.run_log_schedule` where no GPU is usable (or sizes are out of
+    range): exit 2 and one line that says why, never a traceback."""
+    from benchmarks.run_log_schedule import main
     from engine.devices import device_info
     if device_info(prefer_gpu=True).kind == "gpu":
         pytest.skip("a GPU is usable here")
-    assert main(["runs", "--out", "/nonexistent/x.json"]) == 2
+    assert main(["--out", "/nonexistent/x.json"]) == 2
     assert "No usable GPU" in capsys.readouterr().err
-    assert main(["runs", "--seq-q", "0", "--out", "/nonexistent/x.json"]) == 2
+    assert main(["--seq-q", "0", "--out", "/nonexistent/x.json"]) == 2
     assert "seq_q" in capsys.readouterr().err

@@ -354,7 +354,7 @@ def test_a_run_schedule_draws_each_run_and_counts_blocks():
     assert {"block", "j_lo", "j_hi", "outcome"} <= tips
     assert "merged" in kernel_data.timeline_caption(summary, True)
     assert "merged" not in kernel_data.timeline_caption(summary, False)
-    assert "engine runs" in kernel_data.recorded_how(sched)
+    assert "benchmarks.run_log_schedule" in kernel_data.recorded_how(sched)
     bad = log.copy()
     bad[0, 8] = 3
     with pytest.raises(ValueError, match="outcome"):
@@ -571,7 +571,7 @@ def test_timeline_chart_stacks_resident_blocks_over_several_waves():
     assert spec["encoding"]["color"]["legend"]["orient"] == "bottom"
 
 
-# ---- timings for the projector (issue 12): spread, names in words, headline, limits ----
+# ---- timings for the projector: spread, names in words, headline, limits ----
 def timing_of(calls: list[float], backend: str = "numpy") -> engine.Timing:
     calls_arr = np.asarray(calls)
     return engine.Timing(median_ms=float(np.median(calls_arr)),

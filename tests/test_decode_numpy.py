@@ -54,7 +54,7 @@ CASES = [
     (1, 16, 2, 2, 300, 64, "bfloat16", 5, 8),         # GQA 8, two query tokens
     (1, 8, 1, 4, 97, 16, "float32", 97, None),        # one key per split: rows seeing none
     (3, 4, 2, 3, 64, 256, "float32", 3, 64),          # head_dim 256 (key tiles of 32)
-    (1, 32, 8, 1, 2048, 128, "float16", 64, 16),      # many splits, the issue's heads
+    (1, 32, 8, 1, 2048, 128, "float16", 64, 16),      # many splits, the decode targets' heads
 ]
 
 
@@ -138,11 +138,11 @@ def test_paged_inputs_scatter_pages_and_pad_with_nan():
     assert np.isnan(last[:, :, 100 - 6 * 16:]).all() and np.isfinite(last[:, :, :4]).all()
     flat = make_decode_inputs(cfg.with_(page_size=None))[1]
     assert np.array_equal(gather_pages(cfg, k, table), flat)
-    assert np.array_equal(scatter_pages(cfg, flat, table), k, equal_nan=True)  # decode-bench
+    assert np.array_equal(scatter_pages(cfg, flat, table), k, equal_nan=True)  # decode_sweep
 
 
 def test_auto_split_rule():
-    # the issue's shape on the H200: 8 blocks per token without splitting
+    # the decode targets' shape on the H200: 8 blocks per token without splitting
     assert auto_splits(1, 8, 32768, H200.sms) == 32       # 2·132 / 8 = 33: two blocks an SM
     assert auto_splits(8, 8, 32768, H200.sms) == 4        # 264 / 64 = 4.1
     assert auto_splits(2, 8, 32768, H200.sms) == 16
@@ -255,18 +255,18 @@ def test_any_config_matches_float64_and_its_merge(cfg):
 
 
 def test_decode_bench_times_the_auto_count_once():
-    """decode-bench: the auto count (a power of two since the rule of 2026-11-23) is timed as
+    """benchmarks.decode_sweep: the auto count (a power of two since the rule of 2026-11-23) is timed as
     the auto line, not again among the swept counts; counts that leave a split empty are
     dropped."""
     from types import SimpleNamespace
-    from engine.cli import _decode_lines
+    from benchmarks.decode_sweep import decode_lines
     args = SimpleNamespace(sweep_splits=[1, 2, 4, 8, 16, 32, 64, 128], page_sizes=[16, 64],
                            torch=False)
     cfg = DecodeConfig(batch=1, kv_heads=8, heads=32, seq_k=32768)
-    lines = _decode_lines(cfg, args, H200.sms)
+    lines = decode_lines(cfg, args, H200.sms)
     contiguous = [(n, auto) for label, c, n, auto in lines if c.page_size is None]
     assert contiguous[0] == (32, True) and [n for n, _ in contiguous].count(32) == 1
     assert [n for n, a in contiguous if not a] == [1, 2, 4, 8, 16, 64, 128]
     assert [(c.page_size, n) for _, c, n, _ in lines if c.page_size] == [(16, 32), (64, 32)]
-    short = _decode_lines(cfg.with_(seq_k=300), args, H200.sms)
+    short = decode_lines(cfg.with_(seq_k=300), args, H200.sms)
     assert all(n == 1 or splits_without_empty(300, n) for _, _, n, _ in short)

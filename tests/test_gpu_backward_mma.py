@@ -20,7 +20,7 @@ import seeds
 
 pytestmark = pytest.mark.gpu
 RNG = seeds.rng(10_3)
-GRAD_TOL = 1e-2        # float16 / bfloat16 gradients against float64 (issue 10)
+GRAD_TOL = 1e-2        # float16 / bfloat16 gradients against float64 (the backward's target)
 BUILDS = {"mma.sync": catalog.BACKWARD_MMA, "wgmma": catalog.BACKWARD_WGMMA}
 
 

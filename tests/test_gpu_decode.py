@@ -3,7 +3,7 @@ against float64 for split counts from 1 to many, ragged last split and last page
 1, 4 and 8, a few query tokens; the trace against the NumPy emulation's; every output written
 (poisoned first), the in-kernel merge's counters back at zero after every run so that runs
 of one prepare() repeat bit for bit, paged equal to contiguous, the auto split count, PyTorch
-SDPA on the same shapes, the timing and the decode-bench command."""
+SDPA on the same shapes, the timing and the decode sweep (benchmarks.decode_sweep)."""
 import json
 
 import numpy as np
@@ -21,7 +21,7 @@ RNG = seeds.rng(1502)
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not engine.probe_gpu()[0], reason=engine.probe_gpu()[1])]
 
-# The issue's bound for float16 (2e-3 relative to float64); bfloat16 rounds its output 8×
+# The decode targets' bound for float16 (2e-3 relative to float64); bfloat16 rounds its output 8×
 # coarser; float32 keeps the exp2 approximation's error (about 2^-22 per term).
 OUT_TOL = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1e-2}
 TRACE_TOL = 1e-5
@@ -45,7 +45,7 @@ CASES = [
     dict(num_splits=7, seq_k=1000),                                      # ragged last split
     dict(num_splits=64, seq_k=4099, page_size=16),                       # ragged last page
     dict(heads=8, kv_heads=8, num_splits=3, head_dim=128),               # GQA ratio 1
-    # ratio 4 at the issue's shape, as long a cache as the classroom limit on q, K and V takes
+    # ratio 4 at the decode targets' shape, as long a cache as the classroom limit on q, K and V takes
     dict(batch=1, heads=32, kv_heads=8, num_splits=33, seq_k=32000, head_dim=128),
     dict(heads=16, kv_heads=2, num_splits=5, page_size=32, dtype="bfloat16"),  # ratio 8
     dict(heads=8, kv_heads=1, seq_q=4, num_splits=100, seq_k=100),       # rows that see no key
@@ -190,9 +190,9 @@ def test_splitting_a_long_cache_is_faster_than_one_block_per_head_group():
 
 
 def test_decode_bench_writes_a_recorded_file(tmp_path):
-    from engine.cli import main
+    from benchmarks.decode_sweep import main
     out = tmp_path / "decode_test.json"
-    rc = main(["decode-bench", "--batch", "1", "--seq-k", "4096", "--sweep-splits", "1,4",
+    rc = main(["--batch", "1", "--seq-k", "4096", "--sweep-splits", "1,4",
                "--page-sizes", "16", "--reps", "20", "--warmup", "1", "--budget", "0.2",
                "--out", str(out)])
     assert rc == 0

@@ -97,7 +97,7 @@ def test_engine_run_and_benchmark_reach_the_kernel():
 # ---- stream-K (the STREAM_K build) ------------------------------------------------------------
 @pytest.mark.gpu
 @pytest.mark.parametrize("d,bq,bk,n,heads,causal", [
-    (128, 128, 32, 4096, 4, True),    # the issue's shape: rows of 4 to 128 tiles, shares of 32
+    (128, 128, 32, 4096, 4, True),    # the forward-parity shape: rows of 4 to 128 tiles, shares of 32
     (128, 64, 64, 1000, 2, True),     # ragged last tiles, block_q 64
     (64, 128, 64, 1100, 3, True),     # odd Tr (9): the middle level ends the line
     (64, 64, 32, 3000, 1, False),     # few items: every item cut into parts
@@ -128,7 +128,7 @@ def test_stream_k_matches_float64_its_emulation_and_whole_items(d, bq, bk, n, he
 @pytest.mark.gpu
 @pytest.mark.parametrize("heads,n,causal", [(4, 4096, True), (3, 1100, False)])
 def test_the_run_log_holds_every_planned_run_once(heads, n, causal):
-    """The RUNS build (`python -m engine runs`), d = 128 at 128×32: stream-K logs exactly the
+    """The RUNS build (`python -m benchmarks.run_log_schedule`), d = 128 at 128×32: stream-K logs exactly the
     runs engine.model.stream_k.runs plans for its blocks, each cut item merged once by the block of
     its last part, on times that nest in one launch; whole items log every item once; both
     outputs within tolerance of float64."""
@@ -186,14 +186,14 @@ def test_the_launcher_picks_stream_k_for_a_causal_one_wave_launch():
 
 @pytest.mark.gpu
 def test_the_runs_command_writes_a_schedule_the_kernel_page_reads(tmp_path):
-    """`python -m engine runs` at B·H = 2, N = 1024, causal, stream-K: a schedule file of
+    """`python -m benchmarks.run_log_schedule` at B·H = 2, N = 1024, causal, stream-K: a schedule file of
     "unit": "run" that engine.recorded loads and the Kernel page's table draws."""
     pytest.importorskip("pandas")       # the Kernel page's tables
     from app import kernel_data
     from engine import recorded
-    from engine.cli import main
+    from benchmarks.run_log_schedule import main
     out = tmp_path / "schedule_test_runs.json"
-    assert main(["runs", "--heads", "2", "--seq-q", "1024", "--seq-k", "1024", "--causal",
+    assert main(["--heads", "2", "--seq-q", "1024", "--seq-k", "1024", "--causal",
                  "--order", "stream-k", "--label", "test", "--out", str(out)]) == 0
     rec = recorded.load_schedules(tmp_path)[0]
     assert rec["unit"] == "run" and rec["info"]["stream_k"] and rec["label"] == "test"

@@ -2,18 +2,10 @@
 kernel registry and benchmarks/results/, and it names every registry row."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
+from benchmarks import kernel_ladder
 from engine.model.registry import KERNELS
 
-ROOT = Path(__file__).resolve().parent.parent
-_spec = importlib.util.spec_from_file_location("kernel_ladder",
-                                               ROOT / "benchmarks" / "kernel_ladder.py")
-kernel_ladder = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(kernel_ladder)
-
-README = ROOT / "kernels" / "README.md"
+README = kernel_ladder.README
 
 
 def _committed_block() -> str:
@@ -25,7 +17,7 @@ def _committed_block() -> str:
 
 def test_committed_block_is_the_generated_one():
     assert _committed_block() == kernel_ladder.ladder_block(), (
-        "kernels/README.md is out of date: run PYTHONPATH=. python benchmarks/kernel_ladder.py")
+        "kernels/README.md is out of date: run python -m benchmarks.kernel_ladder")
 
 
 def test_check_passes_on_the_committed_file():

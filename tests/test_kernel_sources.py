@@ -251,7 +251,7 @@ def test_backward_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
 @pytest.mark.slow
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
 def test_decode_split_kernel_fits_blocks_per_sm_on_the_issue_shape():
-    """heads 32, kv_heads 8, d = 128, float16 (the issue's H200 target): shared memory and
+    """heads 32, kv_heads 8, d = 128, float16 (the decode targets on the H200): shared memory and
     registers leave room for BLOCKS_PER_SM blocks on an SM (the auto rule uses at most
     AUTO_BLOCKS_PER_SM of them)."""
     from engine.model.decode_config import BLOCKS_PER_SM, DecodeConfig

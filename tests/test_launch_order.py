@@ -1,6 +1,6 @@
 """The tensor-core forward kernels' launch order (kernels/common.cuh grid_item_tile, laid out by
 engine.gpu.launchers.core.item_grid), checked on the CPU by walking the grid in dispatch order
-(x fastest, then y, then z) as the kernels read it. (The schedule model that NOTES.md's
+(x fastest, then y, then z) as the kernels read it. (The schedule model that lab/NOTES.md's
 predictions come from is checked against the GPU ratios it was calibrated on by
 benchmarks/check_schedule_model.py, not here: those are one GPU's measurements.)"""
 import pytest

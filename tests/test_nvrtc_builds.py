@@ -1,5 +1,5 @@
 """The Hopper kernels compiled as the H200 compiles them: CuPy there builds with NVRTC 13.0,
-whose ptxas can spill or serialise wgmma where nvcc 13.0 does not (benchmarks/NOTES.md,
+whose ptxas can spill or serialise wgmma where nvcc 13.0 does not (lab/NOTES.md,
 "wgmma backward: the next S behind dQ_i"). The same NVRTC comes from the
 `nvidia-cuda-nvrtc` wheel (pyproject's [test] extra, requirements/dev.lock); these tests load
 it through ctypes, with no GPU, and skip where it is not installed."""

@@ -144,7 +144,7 @@ def test_the_mma_sync_rule_splits_where_it_measured_faster():
 def test_cost_model_reproduces_the_h200_runs():
     """The model (units of one tile, 1.7 µs at d = 128 on the H200) against the measured
     stream-K times of 2026-11-23, the kernel with the pipeline across runs and the paired
-    causal levels (benchmarks/records/hopper_bh*_wgmma_sk1_h200_2026-11-23_pipeline.json):
+    causal levels (lab/records/hopper_bh*_wgmma_sk1_h200_2026-11-23_pipeline.json):
     B·H = 1 not causal 31.7 µs, causal 29.1 µs; B·H = 4 causal 47.8 µs; within 5%."""
     tile_us = 8.4e6 / (651e12 / 132) * 1e6     # N = 16384's rate: 651 TFLOP/s on 132 SMs
     for bh, causal, measured_us in ((1, False, 31.7), (1, True, 29.1), (4, True, 47.8)):

@@ -1,8 +1,9 @@
 """Compile facts of every CUDA kernel of the project, read from the compiled module on a GPU:
 registers per thread, local memory per thread (register spills land there), dynamic shared
 memory, threads per block and resident blocks per SM (CUDA's occupancy calculator). The
-Kernel page shows them live on a GPU, and from a file `python -m engine facts` recorded
-(benchmarks/results/kernel_facts_*.json) without one. CuPy is imported lazily.
+Kernel page shows them live on a GPU, and without one from a file that
+`python -m benchmarks.compile_facts` recorded
+(benchmarks/results/kernel_facts_*.json). CuPy is imported lazily.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ applies the causal mask and writes each row's log-sum-exp. The two products call
 directly, on CuPy's cuBLAS handle, as PyTorch does: float32 accumulation, tensor cores allowed
 for float16 and bfloat16 (plain float32 stays float32, no TF32), Kᵀ by a transpose flag rather than a copy.
 On an H200 with CuPy 14.2, cupy.matmul ran these float16 products several times slower
-(benchmarks/NOTES.md).
+(lab/NOTES.md).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Time every (block_q, block_k) a flash kernel takes for one config on the GPU: the live
-sweep of the Tile sizes page and of `python -m engine tiles`.
+sweep of the Tile sizes page and of `python -m benchmarks.tile_grid`.
 
 Each shape is timed with engine.benchmark (the project's timing method; it holds the GPU
 lock for each run, so other sessions' jobs interleave between shapes, never inside one) and

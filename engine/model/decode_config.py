@@ -24,18 +24,18 @@ AUTO = "auto"
 # The "auto" rule: the largest power of two of splits whose blocks (batch · kv_heads · splits)
 # are at most AUTO_BLOCKS_PER_SM per SM of the device profile, and no split shorter than
 # MIN_SPLIT_KEYS keys (its partial O_s, m_s, l_s and the merge then cost little beside the
-# keys it reads). Measured on the H200 (benchmarks/NOTES.md, "Flash-Decoding (H200)"): with
+# keys it reads). Measured on the H200 (lab/NOTES.md, "Flash-Decoding (H200)"): with
 # the merge fused into the split kernel (Version 4), two blocks per SM at a power of two was
-# the fastest count measured in 10 of the 12 (batch, seq_k) cells of the issue's sweep and
+# the fastest count measured in 10 of the 12 (batch, seq_k) cells of the decode sweep and
 # within 0.2% in the other two, up to 8% faster than a full wave of BLOCKS_PER_SM (the rule
 # before); a wave and a bit (1.3 waves) was the worst count, up to 20% slower.
-# BLOCKS_PER_SM is what fits an H200 SM at the issue's shape (d 128, 16 bits: 75 KB of
+# BLOCKS_PER_SM is what fits an H200 SM at the decode targets' shape (d 128, 16 bits: 75 KB of
 # shared memory per block).
 BLOCKS_PER_SM = 3
 AUTO_BLOCKS_PER_SM = 2
 MIN_SPLIT_KEYS = 256
 # Key tiles of K_j and V_j one block keeps in its cp.async ring: 2 (double buffering). Three
-# and four were slower on the H200 (fewer blocks fit an SM; benchmarks/NOTES.md).
+# and four were slower on the H200 (fewer blocks fit an SM; lab/NOTES.md).
 DECODE_STAGES = 2
 
 

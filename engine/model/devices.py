@@ -60,8 +60,8 @@ PROFILES = {
                        "NVIDIA H200 datasheet (SXM); CUDA guide, cc 9.0; L2 as PyTorch reports "
                        "it on an H200",
                        fp32_tflops=67, l1_smem_per_sm=256 * KB, sm_clock_mhz=1980,
-                       clock_source="SM clock read on the project's H200 before the 2026-11-21 "
-                                    "runs (benchmarks/NOTES.md)",
+                       clock_source="SM clock nvidia-smi read on the project's H200 before "
+                                    "the 2026-11-21 runs",
                        host_link="PCIe Gen5 x16", host_gbps=128,
                        host_source="NVIDIA H200 datasheet (SXM): PCIe Gen5 128 GB/s"),
     "L4": GpuProfile("NVIDIA L4", 58, 100 * KB, 99 * KB, 48 * MB, 24 * GB,

@@ -86,7 +86,7 @@ KERNELS = (
            "Teaching kernel (forward, CUDA cores)", ALL_DTYPES, 8.0,
            traceable=True, family="teaching", smem_layout="teaching"),
     # Four warps per block, each owning block_q / 4 query rows; every build keeps its values
-    # in registers (no spills), traced or not (benchmarks/NOTES.md has the ptxas figures).
+    # in registers (no spills), traced or not (lab/NOTES.md has the ptxas figures).
     Kernel("mma.sync", "forward", "flash_tensorcore.cu", ("flash_tensorcore",),
            "engine.gpu.launchers.mma",
            "Tensor-core kernel, mma.sync (forward)", TC_DTYPES, 8.0,

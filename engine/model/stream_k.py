@@ -40,12 +40,12 @@ class Costs:
 
 # The persistent wgmma kernel (tiles of 128 keys), fitted to the H200's stream-K runs of
 # 2026-11-23 (the kernel with the pipeline across runs and the paired causal levels;
-# benchmarks/NOTES.md, "Issue 14: a pipeline across runs, measured", within 5% of the three
+# lab/NOTES.md, "Forward parity: a pipeline across runs, measured", within 5% of the three
 # measured shapes).
 WGMMA_COSTS = Costs(run=2.0, post=1.0, merge=1.3)
 # The mma.sync kernel's STREAM_K build (tiles of block_k keys, several blocks an SM): fitted
-# to its first H200 runs (2026-11-23, d = 128, 128×32, ten shapes; benchmarks/NOTES.md, "Issue
-# 14: stream-K in the mma.sync kernel, measured"), so that the rule picks stream-K at the
+# to its first H200 runs (2026-11-23, d = 128, 128×32, ten shapes; lab/NOTES.md, "Forward
+# parity: stream-K in the mma.sync kernel, measured"), so that the rule picks stream-K at the
 # shapes where it measured faster and not at N = 1024, B·H = 32 causal, where it measured
 # slower. The model counts slots, not SMs (two blocks sharing an SM each run slower than one
 # alone): its times are a ranking of the two walks, not a prediction of either.
@@ -55,12 +55,12 @@ MMA_SYNC_COSTS = Costs(run=4.0, post=1.0, merge=1.0)
 # B·H = 4, N = 4096, d = 128, 128×32 causal): a block's end grew 4.8 µs a run and 5.8 µs a
 # merge (95% of them by the block of the item's first part), its tiles 1.7 µs each. Those
 # costs, laid over the walks of the launches the rule splits, put the last block's end lowest
-# at 3 (benchmarks/NOTES.md, "the mma.sync kernel's runs").
+# at 3 (lab/NOTES.md, "the mma.sync kernel's runs").
 MMA_SYNC_HEAD = 3
 # The persistent wgmma kernel's heads (tiles of 128 keys): by its cost model (WGMMA_COSTS, a run
 # 2 tiles) the launches the rule splits end soonest at 3; on the H200 (2026-11-24) 3 was 8%
 # faster than 0 at B·H = 1, N = 4096 causal, 2% not causal, 1.6% at B·H = 4 causal
-# (benchmarks/NOTES.md, "heads on the wgmma kernel's line, measured").
+# (lab/NOTES.md, "heads on the wgmma kernel's line, measured").
 WGMMA_HEAD = 3
 # Stream-K runs where the model has it at most GAIN of the whole-item walk's time.
 GAIN = 0.85

@@ -25,7 +25,7 @@ FUNCTION = BACKWARD_WGMMA.function
 # red.global.add from the consumers' registers, as the mma.sync backward; 1, staged in shared
 # memory and added by bulk reductions from a producer warp while the consumers go on. Both
 # pass the GPU tests at both head_dims; on an H200 staging is the faster at head_dim 128 and
-# the slower at 64 (benchmarks/NOTES.md, "wgmma backward: staged dQ at head_dim 128").
+# the slower at 64 (lab/NOTES.md, "wgmma backward: staged dQ at head_dim 128").
 DQ_WRITER = {64: 0, 128: 1}
 
 
@@ -55,7 +55,7 @@ def build(cfg: AttentionConfig) -> core.Build:
 
 # Causal launches of at most this many key tiles per batch·head take the key tiles heaviest
 # first within groups of batch·heads; longer ones, and every non-causal one, go batch·head by
-# batch·head. Measured on the H200 (benchmarks/NOTES.md, "causal key tiles heaviest first"):
+# batch·head. Measured on the H200 (lab/NOTES.md, "causal key tiles heaviest first"):
 # the groups gain 3-4.5% at N = 2048-8192 (head_dim 128) and lose 3% at N = 16384.
 ORDERED_KEY_TILES = 64
 

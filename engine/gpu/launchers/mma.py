@@ -28,9 +28,10 @@ MAX_BLOCKS_PER_SM = 32       # CUDA's limit on any GPU: launches of more than tw
 # item always. Traced runs take whole items.
 STREAM_K = 1
 RUN_FIELDS = len(RUN_RECORD)  # u64 fields of one record of the RUNS build's run log
-# The stream-K build always carries the run log (-DRUNS=1; outside `python -m engine runs` its
-# log has no room, so it only counts): on the H200 (2026-11-24) it ran 4-7% faster with the
-# log's two thread-0 operations at each run's ends than without them (benchmarks/NOTES.md,
+# The stream-K build always carries the run log (-DRUNS=1; outside
+# `python -m benchmarks.run_log_schedule` its log has no room, so it only counts): on the H200
+# (2026-11-24) it ran 4-7% faster with the log's two thread-0 operations at each run's ends
+# than without them (lab/NOTES.md,
 # "the run log makes the stream-K build faster"). The whole-item build has it only to record.
 
 

@@ -25,13 +25,13 @@ from . import core
 FUNCTION = WGMMA.function
 # 1: the consumer warpgroups take turns issuing their products (see the kernel's header); 0:
 # each issues when ready. Both pass the GPU tests; 1 was 1.03-1.05× faster at d = 128 on an H200
-# (benchmarks/NOTES.md, "wgmma path").
+# (lab/NOTES.md, "wgmma path").
 PINGPONG = 1
 # 1: one block per SM walks the work items (query tile, batch·head) in turn, loading the next
 # item's tiles during the current one's epilogue; 0: one block per item. Both pass the GPU
 # tests; on an H200 (2026-11-23) 1 was 1.07-1.10× faster at N = 512, 1.03-1.06× at 1024,
-# within 1% at 4096-8192 and 1-2% slower at 16384 (benchmarks/NOTES.md: the prediction under
-# "Issue 14", the measurement under "Issue 14: measured").
+# within 1% at 4096-8192 and 1-2% slower at 16384 (lab/NOTES.md: the prediction under
+# "Forward parity", the measurement under "Forward parity: measured").
 PERSISTENT = 1
 # 1: PERSISTENT launches that use_stream_k picks (the longest item well over an SM's even
 # share: causal at few batch·heads, fewer items than SMs) give every block an even share of the

@@ -1,0 +1,165 @@
+"""Time kernels over a grid of configurations and write a bench file (benchmarks/results/
+bench_*.json, kind "bench" of engine.recorded's schema).
+
+  python -m benchmarks.bench_sweep --seq 256,512,1024 --head-dim 64,128 \\
+      --dtype float16,float32 --causal both --kernels naive,teaching,torch --out bench_x.json
+  python -m benchmarks.bench_sweep --direction backward --seq 1024,4096 \\
+      --kernels naive,tensorcore,torch --out bench_x_backward.json   (the backward pass alone)
+
+The file is rewritten after every configuration, so an interrupted sweep keeps what it
+measured. Sizes whose naive S and P (backward: P, dP and dS) would not fit in free GPU memory
+are skipped with a note, never attempted.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from engine.inputs import make_dout, make_inputs
+from engine.model.config import BLOCK_SIZES, DIRECTIONS, DTYPES, AttentionConfig
+from engine.results import timing_record
+
+from .recording import (Progress, causal_choice, command_line, device_record, ints, job_parser,
+                        names, run_job, stamped, today, write_json)
+
+TORCH_LINES = ("torch_flash", "torch_cudnn", "torch_math")
+KERNEL_CHOICES = ("naive", "teaching", "tensorcore", "torch", *TORCH_LINES)
+
+
+def free_device_bytes() -> int:
+    from engine.gpu.runtime import free_device_bytes     # CuPy only where a sweep runs
+    from engine.gpu.torch_reference import release_memory
+    release_memory()                                # PyTorch's and CuPy's cached blocks
+    return free_device_bytes()
+
+
+def lines(kernels: list[str]) -> list[str]:
+    """The timed lines of --kernels: torch stands for PyTorch's three SDPA backends."""
+    out = []
+    for k in kernels:
+        out.extend(TORCH_LINES if k == "torch" else [k])
+    return out
+
+
+def configs(args) -> list[AttentionConfig]:
+    cfgs = []
+    for d in args.head_dim:
+        for dtype in args.dtype:
+            for causal in args.causal:
+                for n in args.seq:
+                    batch = args.batch or max(1, args.tokens // n)
+                    heads = args.heads or max(1, args.model_dim // d)
+                    cfgs.append(AttentionConfig(batch=batch, heads=heads, seq_q=n, seq_k=n,
+                                                head_dim=d, block_q=args.block_q,
+                                                block_k=args.block_k, dtype=dtype,
+                                                causal=causal))
+    return cfgs
+
+
+def bench_one(cfg, line, args, inputs):
+    """inputs: q, k, v (and dout for the backward), made once per configuration."""
+    from engine.gpu.timing import benchmark_gpu
+    from engine.gpu.torch_reference import benchmark_torch
+    if line in TORCH_LINES:              # PyTorch draws dout itself, from make_dout(cfg)
+        return benchmark_torch(cfg, line, args.reps, args.warmup, args.budget, inputs[:3],
+                               direction=args.direction)
+    algorithm = "naive" if line == "naive" else "flash"
+    return benchmark_gpu(cfg, algorithm, line, False, args.reps, args.warmup, args.budget,
+                         inputs, direction=args.direction)
+
+
+def naive_need(cfg: AttentionConfig, direction: str) -> int:
+    from engine.model.iomodel import peak_memory
+    return peak_memory(cfg, "naive", direction=direction)
+
+
+def sweep(args) -> int:
+    from engine.gpu.timing import method_text
+    timed = lines(args.kernels)
+    cfgs = configs(args)
+    out = Path(args.out)
+    backward = args.direction == "backward"
+    data = stamped("bench", device=device_record(), date=today(), direction=args.direction,
+                   method=method_text(args.reps, args.warmup,
+                                      " Repetitions are cut to fit --budget seconds per line, "
+                                      "never below 20." if args.budget else "",
+                                      direction=args.direction),
+                   command=command_line(), results=[], skipped=[])
+    bar = Progress(len(cfgs) * len(timed))
+    for cfg in cfgs:
+        inputs = make_inputs(cfg) + ((make_dout(cfg),) if backward else ())
+        for line in timed:
+            label = (f"{line} N={cfg.seq_q} d={cfg.head_dim} {cfg.dtype}"
+                     f"{' causal' if cfg.causal else ''}{' backward' if backward else ''}")
+            bar.step(label)
+            reason = None
+            free = free_device_bytes()
+            if line in ("naive", "torch_math"):
+                need = naive_need(cfg, args.direction)
+                if need > 0.8 * free:
+                    held = "P, dP and dS" if backward else "S and P"
+                    reason = (f"naive {held} would need {need / 1e9:.1f} GB; "
+                              f"{free / 1e9:.1f} GB free")
+            if reason is None:
+                try:
+                    timing = bench_one(cfg, line, args, inputs)
+                    data["results"].append(timing_record(cfg, line, timing, args.direction))
+                except (ValueError, RuntimeError, MemoryError) as exc:   # out of memory too:
+                    reason = f"{type(exc).__name__}: {exc}"               # the sweep goes on
+            if reason is not None:
+                data["skipped"].append({"kernel": line, "config": cfg.to_dict(),
+                                        "reason": reason})
+            write_json(out, data)
+    bar.close()
+    print_table(data)
+    return 0
+
+
+def print_table(data: dict):
+    print(f"{data['direction']} pass")
+    print(f"{'kernel':<12}{'N':>7}{'d':>5} {'dtype':<8}{'causal':<7}{'median ms':>11}"
+          f"{'TFLOP/s':>9}{'peak MB':>9}")
+    for r in data["results"]:
+        print(f"{r['kernel']:<12}{r['seq_q']:>7}{r['head_dim']:>5} {r['dtype']:<8}"
+              f"{str(r['causal']):<7}{r['median_ms']:>11.4f}{r['tflops']:>9.2f}"
+              f"{r['peak_bytes'] / 1e6:>9.1f}")
+    for s in data["skipped"]:
+        c = s["config"]
+        print(f"skipped {s['kernel']} N={c['seq_q']} d={c['head_dim']} {c['dtype']} "
+              f"causal={c['causal']}: {s['reason'][:160]}")
+
+
+def parser():
+    b = job_parser(__doc__, "bench_sweep")
+    b.add_argument("--seq", type=ints, required=True, help="sequence lengths, e.g. 256,512")
+    b.add_argument("--head-dim", type=ints, default=[64])
+    b.add_argument("--dtype", type=names(DTYPES), default=["float16"])
+    b.add_argument("--causal", type=causal_choice, default=[False], help="both, true or false")
+    b.add_argument("--kernels", type=names(KERNEL_CHOICES), default=["naive", "teaching"],
+                   help="naive, teaching, tensorcore, torch (adds the SDPA backends), or "
+                        "one SDPA backend: torch_flash, torch_cudnn, torch_math")
+    b.add_argument("--block-q", type=int, default=64, choices=BLOCK_SIZES)
+    b.add_argument("--block-k", type=int, default=64, choices=BLOCK_SIZES)
+    b.add_argument("--tokens", type=int, default=16384,
+                   help="batch = tokens // seq unless --batch is given (default 16384)")
+    b.add_argument("--model-dim", type=int, default=1024,
+                   help="heads = model_dim // head_dim unless --heads is given (default 1024)")
+    b.add_argument("--batch", type=int, default=0)
+    b.add_argument("--heads", type=int, default=0)
+    b.add_argument("--reps", type=int, default=30)
+    b.add_argument("--warmup", type=int, default=2)
+    b.add_argument("--budget", type=float, default=None,
+                   help="seconds per line; cuts repetitions (never below 20)")
+    b.add_argument("--direction", default="forward", choices=DIRECTIONS,
+                   help="forward (default) or backward: the backward pass alone, its forward "
+                        "outputs made before timing; torch adds PyTorch's SDPA backward lines")
+    b.add_argument("--out", required=True)
+    return b
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_job(parser(), sweep, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
