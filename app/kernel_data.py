@@ -31,7 +31,7 @@ def kernel_that_runs(kernel: str, cfg: engine.AttentionConfig, info: dict | None
     Hopper for its shapes, as on the H200 the recordings come from)."""
     named = Path(str((info or {}).get("kernel_source", ""))).name
     for k in KERNEL_SOURCES:
-        if named == k.source:
+        if named == Path(k.source).name:   # recorded facts may predate kernels/' role folders
             return k.key
     if kernel == "tensorcore":
         return "wgmma" if catalog.WGMMA.takes(cfg) and hopper else "mma.sync"
@@ -197,7 +197,7 @@ def recorded_label(rec: dict) -> str:
     """One line naming a recorded schedule: what it shows, the kernel, config, device, date."""
     c = rec.get("config") if isinstance(rec.get("config"), dict) else {}
     source = Path(str((rec.get("info") or {}).get("kernel_source", ""))).name
-    build = next((k.label for k in KERNEL_SOURCES if k.source == source),
+    build = next((k.label for k in KERNEL_SOURCES if Path(k.source).name == source),
                  f"{rec.get('kernel', '?')} kernel")
     dev = (rec.get("device") or {}).get("name", "unknown GPU")
     shape = (f"B·H={c.get('batch', 0) * c.get('heads', 0)}, N={c.get('seq_q')}, "

@@ -53,16 +53,25 @@ ADDS = {
 }
 
 HEADERS = (
-    ("common.cuh", "float16/bfloat16 bit conversions and helpers of every kernel, and the "
-                   "work items' launch order"),
-    ("tile_shape.cuh", "the compile-time tile shape (HEAD_DIM, BLOCK_Q, BLOCK_K, BF16) of "
-                       "the tensor-core kernels"),
-    ("hopper.cuh", "sm_90a building blocks: tensor maps and TMA copies, mbarriers, "
-                   "shared-memory descriptors, wgmma instructions"),
-    ("stream_k.cuh", "stream-K: the line of key tiles, a block's share and the merge of a "
-                     "cut item (both tensor-core forward kernels)"),
-    ("bench_hold.cu", "not a rung: a one-thread kernel that holds the GPU so the timed region "
-                      "is fully queued before timing starts"),
+    ("include/common.cuh", "float16/bfloat16 bit conversions and helpers of every kernel, and the "
+                           "work items' launch order"),
+    ("include/tile_shape.cuh", "the compile-time tile shape (HEAD_DIM, BLOCK_Q, BLOCK_K, BF16) "
+                               "of the tensor-core kernels"),
+    ("include/causal_tiles.cuh", "the tile rules of every kernel (tile counts, ragged last "
+                                 "tiles, the key tiles a query tile sees and the first query "
+                                 "tile that sees a key tile), engine/model/tiles.py's rules"),
+    ("include/online_softmax.cuh", "the online-softmax step in exp2 (running maximum, rescale "
+                                   "factor) of the tensor-core forward kernels and decode"),
+    ("include/ticket.cuh", "the ticket protocol of a last block that merges what the others "
+                           "posted (stream-K parts, decode splits), and L2 reads"),
+    ("include/stream_k.cuh", "stream-K: the line of key tiles, a block's share and the merge "
+                             "of a cut item (both tensor-core forward kernels)"),
+    ("hopper/hopper.cuh", "sm_90a building blocks: tensor maps and TMA copies, mbarriers, "
+                          "shared-memory descriptors, wgmma instructions"),
+    ("hopper/pipeline.cuh", "the named barriers and ring positions (stage, phase) between "
+                            "the producer and consumer warpgroups of the wgmma kernels"),
+    ("baselines/bench_hold.cu", "not a rung: a one-thread kernel that holds the GPU so the "
+                                "timed region is fully queued before timing starts"),
 )
 
 _CFG_FIELDS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block_k", "dtype",
@@ -142,7 +151,7 @@ def ladder_block(results: Path = RESULTS) -> str:
         cc = f"{k.min_cc:.1f}" + (" (Hopper only)" if k.hopper_only else "")
         out.append(f"| {_cell(k.label)} | `{k.source}` | `{k.key}` | {cc} | "
                    f"{_cell(ADDS.get(k.key, ''))} | {_cell(measured)} |")
-    out += ["", "Shared headers and helpers (not registry rows):", ""]
+    out += ["", "Shared headers and helpers (not registry rows; paths under kernels/):", ""]
     out += [f"- `{name}`: {text}." for name, text in HEADERS]
     out += ["", "Forward and backward figures: TFLOP/s = `AttentionConfig.flops_of(direction)` "
             "/ median time (4·B·H·N²·d, halved for causal, ×2.5 for the backward), untraced "

@@ -42,7 +42,7 @@ def main() -> None:
                                  head_dim=128, block_q=128, block_k=32, dtype="float16",
                                  causal=args.causal)
     Q, K, V = (to_device(cfg, x) for x in engine.make_inputs(cfg))
-    hold = get_function("bench_hold.cu", "hold_gpu")
+    hold = get_function("baselines/bench_hold.cu", "hold_gpu")
     flush = _flush_buffer()
 
     def timed(run, rep: int, cold: bool) -> float:

@@ -4,7 +4,7 @@ fixed part plus one unit per key tile it reads (causal: i + 1 at block_q = block
 Orders:
 
   per-bh     one block per item, heaviest first within each batch·head (the kernel before)
-  global     one block per item in the launch order of kernels/common.cuh: heaviest first
+  global     one block per item in the launch order of kernels/include/common.cuh: heaviest first
              within groups of batch·heads of at least 4 waves
   strided    one block per SM, block b taking items b, b + SMs, b + 2·SMs, ... of that order
              (weighed on paper, not built: it gives every heavy round to the same blocks)

@@ -199,7 +199,7 @@ def load_tile_grids(directory: Path = BENCH_DIR) -> list[dict]:
 
 
 RUN_OUTCOMES = ("whole", "posted", "merged")   # the run log's outcome codes 0, 1, 2
-# The fields of one run-log record, in the kernel's order (kernels/flash_tensorcore.cu, RUNS),
+# The fields of one run-log record, in the kernel's order (kernels/ampere/flash_tensorcore.cu, RUNS),
 # named as the schedule file names its lists.
 RUN_RECORD = ("start_ns", "end_ns", "sm_id", "block", "block_bh", "block_q_tile", "j_lo",
               "j_hi", "outcome")

@@ -1,8 +1,16 @@
 """Compile the CUDA sources of this folder with cupy.RawModule, once per source and options.
 
-Sources are read from disk by name, compiled with NVRTC for the GPU in use, and cached per
-(source, options): the first call of a configuration pays the compile, later calls do not.
-A compile error reaches the caller as KernelCompileError, with the compiler's log.
+Sources are named by their path under kernels/ ("teaching/flash_teaching.cu"), read from
+disk, compiled with NVRTC for the GPU in use, and cached per (source, options): the first call
+of a configuration pays the compile, later calls do not. A compile error reaches the caller as
+KernelCompileError, with the compiler's log.
+
+NVRTC is given one text: read_source pastes every `#include "..."` in, recursively, as nvcc's
+preprocessor would find it with `-I kernels/include`: beside the including file first, then
+in kernels/include/. Each header is pasted once, where it is first included (what its include
+guard or `#pragma once` would give); a header that includes itself, directly or through
+others, is pasted once too. Keep the includes of headers unconditional (outside #if): the
+paste does not read the conditions around them.
 """
 from __future__ import annotations
 
@@ -11,6 +19,7 @@ import re
 from pathlib import Path
 
 KERNEL_DIR = Path(__file__).resolve().parent
+INCLUDE_DIR = KERNEL_DIR / "include"
 
 
 class KernelCompileError(ValueError):
@@ -18,7 +27,8 @@ class KernelCompileError(ValueError):
 
 
 def source_names() -> list[str]:
-    return sorted(p.name for p in KERNEL_DIR.glob("*.cu"))
+    """Every kernel source, as its path under kernels/ ("hopper/flash_wgmma.cu")."""
+    return sorted(p.relative_to(KERNEL_DIR).as_posix() for p in KERNEL_DIR.rglob("*.cu"))
 
 
 def source_path(name: str) -> Path:
@@ -28,19 +38,52 @@ def source_path(name: str) -> Path:
     return KERNEL_DIR / name
 
 
-LOCAL_INCLUDE = re.compile(r'^#include "(\w+\.cuh)"$', re.MULTILINE)
+QUOTED_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"\n]+)"[^\n]*$', re.MULTILINE)
+PRAGMA_ONCE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+once[ \t]*$", re.MULTILINE)
+
+
+def _shown(path: Path) -> str:
+    """path as kernels/... where it is under kernels/, else as given."""
+    try:
+        return "kernels/" + path.resolve().relative_to(KERNEL_DIR).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def resolve_include(name: str, including: Path, include_dirs=(INCLUDE_DIR,)) -> Path:
+    """The file `#include "name"` in `including` means: beside it, else in include_dirs;
+    KernelCompileError naming both files when there is none."""
+    for folder in (including.parent, *include_dirs):
+        candidate = folder / name
+        if candidate.is_file():
+            return candidate.resolve()
+    looked = ", ".join(_shown(f) + "/" for f in (including.parent, *include_dirs))
+    raise KernelCompileError(f'{_shown(including)} includes "{name}", which is not in '
+                             f"{looked}.")
+
+
+def expand_includes(path: Path, include_dirs=(INCLUDE_DIR,)) -> str:
+    """The text of `path` with its quoted includes pasted in, recursively, each file once."""
+    pasted: set[Path] = set()
+
+    def expand(file: Path) -> str:
+        pasted.add(file.resolve())
+
+        def paste(match) -> str:
+            header = resolve_include(match.group(1), file, include_dirs)
+            if header in pasted:           # pasted already (or being pasted: a cycle)
+                return f'// #include "{match.group(1)}": pasted above'
+            return expand(header)
+
+        return QUOTED_INCLUDE.sub(paste, PRAGMA_ONCE.sub("", file.read_text()))
+
+    return expand(path)
 
 
 def read_source(name: str) -> str:
-    """The source text with this folder's headers pasted in where they are included, so the
-    text NVRTC compiles (and CuPy's cache keys on) is complete."""
-    def paste(match):
-        header = KERNEL_DIR / match.group(1)
-        if not header.is_file():
-            raise KernelCompileError(f"kernels/{name} includes {match.group(1)}, which is not in "
-                                     f"kernels/.")
-        return header.read_text()
-    return LOCAL_INCLUDE.sub(paste, source_path(name).read_text())
+    """The source text with its headers pasted in where they are included, so the text NVRTC
+    compiles (and CuPy's cache keys on) is complete."""
+    return expand_includes(source_path(name))
 
 
 @functools.lru_cache(maxsize=128)

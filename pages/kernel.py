@@ -100,9 +100,9 @@ with on_stage(slot):
             st.caption(timeline_caption(summary, "block" in sched))
 
 st.subheader("CUDA source")
-path, text = source_text(key)
+text = source_text(key)[1]
 if text is None:
-    st.warning(f"The source file {path.name} is not in kernels/ in this checkout.")
+    st.warning(f"The source file kernels/{BY_KEY[key].source} is not in this checkout.")
 else:
-    st.caption(f"kernels/{path.name}")
+    st.caption(f"kernels/{BY_KEY[key].source}")
     st.code(text, language="cpp", line_numbers=True, height=600)

@@ -76,7 +76,8 @@ def test_bfloat16_runs_on_wgmma_on_hopper_and_on_mma_sync_elsewhere():
     assert catalog.tensorcore_build(cfg, hopper=True) is catalog.MMA_SYNC
 
 
-# ---- the tensor-core backward (kernels/flash_backward_mma.cu, flash_backward_wgmma.cu) --------
+# ---- the tensor-core backward (kernels/ampere/flash_backward_mma.cu,
+#      kernels/hopper/flash_backward_wgmma.cu) ---------------------------------------------
 def test_every_backward_shape_fits_one_h200_block_and_takes_both_dtypes():
     from engine.gpu.launchers import backward_mma
     for d, bq, bk in catalog.BACKWARD_MMA.shapes:
@@ -91,7 +92,7 @@ def test_every_backward_shape_fits_one_h200_block_and_takes_both_dtypes():
 def test_wgmma_backward_shapes_run_on_wgmma_only_on_hopper():
     from engine.gpu.launchers import backward_wgmma
     assert catalog.BACKWARD_WGMMA.hopper_only
-    assert catalog.BACKWARD_WGMMA.source == "flash_backward_wgmma.cu"
+    assert catalog.BACKWARD_WGMMA.source == "hopper/flash_backward_wgmma.cu"
     for d, bq, bk in catalog.BACKWARD_WGMMA.shapes:
         for dtype in ("float16", "bfloat16"):
             cfg = config(head_dim=d, block_q=bq, block_k=bk, dtype=dtype)

@@ -1,6 +1,6 @@
 """Tensor-core backward kernels through engine.gpu.launchers.backward_mma on a GPU — the
-mma.sync build (kernels/flash_backward_mma.cu) everywhere and, on Hopper, the wgmma build
-(kernels/flash_backward_wgmma.cu) for its shapes: dQ, dK, dV and delta against float64
+mma.sync build (kernels/ampere/flash_backward_mma.cu) everywhere and, on Hopper, the wgmma build
+(kernels/hopper/flash_backward_wgmma.cu) for its shapes: dQ, dK, dV and delta against float64
 gradients derived here by hand and against torch.autograd, every output poisoned before
 launch, and each test asserting which kernel ran.
 

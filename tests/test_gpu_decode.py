@@ -1,4 +1,4 @@
-"""The Flash-Decoding kernel (kernels/flash_decode.cu through engine.run_decode on CuPy):
+"""The Flash-Decoding kernel (kernels/decode/flash_decode.cu through engine.run_decode on CuPy):
 against float64 for split counts from 1 to many, ragged last split and last page, GQA ratios
 1, 4 and 8, a few query tokens; the trace against the NumPy emulation's; every output written
 (poisoned first), the in-kernel merge's counters back at zero after every run so that runs

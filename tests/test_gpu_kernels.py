@@ -184,7 +184,7 @@ def test_out_of_memory_becomes_a_clear_error():
 def test_compile_error_is_a_clear_value_error():
     from kernels.loader import KernelCompileError, load_module
     with pytest.raises(KernelCompileError, match="compile with"):
-        load_module("flash_teaching.cu", ("-DBLOCK_Q=64",))
+        load_module("teaching/flash_teaching.cu", ("-DBLOCK_Q=64",))
 
 
 def test_naive_is_fair_against_pytorch():

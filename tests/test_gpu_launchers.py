@@ -76,7 +76,7 @@ def test_more_batch_heads_than_one_grid_takes(launcher):
 
 @pytest.mark.parametrize("launcher", ["mma.sync", "wgmma"])
 def test_causal_items_run_heaviest_first_group_by_group(monkeypatch, launcher):
-    """The tensor-core kernels' causal launch order (kernels/common.cuh, core.item_grid):
+    """The tensor-core kernels' causal launch order (kernels/include/common.cuh, core.item_grid):
     140 batch·heads of 8 query tiles make groups of 66, 66 and 8 batch·heads on 132 SMs (the
     last partial, its grid's extra blocks exit at once). Every item is written and right, and
     the recorded start times fall with the query tile inside each group, and rise from one

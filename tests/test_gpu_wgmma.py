@@ -151,13 +151,13 @@ def test_engine_run_and_benchmark_reach_wgmma_through_tensorcore():
     res = engine.run(cfg, q, k, v, backend="cupy", kernel="tensorcore", trace=True)
     ref = engine.run(cfg, q, k, v, backend="numpy", trace=True)
     assert res.kernel == "tensorcore" and res.schedule is not None
-    assert res.info["kernel_source"] == "kernels/flash_wgmma.cu"
+    assert res.info["kernel_source"] == "kernels/hopper/flash_wgmma.cu"
     assert res.info["threads_per_block"] == 384
     assert rel_err(res.output, ref.output) <= 2e-3
     for name in TRACE_NAMES:
         assert rel_err(getattr(res.trace, name), getattr(ref.trace, name)) <= 1e-3, name
     facts = tensorcore.kernel_facts(cfg, trace=False)
-    assert facts["kernel_source"] == "kernels/flash_wgmma.cu"
+    assert facts["kernel_source"] == "kernels/hopper/flash_wgmma.cu"
     big = config(seq_q=2048, seq_k=2048, heads=8)
     t = engine.benchmark(big, backend="cupy", kernel="tensorcore", reps=20, warmup=1)
     assert t.reps == 20 and 0 < t.median_ms and 10 < t.tflops < 1000

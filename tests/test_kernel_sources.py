@@ -14,7 +14,7 @@ from engine.gpu import naive as gpu_naive
 from engine.gpu.launchers import backward_teaching, core, teaching
 from engine.model.iomodel import smem_budget
 from engine.model.launch import naive_row_threads
-from kernels.loader import KERNEL_DIR, read_source, source_names
+from kernels.loader import INCLUDE_DIR, KERNEL_DIR, read_source, source_names
 
 NVCC = shutil.which("nvcc")
 # CI sets FA_LAB_REQUIRE_NVCC=1: there a missing nvcc fails these tests instead of skipping them.
@@ -22,6 +22,8 @@ if NVCC is None and os.environ.get("FA_LAB_REQUIRE_NVCC") == "1":
     raise RuntimeError("FA_LAB_REQUIRE_NVCC=1 but nvcc is not on PATH: the kernel compile "
                        "tests cannot run.")
 H200 = engine.PROFILES["H200"]
+SRC = {k.key: k.source for k in registry.KERNELS}   # registry key -> path under kernels/
+BENCH_HOLD = "baselines/bench_hold.cu"
 
 
 def cfg(**kw):
@@ -42,18 +44,18 @@ TEACHING = [
     (cfg(head_dim=128, block_q=32, block_k=64, dtype="bfloat16", causal=False), False),
 ]
 EXAMPLES = {
-    "flash_teaching.cu": [teaching.compile_options(c, t) for c, t in TEACHING],
-    "naive_softmax.cu": [gpu_naive.compile_options(cfg(dtype=d, seq_k=n))
-                         for d, n in (("float32", 100), ("float16", 4096),
-                                      ("bfloat16", 1000))],
-    "bench_hold.cu": [()],
+    SRC["teaching"]: [teaching.compile_options(c, t) for c, t in TEACHING],
+    SRC["naive_softmax"]: [gpu_naive.compile_options(cfg(dtype=d, seq_k=n))
+                           for d, n in (("float32", 100), ("float16", 4096),
+                                        ("bfloat16", 1000))],
+    BENCH_HOLD: [()],
     # The teaching backward takes the forward's options; every (dtype, causal, trace) again.
-    "flash_backward_teaching.cu": [backward_teaching.compile_options(c, t) for c, t in TEACHING
-                                   if smem_budget(c, H200, backward_teaching.SMEM_LAYOUT).fits],
+    SRC["backward teaching"]: [backward_teaching.compile_options(c, t) for c, t in TEACHING
+                               if smem_budget(c, H200, backward_teaching.SMEM_LAYOUT).fits],
     # 16-byte loads where seq_k allows them (VEC > 1) and single elements where not.
-    "naive_backward.cu": [gpu_naive.backward_compile_options(cfg(dtype=d, seq_k=n))
-                          for d, n in (("float32", 100), ("float16", 4096), ("bfloat16", 1000),
-                                       ("float16", 257))],
+    SRC["naive_backward"]: [gpu_naive.backward_compile_options(cfg(dtype=d, seq_k=n))
+                            for d, n in (("float32", 100), ("float16", 4096), ("bfloat16", 1000),
+                                         ("float16", 257))],
 }
 
 
@@ -139,8 +141,11 @@ SM90A_SOURCES = (catalog.WGMMA.source, catalog.BACKWARD_WGMMA.source)
 
 def nvcc(source, options):
     # wgmma needs the architecture-specific sm_90a target; everything else builds for sm_90.
+    # Headers are found as kernels/loader.py finds them: beside the source, then in
+    # kernels/include/.
     arch = "-gencode=arch=compute_90a,code=sm_90a" if source in SM90A_SOURCES else "-arch=sm_90"
-    cmd = [NVCC, arch, "-c", str(KERNEL_DIR / source), "-o", "/dev/null", *options]
+    cmd = [NVCC, arch, "-c", str(KERNEL_DIR / source), "-o", "/dev/null", f"-I{INCLUDE_DIR}",
+           *options]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
@@ -154,9 +159,9 @@ def nvcc_verbose(source, options: tuple):
 def examples_of(source: str) -> list:
     """The compile options a source is checked with: the catalogued builds for the tensor-core
     kernels, EXAMPLES for the others."""
-    built = {"flash_tensorcore.cu": tensorcore_examples, "flash_wgmma.cu": wgmma_examples,
-             "flash_backward_mma.cu": backward_mma_examples,
-             "flash_backward_wgmma.cu": backward_wgmma_examples, "flash_decode.cu": decode_examples}
+    built = {SRC["mma.sync"]: tensorcore_examples, SRC["wgmma"]: wgmma_examples,
+             SRC["backward mma.sync"]: backward_mma_examples,
+             SRC["backward wgmma"]: backward_wgmma_examples, SRC["decode"]: decode_examples}
     return built[source]() if source in built else EXAMPLES[source]
 
 
@@ -175,11 +180,11 @@ def test_every_kernel_source_compiles_for_sm90(source):
 
 # (source, kernel function, options) of every backward build whose registers are checked, and
 # of the forward's STREAM_K builds (the walk and the merge beside the main loop's registers)
-BACKWARD_BUILDS = ([("flash_backward_mma.cu", "flash_backward_mma", o)
+BACKWARD_BUILDS = ([(SRC["backward mma.sync"], "flash_backward_mma", o)
                     for o in backward_mma_examples()]
-                   + [("flash_backward_wgmma.cu", "flash_backward_wgmma", o)
+                   + [(SRC["backward wgmma"], "flash_backward_wgmma", o)
                       for o in backward_wgmma_examples()]
-                   + [("flash_tensorcore.cu", "flash_tensorcore", o)
+                   + [(SRC["mma.sync"], "flash_tensorcore", o)
                       for o in stream_k_examples()])
 
 
@@ -196,7 +201,7 @@ def test_backward_builds_keep_everything_in_registers(source, function, options)
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
 def test_missing_defines_fail_with_a_message():
-    done = nvcc("flash_teaching.cu", ("-DBLOCK_Q=64",))
+    done = nvcc(SRC["teaching"], ("-DBLOCK_Q=64",))
     assert done.returncode != 0 and "compile with -DBLOCK_Q=" in done.stderr
 
 
@@ -259,7 +264,7 @@ def test_decode_split_kernel_fits_blocks_per_sm_on_the_issue_shape():
     cfg = DecodeConfig(heads=32, kv_heads=8, head_dim=128, dtype="float16")
     smem = decode.check_fits(cfg, H200)
     assert BLOCKS_PER_SM * (smem + 1024) <= H200.smem_per_sm
-    done = nvcc("flash_decode.cu", (*decode.compile_options(cfg), "-Xptxas", "-v"))
+    done = nvcc(SRC["decode"], (*decode.compile_options(cfg), "-Xptxas", "-v"))
     assert done.returncode == 0, done.stderr
     report = done.stderr.split("Function properties for flash_decode_split")[1]
     regs = int(report.split("Used ")[1].split(" registers")[0])

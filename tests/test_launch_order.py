@@ -1,4 +1,4 @@
-"""The tensor-core forward kernels' launch order (kernels/common.cuh grid_item_tile, laid out by
+"""The tensor-core forward kernels' launch order (kernels/include/common.cuh grid_item_tile, laid out by
 engine.gpu.launchers.core.item_grid), checked on the CPU by walking the grid in dispatch order
 (x fastest, then y, then z) as the kernels read it. (The schedule model that lab/NOTES.md's
 predictions come from is checked against the GPU ratios it was calibrated on by
@@ -19,7 +19,7 @@ def config(seq, bh, causal, block_q=128):
 
 def items_in_dispatch_order(cfg, sms):
     """(i, bh) of every block that has an item, in the order the GPU dispatches the blocks:
-    grid_item_tile of kernels/common.cuh, block by block."""
+    grid_item_tile of kernels/include/common.cuh, block by block."""
     gx, gy, gz = core.item_grid(cfg, sms)(cfg.bh)
     out = []
     for z in range(gz):

@@ -73,7 +73,7 @@ def test_hopper_builds_neither_spill_nor_serialise_under_nvrtc(source):
 def test_the_check_sees_a_spill():
     """The NVRTC log reports what the test above looks for: a consumer budget too small for
     head_dim 128's accumulators spills."""
-    source = "flash_backward_wgmma.cu"
+    source = SM90A_SOURCES[1]                       # hopper/flash_backward_wgmma.cu
     squeezed = read_source(source).replace("d == 128 ? 240 : 232", "d == 128 ? 200 : 232")
     assert squeezed != read_source(source)
     code, log = nvrtc_log(source, ["--std=c++17", "-DHEAD_DIM=128", "-DBLOCK_Q=64",

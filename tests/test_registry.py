@@ -45,7 +45,7 @@ def test_compute_capability_floor_matches_the_source(row):
     if "wgmma" in text:
         assert row.min_cc >= 9.0 and row.hopper_only
     if ("cp.async" in text or "mma.sync" in text or "cvt.rn.bf16" in text
-            or "bfloat16" in row.dtypes):       # store_as(bf16) in common.cuh: cvt.rn.bf16
+            or "bfloat16" in row.dtypes):       # store_as(bf16) in include/common.cuh: cvt.rn.bf16
         assert row.min_cc >= 8.0
     if row.hopper_only:
         assert row.min_cc >= 9.0

@@ -1,6 +1,6 @@
 """Naive attention on the GPU, the fair baseline: S = scale · QKᵀ and O = PV through cuBLAS with one
-fused row-softmax kernel (kernels/naive_softmax.cu) between them; and its backward pass: four
-cuBLAS products around one fused softmax-backward kernel (kernels/naive_backward.cu).
+fused row-softmax kernel (kernels/baselines/naive_softmax.cu) between them; and its backward pass: four
+cuBLAS products around one fused softmax-backward kernel (kernels/baselines/naive_backward.cu).
 
 S and P are materialised in the input dtype, as a framework's matmul-softmax-matmul does;
 the softmax scale is cuBLAS's alpha in S = scale · QKᵀ (no extra pass, and a float16 S then

@@ -9,7 +9,7 @@ from ..model.devices import GpuProfile
 from ..devices import device_info
 
 
-# How the kernels in kernels/ spell each config dtype (kernels/common.cuh defines the 16-bit ones).
+# How the kernels in kernels/ spell each config dtype (kernels/include/common.cuh defines the 16-bit ones).
 ELEM_TYPES = {"float32": "float", "float16": "half_bits", "bfloat16": "bf16_bits"}
 
 

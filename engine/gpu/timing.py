@@ -90,7 +90,7 @@ def time_stages(stages: list, reps: int, warmup: int,
     it, record an event, and one more after each stage. With budget_s, the repetitions are cut
     to fit it (never below MIN_REPS). Returns (total ms per rep, {stage: ms per rep})."""
     import cupy
-    hold = get_function("bench_hold.cu", "hold_gpu")
+    hold = get_function("baselines/bench_hold.cu", "hold_gpu")
     flush = _flush_buffer()
     t0 = time.perf_counter()
     for _ in range(max(warmup, 1)):

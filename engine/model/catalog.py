@@ -4,10 +4,10 @@ Pure Python (no CuPy), so the app reads it on every machine.
 
 kernel="teaching" takes any head_dim, tile size and dtype whose tiles fit the GPU's shared
 memory (engine.model.iomodel.smem_budget). kernel="tensorcore" names two builds: the mma.sync kernel
-(kernels/flash_tensorcore.cu, any GPU of compute capability 8.0 or later) and, on Hopper
-(compute capability 9.x), the warpgroup-MMA kernel (kernels/flash_wgmma.cu) for its shapes.
-Its backward pass likewise: kernels/flash_backward_mma.cu everywhere and, on Hopper for its
-shapes, kernels/flash_backward_wgmma.cu.
+(kernels/ampere/flash_tensorcore.cu, any GPU of compute capability 8.0 or later) and, on Hopper
+(compute capability 9.x), the warpgroup-MMA kernel (kernels/hopper/flash_wgmma.cu) for its shapes.
+Its backward pass likewise: kernels/ampere/flash_backward_mma.cu everywhere and, on Hopper for its
+shapes, kernels/hopper/flash_backward_wgmma.cu.
 """
 from __future__ import annotations
 
@@ -97,7 +97,7 @@ def tensorcore_takes(cfg: AttentionConfig, hopper: bool) -> bool:
 
 @dataclass(frozen=True)
 class DecodeBuild:
-    """The Flash-Decoding kernel (registry row "decode", kernels/flash_decode.cu): one block
+    """The Flash-Decoding kernel (registry row "decode", kernels/decode/flash_decode.cu): one block
     per (split, KV head, sequence), the last of each (KV head, sequence) to finish merging the
     splits, in one launch."""
 

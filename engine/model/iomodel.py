@@ -39,13 +39,13 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     "wgmma": the same tiles in the 128-byte swizzle, Q_i in two buffers (a persistent
     block loads its next item's Q_i during the current one), plus the mbarriers (128 bytes)
     and up to 1024 bytes to align the swizzle pattern.
-    "backward teaching" (kernels/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
+    "backward teaching" (kernels/teaching/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
     dtype, each row padded by one 32-bit word (bank conflicts); then dK_j, dV_j, P_ij, dS_ij,
     L_i and D_i in float32.
-    "backward mma.sync" (kernels/flash_backward_mma.cu): K_j, V_j, two buffers each of Q_i,
+    "backward mma.sync" (kernels/ampere/flash_backward_mma.cu): K_j, V_j, two buffers each of Q_i,
     dO_i and dS_ijᵀ (16-bit), two buffers each of lse_i and D_i (float32); dK_j, dV_j, S_ij
     and dP_ij live in registers.
-    "backward wgmma" (kernels/flash_backward_wgmma.cu): the same tiles, Q_i, dO_i, lse_i and
+    "backward wgmma" (kernels/hopper/flash_backward_wgmma.cu): the same tiles, Q_i, dO_i, lse_i and
     D_i in a two-stage ring that bulk tensor copies fill, the 16-bit ones in the 128-byte
     swizzle; a float32 staging tile of dQ_i (rows padded by 8 floats against bank
     conflicts, for the bulk dQ reductions of -DDQ_WRITER=1, reserved in every build), the
@@ -429,7 +429,7 @@ def decode_model_ms(cfg: DecodeConfig, num_splits: int, gpu: GpuProfile) -> floa
 
 
 def decode_smem_parts(cfg: DecodeConfig, threads: int = 128) -> dict:
-    """Dynamic shared memory of one block of the split kernel (kernels/flash_decode.cu), in
+    """Dynamic shared memory of one block of the split kernel (kernels/decode/flash_decode.cu), in
     its order: K_j and V_j, DECODE_STAGES buffers each of Bc rows padded by 16 bytes (input
     dtype); Q_i, P_ij (Bc keys × rows), O_acc (float32); each warp's m and l per row, and the
     block's."""

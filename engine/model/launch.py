@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from .config import AttentionConfig
 
-TEACHING_THREADS = 128            # NUM_THREADS in kernels/flash_teaching.cu
-BACKWARD_TEACHING_THREADS = 128   # NUM_THREADS in kernels/flash_backward_teaching.cu
+TEACHING_THREADS = 128            # NUM_THREADS in kernels/teaching/flash_teaching.cu
+BACKWARD_TEACHING_THREADS = 128   # NUM_THREADS in kernels/teaching/flash_backward_teaching.cu
 MMA_SYNC_THREADS = 128            # four warps, each owning block_q / 4 query rows
-DECODE_THREADS = 128              # NUM_THREADS in kernels/flash_decode.cu
+DECODE_THREADS = 128              # NUM_THREADS in kernels/decode/flash_decode.cu
 
 
 def wgmma_threads(cfg: AttentionConfig) -> int:

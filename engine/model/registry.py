@@ -28,7 +28,7 @@ class Kernel:
 
     key: str
     direction: str                    # "forward", "backward" or "decode"
-    source: str                       # kernels/<source>
+    source: str                       # its path under kernels/: <role>/<name>.cu
     functions: tuple[str, ...]        # its __global__ functions, the main one first
     launcher: str                     # the module that launches it (engine.gpu...)
     label: str                        # the Kernel page's name of it
@@ -81,13 +81,13 @@ class Family:
 
 
 KERNELS = (
-    Kernel("teaching", "forward", "flash_teaching.cu", ("flash_teaching",),
+    Kernel("teaching", "forward", "teaching/flash_teaching.cu", ("flash_teaching",),
            "engine.gpu.launchers.teaching",
            "Teaching kernel (forward, CUDA cores)", ALL_DTYPES, 8.0,
            traceable=True, family="teaching", smem_layout="teaching"),
     # Four warps per block, each owning block_q / 4 query rows; every build keeps its values
     # in registers (no spills), traced or not (lab/NOTES.md has the ptxas figures).
-    Kernel("mma.sync", "forward", "flash_tensorcore.cu", ("flash_tensorcore",),
+    Kernel("mma.sync", "forward", "ampere/flash_tensorcore.cu", ("flash_tensorcore",),
            "engine.gpu.launchers.mma",
            "Tensor-core kernel, mma.sync (forward)", TC_DTYPES, 8.0,
            traceable=True, family="tensorcore", smem_layout="mma.sync",
@@ -96,15 +96,15 @@ KERNELS = (
                    (128, 64, 32), (128, 64, 64), (128, 128, 32))),
     # block_q / 64 consumer warpgroups of 64 query rows each and one producer warpgroup;
     # block_k is the N of the S = Q Kᵀ wgmma.
-    Kernel("wgmma", "forward", "flash_wgmma.cu", ("flash_wgmma",),
+    Kernel("wgmma", "forward", "hopper/flash_wgmma.cu", ("flash_wgmma",),
            "engine.gpu.launchers.wgmma",
            "Tensor-core kernel, Hopper wgmma (forward)", TC_DTYPES, 9.0,
            hopper_only=True, traceable=True, family="tensorcore", smem_layout="wgmma",
            chart_name="flash, tensor core (wgmma)",
            shapes=((64, 128, 128), (128, 128, 64), (128, 128, 128))),
-    Kernel("naive_softmax", "forward", "naive_softmax.cu", ("row_softmax",),
+    Kernel("naive_softmax", "forward", "baselines/naive_softmax.cu", ("row_softmax",),
            "engine.gpu.naive", "Naive attention: row softmax (forward)", ALL_DTYPES, 8.0),
-    Kernel("backward teaching", "backward", "flash_backward_teaching.cu",
+    Kernel("backward teaching", "backward", "teaching/flash_backward_teaching.cu",
            ("flash_backward_teaching", "backward_delta", "cast_rows"),
            "engine.gpu.launchers.backward_teaching",
            "Teaching kernel (backward)", ALL_DTYPES, 8.0,
@@ -112,7 +112,7 @@ KERNELS = (
     # One block per key tile of block_k rows, block_k / 16 warps of 16 keys each, query tiles
     # of block_q rows; the shapes whose dK_j, dV_j, S_ijᵀ and dP_ijᵀ fit in registers without
     # spills. Its delta and dQ-cast kernels serve both tensor-core backward builds.
-    Kernel("backward mma.sync", "backward", "flash_backward_mma.cu",
+    Kernel("backward mma.sync", "backward", "ampere/flash_backward_mma.cu",
            ("flash_backward_mma", "backward_delta", "backward_dq_cast"),
            "engine.gpu.launchers.backward_mma",
            "Tensor-core kernel, mma.sync (backward)", TC_DTYPES, 8.0,
@@ -121,17 +121,18 @@ KERNELS = (
     # One producer warpgroup (bulk tensor copies of Q_i, dO_i) and block_k / 64 consumer
     # warpgroups of 64 keys each, the products on warpgroup MMA; the shapes whose dK_j, dV_j,
     # S_ijᵀ and dP_ijᵀ fit a consumer's registers.
-    Kernel("backward wgmma", "backward", "flash_backward_wgmma.cu", ("flash_backward_wgmma",),
+    Kernel("backward wgmma", "backward", "hopper/flash_backward_wgmma.cu",
+           ("flash_backward_wgmma",),
            "engine.gpu.launchers.backward_wgmma",
            "Tensor-core kernel, Hopper wgmma (backward)", TC_DTYPES, 9.0,
            hopper_only=True, family="tensorcore", smem_layout="backward wgmma",
            shapes=((64, 128, 128), (128, 64, 128))),
-    Kernel("naive_backward", "backward", "naive_backward.cu", ("softmax_backward",),
+    Kernel("naive_backward", "backward", "baselines/naive_backward.cu", ("softmax_backward",),
            "engine.gpu.naive", "Naive attention: softmax backward", ALL_DTYPES, 8.0),
     # One block per (split, KV head, sequence), the last of each (KV head, sequence) to
     # finish merging the splits, in one launch; compiled per head_dim, dtype, query rows per
     # block, query tokens and page size.
-    Kernel("decode", "decode", "flash_decode.cu", ("flash_decode_split",),
+    Kernel("decode", "decode", "decode/flash_decode.cu", ("flash_decode_split",),
            "engine.gpu.launchers.decode",
            "Flash-Decoding (one decode step)", ALL_DTYPES, 8.0,
            traceable=True, head_dims=(16, 32, 64, 128, 256)),

@@ -1,5 +1,5 @@
 """Stream-K: an even share of the forward's work for every block that runs at once, as pure
-Python, the same arithmetic as kernels/stream_k.cuh (walked by the persistent wgmma kernel,
+Python, the same arithmetic as kernels/include/stream_k.cuh (walked by the persistent wgmma kernel,
 one block per SM, and by the mma.sync kernel's STREAM_K build, as many blocks as fit on the
 GPU at once).
 

@@ -1,5 +1,5 @@
 """What every build of the tensor-core backward shares: the two kernels it runs between, both
-in kernels/flash_backward_mma.cu (backward_delta: D = rowsum(dO ∘ O) and zeros into the float32
+in kernels/ampere/flash_backward_mma.cu (backward_delta: D = rowsum(dO ∘ O) and zeros into the float32
 dQ accumulator; backward_dq_cast: dQ = scale · accumulator in the input dtype), and the checked
 operands and allocated outputs of a backward pass.
 """
@@ -15,14 +15,14 @@ HELPER_THREADS = 256            # threads per block of the delta and cast kernel
 
 
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
-    """The -D options of kernels/flash_backward_mma.cu for cfg (its helpers and its kernel)."""
+    """The -D options of kernels/ampere/flash_backward_mma.cu for cfg (its helpers and its kernel)."""
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DBLOCK_Q={cfg.block_q}",
             f"-DBLOCK_K={cfg.block_k}", f"-DBF16={int(cfg.dtype == 'bfloat16')}")
 
 
 def helper(cfg: AttentionConfig, name: str):
     """The delta pre-kernel ("backward_delta") or the dQ cast ("backward_dq_cast") for cfg,
-    from kernels/flash_backward_mma.cu (every backward build runs between these two)."""
+    from kernels/ampere/flash_backward_mma.cu (every backward build runs between these two)."""
     from kernels.loader import get_function
     return get_function(catalog.BACKWARD_MMA.source, name, compile_options(cfg))
 

@@ -1,10 +1,10 @@
 """Launcher of the tensor-core backward pass: the delta pre-kernel (D = rowsum(dO ∘ O), and
 zeros into the float32 dQ accumulator), the FA2 backward kernel (one block per key tile and
 batch·head) and the cast of dQ to the input dtype; the two helpers live in
-kernels/flash_backward_mma.cu (launched by engine.gpu.launchers.backward_helpers).
+kernels/ampere/flash_backward_mma.cu (launched by engine.gpu.launchers.backward_helpers).
 
 The backward kernel is the build engine.model.catalog.backward_build names: the mma.sync one
-(kernels/flash_backward_mma.cu, launched here) or, on Hopper for its shapes, the wgmma one
+(kernels/ampere/flash_backward_mma.cu, launched here) or, on Hopper for its shapes, the wgmma one
 (engine.gpu.launchers.backward_wgmma, between the same helpers). HOPPER_WGMMA = 0 keeps the
 mma.sync one on Hopper too (benchmarks set it to time both).
 

@@ -1,4 +1,4 @@
-"""Launcher of the teaching backward kernel, kernels/flash_backward_teaching.cu: any head_dim,
+"""Launcher of the teaching backward kernel, kernels/teaching/flash_backward_teaching.cu: any head_dim,
 tile size and dtype whose tiles fit the GPU's shared memory (layout: engine.model.iomodel.smem_parts,
 kernel "backward teaching").
 
@@ -24,7 +24,7 @@ from ..runtime import live_gpu
 from . import core
 from .teaching import compile_options
 
-SOURCE = BY_KEY["backward teaching"].source    # flash_backward_teaching.cu
+SOURCE = BY_KEY["backward teaching"].source    # teaching/flash_backward_teaching.cu
 FUNCTION, DELTA_FUNCTION, CAST_FUNCTION = BY_KEY["backward teaching"].functions
 NUM_THREADS = BACKWARD_TEACHING_THREADS   # NUM_THREADS in the source (engine.model.launch)
 ROWS_PER_DELTA_BLOCK = NUM_THREADS // 32    # backward_delta: one warp per row

@@ -1,4 +1,4 @@
-"""Launcher of the Hopper warpgroup-MMA backward kernel, kernels/flash_backward_wgmma.cu, for
+"""Launcher of the Hopper warpgroup-MMA backward kernel, kernels/hopper/flash_backward_wgmma.cu, for
 the shapes engine.model.catalog.BACKWARD_WGMMA lists (reached through kernel="tensorcore",
 engine.gpu.launchers.backward_mma), between the delta and dQ-cast kernels of
 engine.gpu.launchers.backward_helpers.
@@ -62,7 +62,7 @@ ORDERED_KEY_TILES = 64
 
 def grid_of(cfg: AttentionConfig):
     """grid_of(bh) of one block per (key tile, batch·head) in launch order (grid_key_tile in
-    kernels/common.cuh): groups as core.item_grid, of one batch·head past ORDERED_KEY_TILES."""
+    kernels/include/common.cuh): groups as core.item_grid, of one batch·head past ORDERED_KEY_TILES."""
     if cfg.Tc > ORDERED_KEY_TILES:
         return lambda bh: (1, cfg.Tc, bh)
     return core.item_grid(cfg, live_gpu().sms, cfg.Tc)

@@ -142,7 +142,7 @@ def block_spec(n_blocks: int) -> dict:
 NULL = np.uint64(0)    # a null pointer argument (trace buffers of an untraced build)
 
 # The tensor-core forward kernels take causal work items heaviest first within groups of
-# batch·heads (kernels/common.cuh): a group holds at least GROUP_WAVES waves of one block per
+# batch·heads (kernels/include/common.cuh): a group holds at least GROUP_WAVES waves of one block per
 # SM, enough for the longest-first order to even out the SMs' ends, while the K and V that its
 # running items read stay about GROUP_WAVES · SMs · block_q · head_dim · 4 bytes (35 MB at
 # head_dim 128 on 132 SMs), within an H100's or H200's L2.
@@ -166,7 +166,7 @@ def item_grid(cfg: AttentionConfig, sms: int,
               slots: int | None = None) -> Callable[[int], tuple[int, int, int]]:
     """grid_of(bh) for launch_loop: the grid (group, slots, groups) of one block per work
     item that lays the items out in launch order (grid_item_tile, grid_key_tile in
-    kernels/common.cuh); slots as causal_bh_group; the last group may be partial."""
+    kernels/include/common.cuh); slots as causal_bh_group; the last group may be partial."""
     slots = slots or cfg.Tr
     group = causal_bh_group(cfg, sms, slots)
     return lambda bh: (min(group, bh), slots, -(-bh // group))

@@ -1,4 +1,4 @@
-"""Launcher of the Flash-Decoding kernel, kernels/flash_decode.cu: one launch of the split
+"""Launcher of the Flash-Decoding kernel, kernels/decode/flash_decode.cu: one launch of the split
 kernel (grid (num_splits, kv_heads, batch)). Each block writes its split's O_s, m_s, l_s in
 float32; the last block of each (sequence, KV head) to finish, found by a counter per
 (sequence, KV head), merges the splits of its query rows into O and lse, and with the trace

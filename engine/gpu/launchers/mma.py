@@ -1,5 +1,5 @@
 """Launcher of kernel="tensorcore": dispatches each config to the build engine.model.catalog
-names for it — the mma.sync kernel here (kernels/flash_tensorcore.cu), or the Hopper wgmma
+names for it — the mma.sync kernel here (kernels/ampere/flash_tensorcore.cu), or the Hopper wgmma
 kernel (engine.gpu.launchers.wgmma) — with the interface of every flash launcher
 (prepare / launch / kernel_facts, the outputs of core.forward_outputs).
 """

@@ -1,4 +1,4 @@
-"""Launcher of the teaching kernel, kernels/flash_teaching.cu: any head_dim, tile size and
+"""Launcher of the teaching kernel, kernels/teaching/flash_teaching.cu: any head_dim, tile size and
 dtype whose tiles fit the GPU's shared memory (layout: engine.model.iomodel.smem_parts).
 
 prepare(cfg, Q, K, V, trace) -> (run, outputs) with the outputs of
@@ -15,7 +15,7 @@ from ...model.registry import BY_KEY
 from ..runtime import ELEM_TYPES, live_gpu
 from . import core
 
-SOURCE = BY_KEY["teaching"].source             # flash_teaching.cu
+SOURCE = BY_KEY["teaching"].source             # teaching/flash_teaching.cu
 FUNCTION = BY_KEY["teaching"].function
 NUM_THREADS = TEACHING_THREADS     # NUM_THREADS in the source (engine.model.launch)
 

@@ -1,4 +1,4 @@
-"""Launcher of the Hopper warpgroup-MMA FlashAttention kernel, kernels/flash_wgmma.cu, for the
+"""Launcher of the Hopper warpgroup-MMA FlashAttention kernel, kernels/hopper/flash_wgmma.cu, for the
 shapes engine.model.catalog.WGMMA lists (reached through kernel="tensorcore", engine.gpu.launchers.mma).
 
 The kernel needs compute capability 9.x (it is built for sm_90a: wgmma, setmaxnreg) and

@@ -30,7 +30,7 @@
 // BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above).
 //
 // Stream-K (PERSISTENT builds, untraced, the launch argument stream_k_tiles > 0: the launcher
-// passes the work's key tiles when its cost model, engine/stream_k.py, has an even share
+// passes the work's key tiles when its cost model, engine/model/stream_k.py, has an even share
 // faster than whole items, i.e. for launches of few items): each block walks an even share of
 // the line of key tiles, cutting items at its share's ends, and the parts of a cut item are
 // merged by the block that ends it (stream_k.cuh; each consumer thread posts its own
@@ -83,7 +83,9 @@ static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
 static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
 
 #include "common.cuh"
+#include "online_softmax.cuh"
 #include "hopper.cuh"
+#include "pipeline.cuh"
 #include "stream_k.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
@@ -146,7 +148,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns, u64* __restrict__ t_end_ns) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int Tc = (seq_k + Bc - 1) / Bc;
+    const int Tc = tile_count(seq_k, Bc);
     // The work: items (query tile i, batch·head of this launch) of tiles(i) key tiles each.
     const Work work{Tr, Tc, seq_q, bh_count, bh_group, causal,
                     PERSISTENT && !TRACE ? stream_k_tiles : 0};
@@ -184,8 +186,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     }
     __syncthreads();  // the mbarriers are initialised before any thread waits on them
 
-    // The ring: the u-th K_j / V_j this block loads (counted across its runs) goes to
-    // stage u mod STAGES, in that stage's (u / STAGES)-th phase.
+    // The rings (RingPos, pipeline.cuh): the u-th K_j / V_j this block loads (counted across
+    // its runs) goes to stage u mod STAGES, in that stage's (u / STAGES)-th phase; run n's Q_i
+    // to buffer n mod Q_STAGES, likewise.
     if (warp < 4) {
         // ---- producer warpgroup: one thread drives the copy engine ----------------------
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
@@ -193,17 +196,20 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             int u = 0, n = 0;
             Run r;
             for (Walk walk; walk.next(work, r); ++n) {
-                const int bh = r.bh + bh_offset, qs = n % Q_STAGES;
+                const int bh = r.bh + bh_offset;
+                const auto q = RingPos<Q_STAGES>::at(n);
+                const int qs = q.index;
                 // Q_i into buffer qs once the consumers are done reading the run before the
                 // previous one there; so the next run's Q_i loads while this run computes.
-                if (n >= Q_STAGES) mbar_wait(q_empty(qs), (n / Q_STAGES - 1) & 1);
+                if (n >= Q_STAGES) mbar_wait(q_empty(qs), q.empty_parity());
                 mbar_expect_bytes(q_full(qs), Q_BYTES);
                 for (int h = 0; h < d / 64; ++h)
                     tma_load(sQ + qs * Q_BYTES + h * SLAB_Q, &tm_q, h * 64, r.i * Br, bh,
                              q_full(qs));
                 for (int j = r.j_lo; j < r.j_hi; ++j, ++u) {
-                    const int s = u % STAGES;
-                    const unsigned parity = ((u / STAGES) - 1) & 1;   // the previous use of s
+                    const auto kv = RingPos<STAGES>::at(u);
+                    const int s = kv.index;
+                    const unsigned parity = kv.empty_parity();        // the previous use of s
                     if (u >= STAGES) mbar_wait(k_empty(s), parity);
                     mbar_expect_bytes(k_full(s), KV_BYTES);
                     for (int h = 0; h < d / 64; ++h)
@@ -227,12 +233,13 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     const int g = lane / 4, t = lane % 4;        // accumulator row group and column pair
     const float scale_log2 = scale * LOG2E;
 
-    // Turns (PINGPONG): consumer warpgroup wg issues its products after named barrier 2 + wg
-    // completes (its 128 threads wait, the previous warpgroup's 128 arrive), then passes the
-    // turn on. The last warpgroup hands the first turn out (at the block's first item, so a
-    // block of a partial group that has none leaves no arrival behind) and skips its very last
-    // hand-over, so every barrier sees as many arrivals as waits.
-    const unsigned my_turn = 2 + wg, next_turn = 2 + (wg + 1) % CONSUMERS;
+    // Turns (PINGPONG): consumer warpgroup wg issues its products after named barrier
+    // BAR_TURN + wg completes (its 128 threads wait, the previous warpgroup's 128 arrive), then
+    // passes the turn on. The last warpgroup hands the first turn out (at the block's first
+    // item, so a block of a partial group that has none leaves no arrival behind) and skips its
+    // very last hand-over, so every barrier sees as many arrivals as waits.
+    static_assert(CONSUMERS <= MAX_TURNS, "a turn barrier for every consumer warpgroup");
+    const unsigned my_turn = BAR_TURN + wg, next_turn = BAR_TURN + (wg + 1) % CONSUMERS;
     auto wait_turn = [&]() {
         if constexpr (TAKE_TURNS) asm volatile("bar.sync %0, 256;" :: "r"(my_turn) : "memory");
     };
@@ -274,7 +281,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     // The current run r (its item: query tile i of batch·head bh) and what follows from it.
     Run r{}, next_run{};
     Walk walk;
-    int n = 0;                         // the block's runs so far; run n reads Q_i buffer n mod 2
+    RingPos<Q_STAGES> q{0, 0};         // the current run's Q_i buffer
     int bh = 0, wg_row0 = 0, row[2] = {0, 0}, n_tiles = 0;
 
     auto issue_qk = [&](int qs, int s) {
@@ -290,7 +297,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     // S_ij is done: release K_j's stage, and after the run's last S also Q_i's buffer.
     auto release_k = [&](int j, int s) {
         mbar_arrive(k_empty(s));
-        if (j + 1 == r.j_hi) mbar_arrive(q_empty(n % Q_STAGES));
+        if (j + 1 == r.j_hi) mbar_arrive(q_empty(q.index));
     };
 
     // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
@@ -317,10 +324,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
             tile_max[h] = quad_max(tile_max[h]);
-            const float m_new = fmaxf(m_i[h], tile_max[h]);
-            rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
-            m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
-            m_i[h] = m_new;
+            rescale[h] = online_softmax_step(m_i[h], tile_max[h], scale_log2, m_shift[h]);
         }
         #pragma unroll
         for (int e = 0; e < S_REGS; ++e) {
@@ -373,16 +377,16 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 #endif
     // The block's first S_ij. Every later run's first S_ij is issued behind the last P V of
     // the run before it (the pipeline across runs, at the end of the loop below).
+    RingPos<STAGES> kv{0, 0};          // the ring position of the run's first K_j, V_j
     if (wg == CONSUMERS - 1) pass_turn();
-    mbar_wait(q_full(0), 0);
+    mbar_wait(q_full(q.index), q.phase);
     wait_turn();
-    mbar_wait(k_full(0), 0);
+    mbar_wait(k_full(kv.index), kv.phase);
     wgmma_fence();
-    issue_qk(0, 0);
+    issue_qk(q.index, kv.index);
     pass_turn();
 
-    int u = 0;                         // ring uses so far (the producer's count)
-    for (;; ++n) {
+    for (;;) {
         const int i = r.i;
         bh = r.bh + bh_offset;
         wg_row0 = i * Br + wg * 64;
@@ -414,41 +418,47 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         for (int h = 0; h < 2; ++h) { m_i[h] = neg_inf(); l_i[h] = 0.f; }
         #pragma unroll
         for (int e = 0; e < O_REGS; ++e) O_acc[e] = 0.f;
-        release_k(j0, u % STAGES);
+        release_k(j0, kv.index);
         softmax_scores(j0);
         finish_tile(j0);
 
-        // Tile j = j0 + x (ring use u + x): S_ij on the tensor cores, then P_{i,j-1} V_{j-1}
-        // behind it; softmax of S_ij while the second product runs.
+        // Tile j = j0 + x (its ring position cur, tile j - 1's prev): S_ij on the tensor
+        // cores, then P_{i,j-1} V_{j-1} behind it; softmax of S_ij while the second product
+        // runs.
+        RingPos<STAGES> prev = kv;
         for (int x = 1; x < n_run; ++x) {
-            const int j = j0 + x, s = (u + x) % STAGES, sp = (u + x - 1) % STAGES;
+            const int j = j0 + x;
+            const RingPos<STAGES> cur = prev.next();
             wait_turn();
-            mbar_wait(k_full(s), ((u + x) / STAGES) & 1);
+            mbar_wait(k_full(cur.index), cur.phase);
             wgmma_fence();
-            issue_qk(n % Q_STAGES, s);
-            mbar_wait(v_full(sp), ((u + x - 1) / STAGES) & 1);
-            issue_pv(sp);
+            issue_qk(q.index, cur.index);
+            mbar_wait(v_full(prev.index), prev.phase);
+            issue_pv(prev.index);
             pass_turn();
             wgmma_wait<1>();                 // S_ij is done (P V may still run)
             reg_fence(S);
-            release_k(j, s);
+            release_k(j, cur.index);
             softmax_scores(j);
             wgmma_wait<0>();                 // P_{i,j-1} V_{j-1} is done
             reg_fence(O_acc);
-            mbar_arrive(v_empty(sp));
+            mbar_arrive(v_empty(prev.index));
             finish_tile(j);
+            prev = cur;
         }
 
         // The run's last P V, and behind it the next run's first S (its Q_i and first K_j
         // were loaded while this run's last tiles ran); the epilogue below runs while that S
         // is on the tensor cores.
         {
-            const int s = (u + n_run - 1) % STAGES, s_next = (u + n_run) % STAGES;
+            const RingPos<STAGES> kv_next = prev.next();       // the next run's first K_j
+            const RingPos<Q_STAGES> q_next = q.next();         // and its Q_i
+            const int s = prev.index, s_next = kv_next.index;
             wait_turn();
-            mbar_wait(v_full(s), ((u + n_run - 1) / STAGES) & 1);
+            mbar_wait(v_full(s), prev.phase);
             if (!last_run) {
-                mbar_wait(q_full((n + 1) % Q_STAGES), ((n + 1) / Q_STAGES) & 1);
-                mbar_wait(k_full(s_next), ((u + n_run) / STAGES) & 1);
+                mbar_wait(q_full(q_next.index), q_next.phase);
+                mbar_wait(k_full(s_next), kv_next.phase);
             }
             // PERSISTENT: after the block's last run, an S_ij of the same Q_i and K_j (nothing
             // overwrites them any more) whose result is not used: one code path for both
@@ -457,13 +467,14 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             wgmma_fence();
             issue_pv(s);
             if constexpr (PERSISTENT)
-                issue_qk((n + !last_run) % Q_STAGES, last_run ? s : s_next);
+                issue_qk(last_run ? q.index : q_next.index, last_run ? s : s_next);
             pass_turn_if(wg != CONSUMERS - 1 || !last_run);
             wgmma_wait<PERSISTENT>();        // this P V is done (the next S may still run)
             reg_fence(O_acc);
             mbar_arrive(v_empty(s));
+            kv = kv_next;
+            q = q_next;
         }
-        u += n_run;
 
         // Stream-K, a run that is part of an item: post this part's state (each consumer
         // thread its O_acc, m_i, l_i, one float per thread in a row of SK_THREADS), then take
@@ -479,7 +490,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                 sk_mine[(O_REGS + 2 + h) * SK_THREADS + c] = l_i[h];
             }
             writes = take_ticket(sk_count + r.k, sk_last - sk_first, sk_merges, tid == 128, [] {
-                asm volatile("bar.sync 4, %0;" :: "n"(SK_THREADS) : "memory");   // consumers
+                named_barrier_sync<BAR_TICKET, SK_THREADS>();                 // consumers
             });
             // Merge the parts in block order (the same result whichever part merges), read
             // through L2 (ld.global.cg), this thread's own part too (its own writes): first the
@@ -553,9 +564,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         }
 
 #if TRACE
-        // The item's schedule record: the consumers meet on named barrier 1, then one thread
-        // records. The next item starts here (its first S is already running).
-        asm volatile("bar.sync 1, %0;" :: "n"(CONSUMERS * 128) : "memory");
+        // The item's schedule record: the consumers meet on their named barrier, then one
+        // thread records. The next item starts here (its first S is already running).
+        named_barrier_sync<BAR_CONSUMERS, CONSUMERS * 128>();
         const u64 t_end = global_timer();
         if (tid == 128) {
             const int rec = bh * Tr + i;

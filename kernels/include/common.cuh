@@ -1,5 +1,6 @@
-// Device helpers shared by the kernels of this folder. Included as "common.cuh": nvcc finds it
-// beside the source; kernels/loader.py pastes it in before NVRTC compiles a source.
+// Device helpers shared by the kernels of kernels/. Included as "common.cuh": nvcc finds it
+// with -I kernels/include, and kernels/loader.py pastes it in (as it does every header a source
+// includes, beside the source or in kernels/include/) before NVRTC compiles a source.
 #ifndef FA_LAB_COMMON_CUH
 #define FA_LAB_COMMON_CUH
 

@@ -40,8 +40,9 @@ constexpr int ROW_TILES_Q = Br / 32;
 constexpr int COL_SPLITS = (WARPS / ROW_TILES_Q > d / 32) ? WARPS / ROW_TILES_Q : d / 32;
 constexpr int DQ_N = d / COL_SPLITS;
 constexpr int DQ_UNITS = ROW_TILES_Q * COL_SPLITS;
-// Where a tile computes the previous tile's dQ: after its dK_j product (faster on the H200,
-// measured with head_dim 64), or, for head_dim 128, first (after dK_j that build spills).
+// Where a tile computes the previous tile's dQ: after its dK_j product where the registers
+// allow it (head_dim 64), else first, before S_ijᵀ (head_dim 128: after dK_j its values would
+// not fit in registers). lab/NOTES.md has the timings of both places.
 constexpr bool DQ_AFTER_DK = d == 64;
 constexpr float LOG2E = 1.4426950408889634f;
 
@@ -52,6 +53,7 @@ static_assert(DQ_UNITS % WARPS == 0 && DQ_N % 16 == 0, "dQ units must split over
 static_assert(2 * Br <= THREADS, "one thread per lse_i and D_i element");
 
 #include "common.cuh"
+#include "causal_tiles.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
@@ -71,13 +73,6 @@ __device__ __forceinline__ float elem_f32(unsigned short bits) {
 #else
     return to_f32((half_bits)bits);
 #endif
-}
-
-// x, hidden from the compiler: offsets derived from it are recomputed where used instead of
-// being hoisted out of the query-tile loop, where they would occupy registers throughout.
-__device__ __forceinline__ unsigned opaque(unsigned x) {
-    asm volatile("mov.b32 %0, %0;" : "+r"(x));
-    return x;
 }
 
 // D_r = sum_c dO[r, c] · O[r, c] for `rows` rows of d elements; d / 8 threads per row, 8
@@ -187,8 +182,9 @@ __device__ __forceinline__ void dq_tile(unsigned sbase, int buf, int q0, float* 
 }
 
 // One block per SM is all the launch bound promises: the register allocator may then take
-// up to 255 registers, and every catalogued build stays out of local memory, with nvcc and
-// with the driver's JIT alike (the bare bound left a few spilled words under the latter).
+// up to 255 registers, so that every catalogued build stays out of local memory whichever
+// compiler builds it (nvcc, or NVRTC at run time); a bound on the threads alone lets the
+// allocator aim at more blocks per SM, with fewer registers each.
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                    const half_t* __restrict__ V, const half_t* __restrict__ dO,
@@ -199,7 +195,7 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
     const int j = blockIdx.x, bh = blockIdx.y;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
-    const int Tr = (seq_q + Br - 1) / Br;
+    const int Tr = tile_count(seq_q, Br);
     const int k0 = j * Bc;
     const unsigned sbase = smem_addr(smem);
     const half_t* Qb = Q + (u64)bh * seq_q * d;
@@ -208,8 +204,10 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
     const float* Db = Dvec + (u64)bh * seq_q;
     float* dQb = dQacc + (u64)bh * seq_q * d;
 
-    // Causal: query tile i sees key tile j iff its last row i·Br + Br − 1 >= j·Bc.
-    const int i_first = causal ? k0 / Br : 0;
+    // Causal: query tile i sees key tile j iff its last row >= j·Bc (causal_tiles.cuh); none
+    // (i_first = Tr) when the tile starts past the last query row: then the block writes
+    // zeros for dK_j and dV_j.
+    const int i_first = first_query_tile(j, Br, Bc, seq_q, Tr, causal);
 
     // Prologue: K_j, V_j and the first query tile in one group.
     load_tile<Bc, d, THREADS>(sbase + SMEM_K, K + (u64)bh * seq_k * d, k0, seq_k, tid);
@@ -219,17 +217,25 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 
     // ldmatrix row addresses of this lane (chunk 2·kk XOR the swizzle equals the offset XOR
     // 32·kk bytes, so loops need no tables):
-    //   a_off: A fragments of this warp's 16 rows of K_j / V_j (row-major, k = head dim)
-    //   b_off: B fragments from rows of Q_i / dO_i (n = query, k = head dim)
-    //   t_off: B fragments, transposed, from rows of dO_i / Q_i / K_j (k = row)
-    //   s_off: A fragments, transposed, of dS_ij from dS_ijᵀ (k = key)
-    const unsigned a_lane = (warp * 16 + (lane & 15)) * ROW_BYTES
+    //   a: A fragments of this warp's 16 rows of K_j / V_j (row-major, k = head dim)
+    //   b: B fragments from rows of Q_i / dO_i (n = query, k = head dim)
+    //   t: B fragments, transposed, from rows of dO_i / Q_i / K_j (k = row)
+    //   s: A fragments, transposed, of dS_ij from dS_ijᵀ (k = key)
+    // Derived from the thread index read anew (thread_index_anew, common.cuh) in every query
+    // tile: what derives from them is recomputed where used instead of being hoisted out of
+    // the query-tile loop, where it would occupy registers throughout.
+    struct LaneOffsets { unsigned a, b, t, s; };
+    auto lane_offsets = [] {
+        const int tid_anew = thread_index_anew(), lane = tid_anew % 32, warp = tid_anew / 32;
+        const unsigned a = (warp * 16 + (lane & 15)) * ROW_BYTES
                            + (((lane >> 4) ^ (lane & 7)) * 16);
-    const unsigned b_lane = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES
+        const unsigned b = ((lane & 7) + ((lane >> 4) << 3)) * ROW_BYTES
                            + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
-    const unsigned t_lane = (lane & 15) * ROW_BYTES + (((lane >> 4) ^ (lane & 7)) * 16);
-    const unsigned s_lane = ((lane & 7) + ((lane >> 4) << 3)) * S_ROW_BYTES
+        const unsigned t = (lane & 15) * ROW_BYTES + (((lane >> 4) ^ (lane & 7)) * 16);
+        const unsigned s = ((lane & 7) + ((lane >> 4) << 3)) * S_ROW_BYTES
                            + ((((lane >> 3) & 1) ^ (lane & 7)) * 16);
+        return LaneOffsets{a, b, t, s};
+    };
     const float scale_log2 = scale * LOG2E;
     const int key_row = warp * 16 + g;      // this thread's keys: key_row and key_row + 8
 
@@ -246,8 +252,7 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         const unsigned sdO = sbase + SMEM_DO + buf * Br * ROW_BYTES;
         const float* sL = (const float*)(smem + SMEM_L) + buf * Br;
         const float* sD = (const float*)(smem + SMEM_D) + buf * Br;
-        const unsigned a_off = opaque(a_lane), b_off = opaque(b_lane), t_off = opaque(t_lane),
-                       s_off = opaque(s_lane);
+        const auto [a_off, b_off, t_off, s_off] = lane_offsets();
         cp_async_wait<0>();
         // Tile i has landed for every thread; every warp is done with tile i − 1 (its Q_i,
         // dO_i buffer may be overwritten, its dS_ijᵀ is complete) and with dQ_{i−2} (whose
@@ -361,8 +366,11 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
             dq_tile(sbase, buf ^ 1, q0 - Br, dQb, seq_q, warp, lane, s_off, t_off);
     }
     __syncthreads();   // every warp's keys of the last dS_ijᵀ are in shared memory
-    if (i_first < Tr) dq_tile(sbase, (Tr - 1 - i_first) & 1, (Tr - 1) * Br, dQb, seq_q, warp, lane,
-                              opaque(s_lane), opaque(t_lane));
+    if (i_first < Tr) {
+        const LaneOffsets last = lane_offsets();
+        dq_tile(sbase, (Tr - 1 - i_first) & 1, (Tr - 1) * Br, dQb, seq_q, warp, lane, last.s,
+                last.t);
+    }
     cp_async_wait<0>();
     __syncthreads();   // every warp is done reading K_j and V_j: their rows become staging
 

@@ -20,6 +20,7 @@
 #endif
 
 #include "common.cuh"
+#include "causal_tiles.cuh"
 
 typedef ELEM_T elem_t;
 
@@ -46,13 +47,13 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
 
     const int i = blockIdx.x;               // query tile index, 0 <= i < Tr
     const int bh = blockIdx.y;              // batch·head index
-    const int Tc = (seq_k + Bc - 1) / Bc;
+    const int Tc = tile_count(seq_k, Bc);
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int q0 = i * Br;                          // first query row of Q_i
-    const int q_rows = min(Br, seq_q - q0);         // the last tile may be ragged
-    const int last_row = q0 + q_rows - 1;
-    // Causal: key tiles that start after the tile's last row are seen by none of its rows.
-    const int Tc_run = CAUSAL ? min(Tc, last_row / Bc + 1) : Tc;
+    const int q_rows = tile_rows(i, Br, seq_q);     // the last tile may be ragged
+    // Causal: key tiles that start after the tile's last row are seen by none of its rows
+    // (causal_tiles.cuh); the loop runs key tiles 0 .. Tc_run - 1.
+    const int Tc_run = seen_key_tiles(i, Br, Bc, seq_q, Tc, CAUSAL);
 
 #if TRACE
     const int record = bh * gridDim.x + i;          // this block's schedule record: bh·Tr + i
@@ -62,7 +63,7 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
     }
 #endif
 
-    // Dynamic shared memory, in the order engine/iomodel.py's smem_parts lists it.
+    // Dynamic shared memory, in the order engine/model/iomodel.py's smem_parts lists it.
     extern __shared__ __align__(16) unsigned char smem[];
     elem_t* Q_i = (elem_t*)smem;                    // Br × d
     elem_t* K_jT = Q_i + Br * d;                    // K_j stored transposed: d × Bc
@@ -88,7 +89,7 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
 
     for (int j = 0; j < Tc_run; ++j) {
         const int k0 = j * Bc;                      // first key of tile j
-        const int k_cols = min(Bc, seq_k - k0);     // keys past seq_k are padding
+        const int k_cols = tile_rows(j, Bc, seq_k); // keys past seq_k are padding
 
         // Line 7: load K_j and V_j from HBM into SRAM (K_j transposed, so that threads
         // reading consecutive keys below touch consecutive shared-memory banks).
@@ -117,7 +118,9 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
 
         // Line 9, one warp per row: row_m = max(m_i, rowmax(S_ij)), P̃_ij = exp(S_ij - row_m),
         // row_l = exp(m_i - row_m)·l_i + rowsum(P̃_ij); and the first half of line 10:
-        // O_i is multiplied by the same rescale factor exp(m_i - row_m).
+        // O_i is multiplied by the same rescale factor exp(m_i - row_m). Spelt out here in the
+        // paper's names and natural units; the faster kernels share this step, in exp2, as
+        // online_softmax_step (include/online_softmax.cuh).
         for (int r = warp; r < q_rows; r += NUM_WARPS) {
             float* S_row = S_ij + r * Bc;
             const float m_old = m_i[r];

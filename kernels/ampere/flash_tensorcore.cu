@@ -13,7 +13,7 @@
 // natural-log units of scale·q·k, needs only one multiply.
 //
 // Stream-K (-DSTREAM_K=1, untraced; the launcher builds it where its cost model,
-// engine/stream_k.py, has an even share of the key tiles faster than one block per item, i.e.
+// engine/model/stream_k.py, has an even share of the key tiles faster than one block per item, i.e.
 // for launches of fewer items than the GPU holds blocks at once): a grid of G blocks, each
 // walking its share of the line of key tiles (stream_k.cuh), run after run; the parts of an
 // item cut across blocks are posted (each thread its own registers) and merged by the block
@@ -27,8 +27,9 @@
 // batch·head, query tile i, key tiles [j_lo, j_hi) and outcome (0 a whole item, 1 a part
 // posted, 2 a part that merged its item); run_log[0] counts the runs, run_log[1] is the room
 // for them, records start at run_log + RUN_FIELDS). The launcher builds every STREAM_K launch
-// with RUNS (a log of no room when nothing is recorded): thread 0's timer read at a run's start
-// and its ticket on the log's count at the run's end made that build 4-7% faster on an H200.
+// with RUNS (a log of no room when nothing is recorded): that build, with thread 0's timer read
+// at a run's start and its ticket on the log's count at its end, is the faster of the two
+// (lab/NOTES.md has the timings).
 
 #include "tile_shape.cuh"
 #ifndef TRACE
@@ -75,6 +76,7 @@ constexpr int RUN_FIELDS = 9;    // u64 fields of a run_log record (the launcher
 #endif
 
 #include "common.cuh"
+#include "online_softmax.cuh"
 #include "stream_k.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
@@ -108,7 +110,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 #if RUNS
     __shared__ u64 run_t0;      // the current run's start (shared: no register held across it)
 #endif
-    const int Tc = (seq_k + Bc - 1) / Bc;
+    const int Tc = tile_count(seq_k, Bc);
     // The work: items (query tile i, batch·head) of work.tiles(i) key tiles each (causal: key
     // tile j runs iff j·Bc <= the last row of Q_i; later tiles are skipped).
     const Work work{Tr, Tc, seq_q, bh_count, 1, causal, STREAM_K ? stream_k_tiles : 0};
@@ -121,7 +123,8 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
     auto run_tiles = [&](const Run& r) {
         const int i = r.i, bh = r.bh, j_lo = r.j_lo, j_hi = r.j_hi;
         // Stream-K: the thread index read anew in every run, so that what derives from it is
-        // recomputed per run, not held in registers across the runs (ptxas spilled them).
+        // recomputed per run, not held in registers across the runs (held, they would not fit
+        // beside the main loop's).
         const int tid = STREAM_K ? thread_index_anew() : threadIdx.x;
         const int warp = tid / 32, lane = tid % 32;
         const int g = lane / 4, t = lane % 4;   // mma fragment row group and column pair
@@ -259,10 +262,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
             #pragma unroll
             for (int h = 0; h < RT; ++h) {
                 tile_max[h] = quad_max(tile_max[h]);
-                float m_new = fmaxf(m_i[h], tile_max[h]);
-                rescale[h] = (m_new == m_i[h]) ? 1.f : fast_exp2((m_i[h] - m_new) * scale_log2);
-                m_shift[h] = (m_new == neg_inf()) ? 0.f : m_new * scale_log2;
-                m_i[h] = m_new;
+                rescale[h] = online_softmax_step(m_i[h], tile_max[h], scale_log2, m_shift[h]);
             }
             #pragma unroll
             for (int mt = 0; mt < MT; ++mt)

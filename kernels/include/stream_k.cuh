@@ -1,7 +1,7 @@
-// Stream-K for the tensor-core forward kernels (flash_tensorcore.cu, flash_wgmma.cu): the work
-// as one line of key tiles, a block's even share of it, and the merge of an item cut across
-// blocks. The same arithmetic as engine/stream_k.py. Included after common.cuh by a kernel
-// that defines Br and Bc (its query and key tile sizes).
+// Stream-K for the tensor-core forward kernels (ampere/flash_tensorcore.cu,
+// hopper/flash_wgmma.cu): the work as one line of key tiles, a block's even share of it, and
+// the merge of an item cut across blocks. The same arithmetic as engine/model/stream_k.py.
+// Included after common.cuh by a kernel that defines Br and Bc (its query and key tile sizes).
 //
 // The line: item after item (an item is one query tile i of one batch·head of the launch; it
 // holds tiles(i) key tiles). Causal, in pairs of levels p = 0, 1, ... (query tiles Tr - 1 - p
@@ -16,9 +16,11 @@
 // its first run, 2b + 1 for its last: a block cuts at most those two), makes it visible
 // device-wide and takes a ticket from the item's counter; the part that draws the last
 // ticket merges every part in block order (the same result whichever part finished last),
-// writes O_i and lse, and sets the counter back to 0 for the next launch.
+// writes O_i and lse, and sets the counter back to 0 for the next launch (ticket.cuh).
 #ifndef FA_LAB_STREAM_K_CUH
 #define FA_LAB_STREAM_K_CUH
+#include "causal_tiles.cuh"
+#include "ticket.cuh"
 #ifndef SK_HEAD
 #define SK_HEAD 0
 #endif
@@ -29,10 +31,7 @@
 struct Work {
     int Tr, Tc, seq_q, bh_count, bh_group, causal, total;
     // Key tiles of query tile i: under causal, tile j runs iff j·Bc <= the last row of Q_i.
-    __device__ int tiles(int i) const {
-        const int last_row = min(i * Br + Br, seq_q) - 1;
-        return causal ? min(Tc, last_row / Bc + 1) : Tc;
-    }
+    __device__ int tiles(int i) const { return seen_key_tiles(i, Br, Bc, seq_q, Tc, causal); }
     // Item k of the line: its query tile i and batch·head bh.
     __device__ void item(int k, int& i, int& bh) const {
         if (!causal) { i = k % Tr; bh = k / Tr; return; }
@@ -98,29 +97,6 @@ __device__ __forceinline__ bool stream_k_next(const Work& w, int& k, int& start,
         if (r.j_hi == n) { start += SK_HEAD + n; ++k; }
         if (SK_HEAD == 0 || r.j_hi > r.j_lo) return true;
     }
-}
-
-// The ticket of a posted part, after every thread of the block has stored its share of the
-// part: each thread fences (release), `sync` gathers them, then `leader` takes the ticket from
-// *counter; true in every thread of the block when this part drew the last one
-// (last_ticket = parts - 1) and so merges. *flag: a shared int that carries the answer.
-template <typename Sync>
-__device__ __forceinline__ bool take_ticket(int* counter, int last_ticket, volatile int* flag,
-                                            bool leader, Sync sync) {
-    __threadfence();  // release: this thread's part reaches the whole GPU first
-    sync();           // every thread has fenced its part before the ticket is taken
-    if (leader) {
-        __threadfence();  // the leader's fence after the barrier orders the block's writes
-                          // (cumulatively) before the ticket
-        const int merges = atomicAdd(counter, 1) == last_ticket;
-        if (merges) {
-            __threadfence();      // acquire: the other parts, fenced before their tickets,
-            *counter = 0;         // are visible; all tickets are drawn
-        }
-        *flag = merges;
-    }
-    sync();           // the answer is in shared memory before the threads read it
-    return *flag;
 }
 
 // The weight of a part whose row maximum is m_p in a merge whose row maximum is m:

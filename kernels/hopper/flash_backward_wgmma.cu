@@ -1,11 +1,11 @@
 // Hopper (sm_90a) FlashAttention-2 backward pass on warpgroup MMA (float16 or bfloat16 in,
 // float32 accumulate). It runs between the mma.sync backward's two helper kernels
-// (kernels/flash_backward_mma.cu): backward_delta before it (D = rowsum(dO ∘ O), dQ
+// (kernels/ampere/flash_backward_mma.cu): backward_delta before it (D = rowsum(dO ∘ O), dQ
 // accumulator zeroed) and backward_dq_cast after it (dQ = scale · accumulator).
 //
 // One thread block per (key tile j, batch·head), in the launch order of grid_key_tile
-// (kernels/common.cuh): causal key tiles heaviest first (j = 0 meets every query tile) within
-// groups of batch·heads; bh_offset + the block's batch·head index = bh.
+// (kernels/include/common.cuh): causal key tiles heaviest first (j = 0 meets every query tile)
+// within groups of batch·heads; bh_offset + the block's batch·head index = bh.
 // The block has 1 + Bc / 64 warpgroups:
 //   - warpgroup 0, the producer: thread 0 copies K_j and V_j once, then Q_i and dO_i of every
 //     query tile i (causal: from the first that sees tile j) into a two-stage ring, as bulk
@@ -73,7 +73,9 @@ static_assert((d == 64 && Br == 128) || (d == 128 && Br == 64),
 static_assert(DQ_BY_ROWS || d == 64 * CONSUMERS, "dQ parts must be 64 x 64");
 
 #include "common.cuh"
+#include "causal_tiles.cuh"
 #include "hopper.cuh"
+#include "pipeline.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
@@ -89,10 +91,12 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
     int j, bh;
     if (!grid_key_tile(bh_count, j, bh)) return;    // a block of a last, partial group
     bh += bh_offset;
-    const int Tr = (seq_q + Br - 1) / Br;
+    const int Tr = tile_count(seq_q, Br);
     const int k0 = j * Bc;
-    // Causal: query tile i sees key tile j iff its last row i·Br + Br − 1 >= j·Bc.
-    const int i_first = causal ? k0 / Br : 0;
+    // Causal: query tile i sees key tile j iff its last row >= j·Bc (causal_tiles.cuh); none
+    // (i_first = Tr) when the tile starts past the last query row: then the producer has
+    // nothing to load and the consumers write zeros for dK_j and dV_j.
+    const int i_first = first_query_tile(j, Br, Bc, seq_q, Tr, causal);
     const bool has_work = i_first < Tr;
 
     // Shared memory from a 1024-byte boundary (the swizzle pattern's period): K_j, V_j, the
@@ -127,8 +131,9 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
     }
     __syncthreads();  // the mbarriers are initialised before any thread waits on them
 
-    // Query tile i uses stage (i − i_first) mod STAGES, in that stage's ((i − i_first) /
-    // STAGES)-th phase.
+    // The ring (RingPos, pipeline.cuh): query tile i, the u-th of the block (u = i − i_first),
+    // uses stage u mod STAGES, in that stage's (u / STAGES)-th phase; the staged dQ_i is a
+    // ring of one buffer.
     if (warp < 4) {
         // ---- producer warpgroup -------------------------------------------------------
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
@@ -141,8 +146,9 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
                 tma_load(sV + h * SLAB_KV, &tm_v, h * 64, k0, bh, kv_full);
             }
             for (int i = i_first, u = 0; i < Tr; ++i, ++u) {
-                const int s = u % STAGES;
-                if (u >= STAGES) mbar_wait(empty(s), ((u / STAGES) - 1) & 1);
+                const auto st = RingPos<STAGES>::at(u);
+                const int s = st.index;
+                if (u >= STAGES) mbar_wait(empty(s), st.empty_parity());
                 mbar_expect_bytes(full(s), 2 * Q_BYTES);
                 for (int h = 0; h < d / 64; ++h) {
                     tma_load(sQ + s * Q_BYTES + h * SLAB_Q, &tm_q, h * 64, i * Br, bh, full(s));
@@ -154,9 +160,10 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
             const float* Lb = lse + (u64)bh * seq_q;
             const float* Db = Dvec + (u64)bh * seq_q;
             for (int i = i_first, u = 0; i < Tr; ++i, ++u) {
-                const int s = u % STAGES;
-                if (u >= STAGES) mbar_wait(empty(s), ((u / STAGES) - 1) & 1);
-                #pragma unroll 1                // unrolled, it spills past the 24 registers
+                const auto st = RingPos<STAGES>::at(u);
+                const int s = st.index;
+                if (u >= STAGES) mbar_wait(empty(s), st.empty_parity());
+                #pragma unroll 1                // unrolled, it needs more than its 24 registers
                 for (int r = lane; r < Br; r += 32) {
                     const int row = i * Br + r;
                     L_stage[s * Br + r] = row < seq_q ? Lb[row] : 0.f;
@@ -168,7 +175,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
             // Warp 2: each staged dQ_i into the float32 accumulator, a bulk reduction per
             // row (lane l: rows l, l + 32, ...); once they have read the stage, it is free.
             for (int i = i_first, u = 0; i < Tr; ++i, ++u) {
-                mbar_wait(dq_full, u & 1);
+                mbar_wait(dq_full, RingPos<1>::at(u).phase);
                 float* dQb = dQacc + ((u64)bh * seq_q + i * Br) * d;
                 const int rows = min(Br, seq_q - i * Br);
                 for (int r = lane; r < rows; r += 32)
@@ -212,11 +219,12 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
 
     if (has_work) mbar_wait(kv_full, 0);
     for (int i = i_first, u = 0; i < Tr; ++i, ++u) {
-        const int s = u % STAGES;
+        const auto st = RingPos<STAGES>::at(u);
+        const int s = st.index;
         const int q0 = i * Br;
         const unsigned sQs = sQ + s * Q_BYTES, sdOs = sdO + s * Q_BYTES;
-        const unsigned sdSb = sdS + (u & 1) * DS_BYTES;
-        mbar_wait(full(s), (u / STAGES) & 1);
+        const unsigned sdSb = sdS + RingPos<2>::at(u).index * DS_BYTES;   // two, alternating
+        mbar_wait(full(s), st.phase);
 
         // S_ijᵀ and dP_ijᵀ on the tensor cores, one commit group each.
         float S[S_REGS], dP[S_REGS];
@@ -296,8 +304,8 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
         }
         fence_proxy_async();                     // the stores are visible to wgmma ...
         // ... and both consumers' keys of dS_ij are stored before either reads all of it
-        // (named barrier 1, the two consumer warpgroups).
-        asm volatile("bar.sync 1, %0;" :: "n"(CONSUMERS * 128) : "memory");
+        // (the consumer warpgroups' named barrier).
+        named_barrier_sync<BAR_CONSUMERS, CONSUMERS * 128>();
 
         // This consumer's part of dQ_i = dS_ij K_j, over all Bc keys.
         float dQ_part[32];
@@ -316,7 +324,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
         // dQ_i part into the float32 accumulator (scale applied by backward_dq_cast): from
         // here, or staged for the producer's warp 2 once it has read the last one.
         if constexpr (DQ_WRITER) {
-            if (u > 0) mbar_wait(dq_empty, (u - 1) & 1);
+            if (u > 0) mbar_wait(dq_empty, RingPos<1>::at(u).empty_parity());
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 const unsigned row = sdQ + ((dq_row0 + wq * 16 + g + 8 * h) * DQ_PITCH + dq_col0

@@ -22,7 +22,7 @@
 //              added to dQ; per key and query tile, ||dK_c|| and ||dV_c||; and per block the
 //              SM id and the start and end times)
 // Launch of flash_backward_teaching: grid (Tc, B·H), NUM_THREADS threads, dynamic shared
-// memory laid out as below (engine/iomodel.py's smem_parts, kernel "backward teaching").
+// memory laid out as below (engine/model/iomodel.py's smem_parts, kernel "backward teaching").
 
 #if !defined(BLOCK_Q) || !defined(BLOCK_K) || !defined(HEAD_DIM) || !defined(ELEM_T) || \
     !defined(CAUSAL) || !defined(TRACE)
@@ -30,6 +30,7 @@
 #endif
 
 #include "common.cuh"
+#include "causal_tiles.cuh"
 
 typedef ELEM_T elem_t;
 
@@ -89,13 +90,14 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
 
     const int j = blockIdx.x;               // key tile index, 0 <= j < Tc
     const int bh = blockIdx.y;              // batch·head index
-    const int Tr = (seq_q + Br - 1) / Br;
+    const int Tr = tile_count(seq_q, Br);
     const int tid = threadIdx.x;
     const int k0 = j * Bc;                          // first key of K_j
-    const int k_cols = min(Bc, seq_k - k0);         // the last tile may be ragged
+    const int k_cols = tile_rows(j, Bc, seq_k);     // the last tile may be ragged
     // Causal: query tile i sees K_j iff its last row is at or after key k0 (the forward's rule),
-    // which holds for every tile from the one that contains row k0 on.
-    const int i_first = !CAUSAL ? 0 : (k0 < seq_q ? k0 / Br : Tr);
+    // which holds for every tile from the one that contains row k0 on (causal_tiles.cuh); none
+    // (i_first = Tr) when K_j starts past the last query row.
+    const int i_first = first_query_tile(j, Br, Bc, seq_q, Tr, CAUSAL);
 
 #if TRACE
     const int Tc = gridDim.x;
@@ -107,7 +109,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
     }
 #endif
 
-    // Dynamic shared memory, in the order engine/iomodel.py's smem_parts lists it.
+    // Dynamic shared memory, in the order engine/model/iomodel.py's smem_parts lists it.
     extern __shared__ __align__(16) unsigned char smem[];
     elem_t* K_j = (elem_t*)smem;                    // Bc × d (row stride ROW)
     elem_t* V_j = K_j + Bc * ROW;                   // Bc × d
@@ -152,7 +154,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
 
     for (int i = i_first; i < Tr; ++i) {
         const int q0 = i * Br;                      // first query row of Q_i
-        const int q_rows = min(Br, seq_q - q0);
+        const int q_rows = tile_rows(i, Br, seq_q);
         const long long row0 = (long long)bh * seq_q + q0;
         const long long q_base = row0 * d;
 

@@ -13,10 +13,11 @@
 // runs its own online softmax over them (m, l and its part of O in registers), so the main
 // loop has no block-wide barrier; the warps' states are merged by their maxima at the end.
 //
-// The merge runs in the same launch ("last block merges"): a block that has written its
-// partial state makes it visible device-wide and takes a ticket from the (b, g) counter; the
-// block that draws the last ticket, num_splits - 1, reads every split's state of its rows
-// through L2, writes O and lse, and sets the counter back to 0 for the next launch.
+// The merge runs in the same launch ("last block merges", the ticket protocol of ticket.cuh):
+// a block that has written its partial state makes it visible device-wide and takes a ticket
+// from the (b, g) counter; the block that draws the last ticket, num_splits - 1, reads every
+// split's state of its rows through L2, writes O and lse, and sets the counter back to 0 for
+// the next launch.
 //
 // Compile-time parameters (-D):
 //   HEAD_DIM  = d                     ELEM_T  = float, half_bits or bf16_bits
@@ -35,6 +36,9 @@
 #endif
 
 #include "common.cuh"
+#include "online_softmax.cuh"
+#include "causal_tiles.cuh"
+#include "ticket.cuh"
 
 typedef ELEM_T elem_t;
 
@@ -61,7 +65,8 @@ static_assert(R >= 1 && R <= 32 && R % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q,
 // The dynamic shared memory (layout in the kernel), which the merge reuses for its weights.
 constexpr int SMEM_BYTES = 2 * STAGES * Bc * KV_STRIDE * (int)sizeof(elem_t)
                            + 4 * (2 * R * d + Bc * R + 2 * WARPS * R + 2 * R);
-static_assert(4 * (R * MAX_SPLITS + R) <= SMEM_BYTES, "the merge's weights fit shared memory");
+static_assert(4 * (R * MAX_SPLITS + R + 1) <= SMEM_BYTES,
+              "the merge's weights and the ticket's answer fit shared memory");
 // The merge: each thread sums MV consecutive dimensions of one row over the splits, MV as
 // wide as keeps every thread busy.
 constexpr int MV = R * d >= 4 * NUM_THREADS ? 4 : R * d >= 2 * NUM_THREADS ? 2 : 1;
@@ -102,29 +107,6 @@ __device__ __forceinline__ void load_floats(const elem_t* p, float (&out)[N]) {
             out[2 * w] = f.x;
             out[2 * w + 1] = f.y;
         }
-    }
-}
-
-// Global memory read through L2 (ld.global.cg, never L1, which other SMs' writes do not
-// update): one float, or N consecutive floats (16-byte aligned for 4, 8-byte for 2). Volatile,
-// with a memory clobber, so that no load moves above the fences before it.
-__device__ __forceinline__ float load_l2(const float* p) {
-    float x;
-    asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(x) : "l"(p) : "memory");
-    return x;
-}
-template <int N>
-__device__ __forceinline__ void load_l2(const float* p, float (&out)[N]) {
-    static_assert(N == 1 || N == 2 || N == 4, "1, 2 or 4 floats");
-    if constexpr (N == 4) {
-        asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
-                     : "=f"(out[0]), "=f"(out[1]), "=f"(out[2]), "=f"(out[3]) : "l"(p)
-                     : "memory");
-    } else if constexpr (N == 2) {
-        asm volatile("ld.global.cg.v2.f32 {%0, %1}, [%2];" : "=f"(out[0]), "=f"(out[1])
-                     : "l"(p) : "memory");
-    } else {
-        out[0] = load_l2(p);
     }
 }
 
@@ -218,11 +200,11 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     const int S = gridDim.x, kv_heads = gridDim.y;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int k_begin = s * split_len, k_end = min(k_begin + split_len, seq_k);
-    const int n_tiles = (k_end - k_begin + Bc - 1) / Bc;
+    const int n_tiles = tile_count(k_end - k_begin, Bc);
     // The R rows of KV head g are contiguous in Q: heads g·group.., SEQ_Q tokens each.
     const long long row0 = ((long long)b * kv_heads + g) * R;
 
-    // Dynamic shared memory, in the order engine/iomodel.py's decode_smem_parts lists it.
+    // Dynamic shared memory, in the order engine/model/iomodel.py's decode_smem_parts lists it.
     extern __shared__ __align__(16) unsigned char smem[];
     elem_t* K_j = (elem_t*)smem;                        // STAGES × Bc × KV_STRIDE
     elem_t* V_j = K_j + STAGES * Bc * KV_STRIDE;        // STAGES × Bc × KV_STRIDE
@@ -321,14 +303,14 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             #pragma unroll
             for (int off = KW / 2; off > 0; off /= 2)
                 tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, off));
+            // online_softmax.cuh's step in its two halves, scores already in log2 units.
             const float m_new = fmaxf(m_i[r], tile_max);
-            const float m_use = m_new == neg_inf() ? 0.f : m_new;  // no key seen yet: P = 0
-            const float p = fast_exp2(x - m_use);                  // exp2(-inf) = 0
+            const float p = fast_exp2(x - max_shift(m_new, 1.f));  // 0 for a hidden key
             float row_sum = p;
             #pragma unroll
             for (int off = KW / 2; off > 0; off /= 2)
                 row_sum += __shfl_xor_sync(0xffffffffu, row_sum, off);
-            const float alpha = m_new == m_i[r] ? 1.f : fast_exp2(m_i[r] - m_new);
+            const float alpha = max_rescale(m_i[r], m_new, 1.f);
             l_i[r] = alpha * l_i[r] + row_sum;
             m_i[r] = m_new;
             #pragma unroll
@@ -418,26 +400,20 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         l_part[(row0 + tid) * S + s] = l_blk[tid];
     }
 
-    // Take a ticket once the state is visible device-wide: the block that draws S - 1 is the
-    // last of (b, g) to finish, and merges; the others are done.
-    __threadfence();  // release: this thread's O_s, m_s, l_s writes reach the whole GPU first
-    __syncthreads();  // every thread has fenced its writes before thread 0 takes the ticket
-    int* const count = split_count + b * kv_heads + g;
-    bool merges = false;
-    if (tid == 0) {
-        __threadfence();  // and thread 0's own fence, after the barrier, orders the whole
-                          // block's writes (cumulatively) before the ticket
-        merges = atomicAdd(count, 1) == S - 1;
-        if (merges) __threadfence();  // acquire: every other split's state, fenced before its
-                                      // ticket, is visible to the reads below
-    }
-    if (!__syncthreads_or(merges)) return;  // the whole block learns whether it merges
-    if (tid == 0) *count = 0;               // all S tickets are drawn: 0 for the next launch
-
-    // The merge of the R rows of (b, g). Weights rescale_s · l_s and l_final in shared memory
-    // (the split's buffers are free now).
+    // The merge's shared memory, free once every thread has written its part of the split's
+    // state (take_ticket's first barrier): the weights rescale_s · l_s, l_final, and the
+    // ticket's answer, which the leader writes after that barrier.
     float* weight = (float*)smem;                       // R × S
     float* l_fin = weight + R * S;                      // R
+    volatile int* const merges = (volatile int*)(l_fin + R);
+
+    // Take a ticket once the state is visible device-wide: the block that draws S - 1 is the
+    // last of (b, g) to finish, and merges; the others are done.
+    if (!take_ticket(split_count + b * kv_heads + g, S - 1, merges, tid == 0,
+                     [] { __syncthreads(); }))
+        return;
+
+    // The merge of the R rows of (b, g).
     // m_final, each split's rescale and weight, l_final: one warp per row, each lane its
     // splits s ≡ lane (mod 32), all read at once.
     for (int r = warp; r < R; r += WARPS) {
@@ -447,8 +423,8 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         #pragma unroll
         for (int i = 0; i < MAX_SPLITS / 32; ++i) {
             const int sp = lane + 32 * i;
-            m_r[i] = sp < S ? load_l2(m_part + row * S + sp) : neg_inf();
-            l_r[i] = sp < S ? load_l2(l_part + row * S + sp) : 0.f;
+            m_r[i] = sp < S ? __ldcg(m_part + row * S + sp) : neg_inf();
+            l_r[i] = sp < S ? __ldcg(l_part + row * S + sp) : 0.f;
             m_final = fmaxf(m_final, m_r[i]);
         }
         m_final = warp_max(m_final);
@@ -486,7 +462,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             float v[IN_FLIGHT][MV];
             #pragma unroll
             for (int j = 0; j < IN_FLIGHT; ++j)
-                if (s0 + j < S) load_l2<MV>(O_s + (long long)(s0 + j) * d, v[j]);
+                if (s0 + j < S) ldcg<MV>(O_s + (long long)(s0 + j) * d, v[j]);
             #pragma unroll
             for (int j = 0; j < IN_FLIGHT; ++j) {
                 if (s0 + j < S) {
