@@ -53,6 +53,12 @@ def _tokens(n: int) -> str:
     return f"{n // 1024}k" if n % 1024 == 0 else str(n)
 
 
+def _reps(lines) -> str:
+    """"30 repetitions", or "20–50 repetitions" when the lines differ."""
+    reps = sorted({r["reps"] for r in lines})
+    return f"{reps[0]}{'–' + str(reps[-1]) if len(reps) > 1 else ''} repetitions"
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
             *("| " + " | ".join(r) + " |" for r in rows)]
@@ -60,8 +66,8 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 def _device(doc: dict) -> str:
     d = doc["device"]
-    parts = [d["name"], f"driver {d.get('driver', '?')}", f"CUDA runtime {d.get('cuda_runtime', '?')}",
-             f"CuPy {d.get('cupy_version', '?')}"]
+    parts = [d["name"], f"driver {d.get('driver', '?')}",
+             f"CUDA runtime {d.get('cuda_runtime', '?')}", f"CuPy {d.get('cupy_version', '?')}"]
     if d.get("torch_version"):
         parts.append(f"PyTorch {d['torch_version']}")
     return ", ".join(parts)
@@ -100,25 +106,28 @@ def _newest(direction: str, results: Path) -> dict:
 def summary(results: Path = RESULTS) -> str:
     """README's short table: forward and backward at N = 8192, d = 128."""
     n, d = 8192, 128
-    rows, files = [], []
+    rows, files, reps = [], [], []
     for direction in ("forward", "backward"):
         doc = _newest(direction, results)
         lines = _lines(doc)
         files.append(f"`{doc['file']}` ({doc['date']})")
+        reps.append(f"{direction} {_reps(lines.values())}")
         for causal in (False, True):
             ours = lines.get(("tensorcore", n, d, causal))
             if ours is None:
                 continue
             rows.append([direction, "yes" if causal else "no",
-                         str(ours["batch"] * ours["heads"]), _ms(_ms_of(lines, "naive", n, d, causal)), _ms(ours["median_ms"]),
+                         str(ours["batch"] * ours["heads"]),
+                         _ms(_ms_of(lines, "naive", n, d, causal)), _ms(ours["median_ms"]),
                          f"{_tflops(ours, direction):.0f}",
                          _ms(_ms_of(lines, "torch_flash", n, d, causal)),
                          _ms(_ms_of(lines, "torch_cudnn", n, d, causal))])
-    out = _table(["pass", "causal", "B·H", "naive ms", "ours ms", "ours TFLOP/s", "PyTorch flash ms",
-                  "cuDNN ms"], rows)
+    out = _table(["pass", "causal", "B·H", "naive ms", "ours ms", "ours TFLOP/s",
+                  "PyTorch flash ms", "cuDNN ms"], rows)
     device = _newest("forward", results)["device"]["name"]
     out += ["", f"{device}, {DTYPE}, N = {n}, d = {d}; ours: the tensor-core kernel; medians "
-            f"of CUDA-event timings; from {' and '.join(files)} in `benchmarks/results/`."]
+            f"of CUDA-event timings ({'; '.join(reps)}); from {' and '.join(files)} in "
+            "`benchmarks/results/`."]
     return "\n".join(out)
 
 
@@ -138,7 +147,8 @@ def forward(results: Path = RESULTS) -> str:
     out = _table(["N", "d", "causal", "B·H", "naive ms", "ours ms", "TFLOP/s", "× naive",
                   "PyTorch flash ms", "cuDNN ms", "× cuDNN"], rows)
     out += ["", f"{_device(doc)}; {doc['date']}; {DTYPE}, tiles "
-            f"{ours['block_q']}×{ours['block_k']}; `benchmarks/results/{doc['file']}`. "
+            f"{ours['block_q']}×{ours['block_k']}; medians of {_reps(lines.values())}; "
+            f"`benchmarks/results/{doc['file']}`. "
             "× naive and × cuDNN: their time over ours (above 1: ours is faster)."]
     return "\n".join(out)
 
@@ -163,8 +173,9 @@ def backward(results: Path = RESULTS) -> str:
     out = _table(["N", "d", "causal", "B·H", "naive ms", "ours ms", "TFLOP/s",
                   "PyTorch flash ms", "cuDNN ms", "PyTorch math ms", "× flash", "× cuDNN",
                   "ours peak MB", "naive peak MB"], rows)
-    out += ["", f"{_device(doc)}; {doc['date']}; {DTYPE}, the backward pass alone; "
-            f"`benchmarks/results/{doc['file']}`. TFLOP/s counts 2.5× the forward's FLOPs; "
+    out += ["", f"{_device(doc)}; {doc['date']}; {DTYPE}, the backward pass alone; medians "
+            f"of {_reps(lines.values())}; `benchmarks/results/{doc['file']}`. "
+            "TFLOP/s counts 2.5× the forward's FLOPs; "
             "× flash and × cuDNN: their time over ours."]
     return "\n".join(out)
 
@@ -190,11 +201,13 @@ def decode(results: Path = RESULTS) -> str:
     splits = ", ".join(str(auto[(min(s for s, _ in auto), b)]["num_splits"]) for b in batches)
     first = next(iter(auto.values()))
     out = _table(["seq_k", *(f"batch {b}" for b in batches)], rows)
-    out += ["", f"Each cell: share of the HBM floor (K and V bytes at full bandwidth) / times "
-            f"faster than num_splits=1. The auto split count ({splits} splits at batch "
+    out += ["", "Each cell: share of the HBM floor (K and V bytes at the measured copy "
+            "bandwidth) / times faster than num_splits=1."
+            f" The auto split count ({splits} splits at batch "
             f"{', '.join(map(str, batches))}); heads {first['heads']}, kv_heads "
             f"{first['kv_heads']}, d {first['head_dim']}, {DTYPE}, one query token, contiguous "
-            f"cache. {_device(doc)}; {doc['date']}; `benchmarks/results/{doc['file']}`."]
+            f"cache; medians of {_reps(flash)}. {_device(doc)}; {doc['date']}; "
+            f"`benchmarks/results/{doc['file']}`."]
     return "\n".join(out)
 
 
@@ -207,23 +220,27 @@ def tiles(results: Path = RESULTS) -> str:
     cfg = AttentionConfig(**{k: first[k] for k in _CFG_FIELDS})
     gpu = devices.datasheet_profile(doc["device"]["name"])
     paper = tilemodel.paper_tiles(cfg, gpu) if gpu else None
-    for kernel in sorted({r["kernel"] for r in doc["results"]}, key=("teaching", "tensorcore").index):
+    sweep_s = doc.get("sweep_s", {})
+    kernels = sorted({r["kernel"] for r in doc["results"]})
+    for kernel in kernels:
         lines = sorted((r for r in doc["results"] if r["kernel"] == kernel),
                        key=lambda r: r["median_ms"])
         best = lines[0]
         at_paper = next((r for r in lines if paper and (r["block_q"], r["block_k"])
                          == (paper.block_q, paper.block_k)), None)
         rows.append([kernel, str(len(lines)), f"{best['block_q']}×{best['block_k']}",
-                     _ms(best["median_ms"]), _ms(at_paper["median_ms"]) if at_paper else "not timed",
+                     _ms(best["median_ms"]),
+                     _ms(at_paper["median_ms"]) if at_paper else "not timed",
                      _ms(lines[-1]["median_ms"]),
-                     f"{doc['sweep_s'][kernel]:.1f}" if kernel in doc.get("sweep_s", {}) else "–"])
+                     f"{sweep_s[kernel]:.1f}" if kernel in sweep_s else "–"])
     shape = f"{paper.block_q}×{paper.block_k}" if paper else "?"
     out = _table(["kernel", "shapes timed", "fastest shape", "its ms",
                   f"paper's choice {shape} ms", "slowest ms", "live sweep s"], rows)
     out += ["", f"N = {cfg.seq_q}, d = {cfg.head_dim}, {cfg.dtype}, B·H = {cfg.bh}, "
             f"{'causal' if cfg.causal else 'not causal'}; the paper's choice Bc = ⌈M / 4d⌉, "
             "Br = min(Bc, d), rounded down to the sizes offered; live sweep: the whole sweep's "
-            f"time, compiles included. {_device(doc)}; {doc['date']}; "
+            f"time, compiles included; medians of {_reps(doc['results'])}. {_device(doc)}; "
+            f"{doc['date']}; "
             f"`benchmarks/results/{doc['file']}`."]
     return "\n".join(out)
 
