@@ -150,12 +150,14 @@ for mode in "$@"; do
       rm -rf /tmp/b && tar -xJf "$BROWSER_BUNDLE" -C /tmp || exit 1
       LD_LIBRARY_PATH=/tmp/b/lib ldd /tmp/b/chromium/chromium-headless-shell | grep "not found" \
         >> "$OUT/browser.log"   # libraries the bundle lacks, if any
-      timeout "${BROWSER_S:-500}" env STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false \
-        FA_LAB_CHROMIUM=/tmp/b/chrome PYTHONPATH="/tmp/b/site:$PYTHONPATH" \
+      timeout "${BROWSER_S:-500}" env -u FA_LAB_MAX_QKV_ELEMENTS -u FA_LAB_MAX_NAIVE_BYTES \
+        -u FA_LAB_MAX_SWEEP_POINTS STREAMLIT_GLOBAL_DEVELOPMENT_MODE=false \
+        FA_LAB_CHROMIUM=/tmp/b/chrome FA_LAB_CAPTURE_DIR=/tmp/fa-lab-captures-gpu \
+        PYTHONPATH="/tmp/b/site:$PWD" \
         python3 -m pytest -q -rs -p no:cacheprovider tests/test_browser.py >> "$OUT/browser.log" 2>&1
       summary+=("browser test against the GPU server rc=$?: $(tail -1 "$OUT/browser.log")")
       for name in backward timings kernel; do
-        cp "tests/artifacts/screenshots/$name.png" "$OUT/browser_gpu_$name.png" 2>/dev/null
+        cp "/tmp/fa-lab-captures-gpu/full/$name.png" "$OUT/browser_gpu_$name.png" 2>/dev/null
       done ;;
   esac
 done

@@ -2,13 +2,16 @@
 check that nothing raised and the charts are drawn, step a loop and check the chart changes,
 follow a link's page controls into the page and back into the URL, check every page is
 legible at 1280×720 and 1500 px wide (no sideways scroll, no chart cut off, no overlapping
-elements), and save a screenshot of each page (docs/screenshots/ with FA_LAB_SCREENSHOTS=1;
-docs/screenshots/1280/ at 1280×720)."""
+elements), and capture every page: at full length 1600 px wide (full/), at 1280×720 (1280/)
+and in talk mode (talk/), in the capture folder, never in the repository (CAPTURES below).
+scripts/update_screenshots.sh copies them, made small, into docs/screenshots/ on purpose."""
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,15 +21,23 @@ from app.charts_tiles import HEATMAP_SIZE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-# Screenshots go to docs/screenshots/ (README shows them) only when asked for with
-# FA_LAB_SCREENSHOTS=1; otherwise to tests/artifacts/ (ignored by git), so a test run never
-# rewrites tracked files.
-SHOTS = (ROOT / "docs" / "screenshots" if os.environ.get("FA_LAB_SCREENSHOTS") == "1"
-         else ROOT / "tests" / "artifacts" / "screenshots")
+# Captures go to $FA_LAB_CAPTURE_DIR, else to fa-lab-captures in the system's temp folder:
+# outside the repository, so a test run never writes a tracked or an untracked file there.
+CAPTURES = Path(os.environ.get("FA_LAB_CAPTURE_DIR")
+                or Path(tempfile.gettempdir()) / "fa-lab-captures")
+SHOTS = CAPTURES / "full"
 # screenshot name (the url path) -> (url path, draws a chart: from the config, or from what
 # benchmarks/results/ holds — the Kernel page draws its recorded schedule), from app/page_list.py
 PAGES = {row.url_path: (row.url_path, row.browser_chart) for row in page_list.PAGES}
 CHART = ".vega-embed canvas, .vega-embed svg"
+
+
+def test_captures_stay_outside_the_repository():
+    """Unless FA_LAB_CAPTURE_DIR names another folder, a run writes nothing in the checkout
+    (docs/screenshots/ changes only through scripts/update_screenshots.sh)."""
+    if os.environ.get("FA_LAB_CAPTURE_DIR"):
+        pytest.skip("FA_LAB_CAPTURE_DIR chooses the folder")
+    assert ROOT.resolve() not in CAPTURES.resolve().parents, CAPTURES
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +100,7 @@ def test_page_renders_without_exception(browser, server, name):
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
         assert "Page not found" not in page.inner_text("body")
-        if name in ("sram-tiling", "backward"):    # show the loop mid-way in the README's picture
+        if name in ("sram-tiling", "backward"):    # show the loop mid-way in the capture
             _step_forward(page, 8)
         # Streamlit scrolls inside its main block: grow the window to the content, then shoot.
         height = _settle(page, quiet_polls=1)
@@ -246,7 +257,8 @@ def test_tile_sizes_click_on_a_cell_sets_the_tiles(browser, server):
 
 # ---- legible at 1280×720 and 1500 px ----------------------------------------------------
 SIZES = {"1280x720": (1280, 720), "1500x900": (1500, 900)}
-SHOTS_1280 = SHOTS / "1280"
+SHOTS_1280 = CAPTURES / "1280"
+SHOTS_TALK = CAPTURES / "talk"
 
 LAYOUT = """() => {
     const vw = window.innerWidth;
@@ -325,7 +337,7 @@ def test_page_is_legible_at_projector_sizes(browser, server, name):
         page.goto(f"{server}/{VARIANTS[name]}")
         page.wait_for_selector("h1", timeout=30000)
         _settle(page)
-        if name in PAGES and os.environ.get("FA_LAB_SCREENSHOTS") == "1":
+        if name in PAGES:
             SHOTS_1280.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS_1280 / f"{name}.png"))
             if name in ("sram-tiling", "backward"):     # the loop board as a talk shows it
@@ -388,8 +400,7 @@ def test_talk_mode_fits_the_main_chart_on_one_screen(browser, server, name):
             for b in leaves[i + 1:]:
                 assert _overlap(a["b"], b["b"]) <= 4, f"{name}: {a['text']!r} over {b['text']!r}"
         assert page.locator('[data-testid="stException"]').count() == 0
-        if os.environ.get("FA_LAB_SCREENSHOTS") == "1":
-            (SHOTS / "talk").mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(SHOTS / "talk" / f"{name}.png"))
+        SHOTS_TALK.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS_TALK / f"{name}.png"))
     finally:
         page.close()
