@@ -22,7 +22,7 @@ from app import page_list
 from benchmarks.recording import LAB_RECORDS, ROOT
 
 OUT = LAB_RECORDS / "page_rerun_cpu.json"
-PAGES = tuple(row.stem for row in page_list.PAGES)
+PAGES = tuple(row.feature for row in page_list.PAGES)
 CHANGES = (("seq_q", 320), ("block_k", 32), ("causal", True))
 TARGET_S = 2.0
 
@@ -33,7 +33,7 @@ def page_reruns(page: str) -> list[float]:
     at.query_params["backend"] = "numpy"
     at.run()
     if page != "overview":
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"features/{page}/page.py").run()
     times = []
     for name, value in CHANGES:
         widget = at.checkbox(key=name) if name == "causal" else (

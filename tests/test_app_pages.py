@@ -13,18 +13,18 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from app import page_list
-from app.timing_data import BENCH_DIR_ENV
+from app.features.timings.data import BENCH_DIR_ENV
 from engine.model import iomodel
 
 ON_GPU = engine.probe_gpu()[0]      # backend "auto" runs the CuPy kernels there
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "app" / "main.py"
 FIXTURES = Path(__file__).resolve().parent / "data"
-PAGES = [row.stem for row in page_list.PAGES]
+PAGES = [row.feature for row in page_list.PAGES]
 # each page's heading: its title, but the Overview is headed with the app's name
-HEADINGS = {row.stem: row.title for row in page_list.PAGES} | {"overview": "FlashAttention Lab"}
+HEADINGS = {row.feature: row.title for row in page_list.PAGES} | {"overview": "FlashAttention Lab"}
 # charts drawn with the default config and the test fixtures (app/page_list.py's charts)
-CHARTS = {row.stem: row.charts for row in page_list.PAGES}
+CHARTS = {row.feature: row.charts for row in page_list.PAGES}
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def open_page(page: str, **params) -> AppTest:
     at.query_params.update({k: str(v) for k, v in params.items()})
     at.run()
     if page != "overview":
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"features/{page}/page.py").run()
     return at
 
 
@@ -236,7 +236,7 @@ def test_page_controls_come_from_the_url_and_go_back_into_it():
     assert url(at)["sm_row"] == "7" and "Row **7**" in texts(at)
     at.number_input(key="sm_head").set_value(0).run()       # back to the default: dropped
     assert "sm_head" not in url(at)
-    at.switch_page("../pages/timings.py").run()              # another page: not in its URL
+    at.switch_page("features/timings/page.py").run()              # another page: not in its URL
     assert_clean(at)
     assert "sm_row" not in url(at) and url(at)["heads"] == "4"
 
@@ -375,8 +375,8 @@ def test_downloads_follow_the_session():
     assert "Trace (NPZ)" in labels and "Trace (CSV)" in labels
     assert not any("Timings" in x for x in labels)
     assert any("bench_fixture.json" in x for x in labels)
-    at.switch_page("../pages/timings.py").run()
-    at.switch_page("../pages/downloads.py").run()
+    at.switch_page("features/timings/page.py").run()
+    at.switch_page("features/downloads/page.py").run()
     assert_clean(at)
     labels = [b.label for b in at.get("download_button")]
     assert "Timings (JSON)" in labels and "Timings (CSV)" in labels
@@ -495,14 +495,14 @@ def test_backward_page_times_naive_against_flash():
 
 # ---- the Tile sizes page ---------------------------------------------------------------
 def title_text(spec: dict) -> str:
-    """A chart's title in one line (a long one is a list of lines: app.style.wrap_title)."""
+    """A chart's title in one line (a long one is a list of lines: app.core.style.wrap_title)."""
     title = spec.get("title", "")
     return " ".join(title) if isinstance(title, list) else title if isinstance(title, str) else ""
 
 
 def chart_data(at: AppTest, title_start: str):
     """The data of the chart whose title starts with title_start (one dataset each)."""
-    from app.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
+    from app.core.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
     for c in at.get("vega_lite_chart"):
         title = title_text(json.loads(c.proto.spec))
         if title.startswith(title_start):
@@ -680,7 +680,7 @@ def test_overview_without_recorded_results_says_so(monkeypatch, tmp_path):
 @pytest.mark.skipif(ON_GPU, reason="a GPU shows its live device instead")
 def test_device_box_speaks_plainly():
     at = open_page("overview")
-    from app.figures import device_sentence
+    from app.core.figures import device_sentence
     reason = engine.probe_gpu()[1]
     box = " ".join(i.value for i in at.info)
     assert device_sentence(reason) in box and reason not in box and "Error" not in box
@@ -737,7 +737,7 @@ def test_timings_config_chart_names_runs_and_keeps_the_method_below():
 
 # ---- loop player, FA1 against FA2, corrections (projector issue) -----------------------
 def shown_step(at: AppTest) -> int:
-    """The step the loop chart draws (its `step` param, set by app.ui.loop_player)."""
+    """The step the loop chart draws (its `step` param, set by app.core.ui.loop_player)."""
     spec = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "step")
     return spec["params"][0]["value"]
 
@@ -787,7 +787,7 @@ def test_loop_player_keeps_the_step_across_the_loop_order():
 
 
 def test_loop_player_plays_a_long_loop_in_at_most_100_frames():
-    from app.ui import PLAY_FRAMES, next_frame, play_stride
+    from app.core.ui import PLAY_FRAMES, next_frame, play_stride
     at = open_page("sram_tiling", seq_q=8192, seq_k=8192, block_q=16, block_k=16)
     assert_clean(at)
     n = at.slider(key="sram_step").max
@@ -825,7 +825,7 @@ def test_sram_page_names_l2_and_the_paper_bound():
 
 
 def smem_parts_shown(at: AppTest) -> list[str]:
-    from app.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
+    from app.core.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
     proto = at.get("vega_lite_chart")[0].proto
     return list(convert_arrow_bytes_to_pandas_df(proto.datasets[0].data.data).part)
 
@@ -931,7 +931,7 @@ def test_decoding_page_follows_its_controls_from_the_url():
     at.select_slider(key="dec_page").set_value("none").run()
     assert_clean(at)
     assert "The cache is contiguous" in texts(at) and url(at)["dec_page"] == "none"
-    at.switch_page("../pages/timings.py").run()                          # not in its URL
+    at.switch_page("features/timings/page.py").run()                          # not in its URL
     assert "dec_splits" not in url(at)
 
 
@@ -955,7 +955,7 @@ def test_decoding_page_auto_splits_follow_the_emulated_profile():
 
 
 def test_decoding_page_merge_chart_carries_every_split_once():
-    from app.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
+    from app.core.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
     at = open_page("decoding", dec_seq_k=2000, dec_splits=8)
     assert_clean(at)
     board = next(c.proto for c in at.get("vega_lite_chart")

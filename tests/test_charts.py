@@ -10,9 +10,12 @@ import pandas as pd
 import pytest
 
 import engine
-from app import charts_backward, charts_kernel, charts_softmax, charts_tiling, charts_timing
-from app import backward_data, kernel_data, softmax_data, tiling_data, timing_data
-from app.style import ALARM, KERNEL_COLORS, TILE_COLORS, kernel_scale
+from app.features.backward import charts as charts_backward, data as backward_data
+from app.features.kernel import charts as charts_kernel, data as kernel_data
+from app.features.online_softmax import charts as charts_softmax, data as softmax_data
+from app.features.sram_tiling import charts as charts_tiling, data as tiling_data
+from app.features.timings import charts as charts_timing, data as timing_data
+from app.core.style import ALARM, KERNEL_COLORS, TILE_COLORS, kernel_scale
 from engine.model import iomodel, stream_k
 from engine import recorded
 from engine.model.tiles import processed_tiles
@@ -85,7 +88,7 @@ def test_loop_chart_draws_the_step_of_its_param():
     view = tiling_data.loop_view(cfg)
     chart = charts_tiling.loop_chart(view.tiles, view.steps, view.rows, view.cols, start=4)
     step = params(chart)["step"]
-    assert "bind" not in step and step["value"] == 5     # app.ui.loop_player sets the step
+    assert "bind" not in step and step["value"] == 5     # app.core.ui.loop_player sets the step
     spec = json.dumps(chart.to_dict())
     assert "datum.order == (step - 1)" in spec
     for name in ("Q_i", "K_j", "V_j", "O_i", "S_ij"):
@@ -235,7 +238,7 @@ def test_sweep_skips_naive_past_the_wall_and_computes_speedup():
         calls.append((c.seq_q, algorithm))
         return fake_timing(2.0 if algorithm == "naive" else 0.5)
 
-    from app.sweep import run_sweep
+    from app.features.timings.sweep import run_sweep
     progress = []
     df = run_sweep(cfg, "numpy", H200, lengths, timer, 3,
                    on_point=lambda d, t, what: progress.append((d, t)))
@@ -249,7 +252,7 @@ def test_sweep_skips_naive_past_the_wall_and_computes_speedup():
 
 
 def test_sweep_over_the_limit_is_refused():
-    from app.sweep import run_sweep
+    from app.features.timings.sweep import run_sweep
     with pytest.raises(engine.LimitError, match="sweep_points"):
         run_sweep(engine.AttentionConfig(), "numpy", H200, list(range(1, 40)),
                   lambda *a: fake_timing(1.0), 3)
@@ -376,7 +379,7 @@ def test_kernel_source_and_facts(tmp_path):
 
 
 def test_kernel_shown_follows_the_kernel_that_ran():
-    from app.kernel_data import kernel_that_runs
+    from app.features.kernel.data import kernel_that_runs
     small = engine.AttentionConfig(batch=1, heads=2, seq_q=256, seq_k=256, head_dim=64,
                                    block_q=64, block_k=64, dtype="float16")
     big = small.with_(block_q=128, block_k=128)
@@ -431,7 +434,7 @@ def test_backward_loop_groups_large_grids():
     assert view.group > 1 and len(view.tiles) <= tiling_data.MAX_CELLS
     chart = charts_backward.loop_chart(view.tiles, view.steps, view.rows, view.cols)
     assert largest_dataset(chart) <= MAX_MARKS
-    assert params(chart)["step"]["value"] == 1          # app.ui.loop_player sets the step
+    assert params(chart)["step"]["value"] == 1          # app.core.ui.loop_player sets the step
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -633,7 +636,7 @@ def color_domain(spec) -> list:
 
 
 def test_runs_and_kernels_are_named_in_words():
-    from app.style import kernel_name
+    from app.core.style import kernel_name
     assert kernel_name("naive", "cupy") == "naive (CuPy)"
     assert kernel_name("naive", "numpy") == "naive (NumPy)"
     assert kernel_name("CPU emulation", "numpy") == "flash (CPU emulation)"
@@ -709,7 +712,7 @@ def test_naive_limit_is_whichever_comes_first():
 
 
 def test_hbm_text_says_what_the_model_says():
-    from app.figures import hbm_text
+    from app.core.figures import hbm_text
     cfg = engine.AttentionConfig(seq_q=4096, seq_k=4096, dtype="float16")
     text = hbm_text(cfg, H200)
     flash = iomodel.flash_hbm(cfg).total
@@ -721,7 +724,7 @@ def test_hbm_text_says_what_the_model_says():
 
 
 def test_device_sentence_hides_exception_text():
-    from app.figures import device_sentence
+    from app.core.figures import device_sentence
     reason = engine.probe_gpu()[1] if not engine.probe_gpu()[0] else (
         "CuPy is not installed or failed to import (ModuleNotFoundError: No module named "
         "'cupy').")

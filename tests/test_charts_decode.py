@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import engine
-from app import charts_decode, decode_data
+from app.features.decoding import charts as charts_decode, data as decode_data
 from engine.model.decode_config import DecodeConfig
 
 H200 = engine.PROFILES["H200"]

@@ -1,5 +1,5 @@
-"""The Tile sizes page's tables and charts (app.tile_data, app.charts_tiles): every cell of
-the heatmaps has a status, the marks sit on the right cells, the charts carry the click
+"""The Tile sizes page's tables and charts (app/features/tile_sizes/: data.py, charts.py): every
+cell of the heatmaps has a status, the marks sit on the right cells, the charts carry the click
 selection and validate against the Vega-Lite schema, and the byte figures agree with the IO
 model's other counts."""
 import json
@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 import engine
-from app import charts_tiles, style, tile_data as td
+from app.core import style
+from app.features.tile_sizes import charts as charts_tiles, data as td
 from engine.model import iomodel, tilemodel
 from engine import recorded
 from engine.model.devices import PROFILES

@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 import pyarrow as pa
-from app.st_internals import dataframe_util
+from app.core.st_internals import dataframe_util
 
 _SCHEMAS: dict[tuple, tuple[pa.Schema, dict]] = {}   # column kinds -> schema, pandas metadata
 _LOCK = threading.Lock()

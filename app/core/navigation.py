@@ -1,5 +1,5 @@
-"""The app's pages for st.navigation (the rows of app/page_list.py), built once per process
-and copied for each run."""
+"""The app's pages for st.navigation (the rows of app/page_list.py, each page's script in its
+folder of app/features/), built once per process and copied for each run."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,8 @@ import streamlit as st
 
 from app.page_list import OVERVIEW, PAGES, by_url
 
-PAGES_DIR = Path(__file__).resolve().parent.parent / "pages"
+APP_DIR = Path(__file__).resolve().parents[1]     # app/: the main script's folder, which
+                                                  # the rows' scripts are relative to
 
 
 # Streamlit serves the default page at "/" and answers its own pathname with "Page not found",
@@ -30,7 +31,7 @@ def _built() -> tuple:
     """The Page objects (st.Page needs a running script, so they are built on the first run)."""
     return (st.Page(_to_overview, title="FlashAttention Lab", url_path=ROOT_PATH, default=True,
                     visibility="hidden"),
-            *(st.Page(PAGES_DIR / row.script, title=row.title, url_path=row.url_path)
+            *(st.Page(APP_DIR / row.script, title=row.title, url_path=row.url_path)
               for row in PAGES))
 
 
@@ -43,7 +44,7 @@ def redirect_root(url_path: str) -> None:
     """If this run's page is the root's, switch to the Overview page, keeping the link's
     query parameters (talk mode, the config)."""
     if url_path == ROOT_PATH:
-        st.switch_page(PAGES_DIR / by_url(OVERVIEW).script,
+        st.switch_page(APP_DIR / by_url(OVERVIEW).script,
                        query_params=st.query_params.to_dict())
 
 

@@ -8,9 +8,9 @@ import streamlit as st
 
 import engine
 from engine.model import catalog
-from app.figures import device_sentence
-from app.controls import (BACKEND_LABELS, CONTROLS, PAGE_CONTROLS, PRESETS, kernel_label,
-                          parse_value, to_text)
+from app.core.figures import device_sentence
+from app.core.controls import BACKEND_LABELS, CONTROLS, PRESETS, kernel_label
+from app.core.url_params import PAGE_CONTROLS, parse_value, to_text
 
 CONFIG_FIELDS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block_k", "dtype",
                  "causal", "inputs", "logit_scale", "seed")

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from cachetools import LRUCache
 
-from app.arrow_ipc import arrow_bytes
+from app.core.arrow_ipc import arrow_bytes
 
 # Finished charts kept: per-seed charts (a few kB each) must not push out the loop charts
 # (up to about 1 MB of Arrow each), which every visitor of a shape and every tick of Play use.

@@ -1,8 +1,8 @@
 """The Streamlit internals this project uses, imported here and nowhere else.
 
 Streamlit's public API has no way to hand a worker thread the script's context, and none for
-the Arrow conversion a chart's datasets go through; the app uses these (app/ui.py,
-app/arrow_ipc.py), and the tests use a few more to read what a page sent. Any Streamlit
+the Arrow conversion a chart's datasets go through; the app uses these (app/core/ui.py,
+app/core/arrow_ipc.py), and the tests use a few more to read what a page sent. Any Streamlit
 release may move them, so each is looked up by name here, and a missing one stops the import
 with a message naming the installed Streamlit and the version the project is tested with
 (requirements/app.lock), instead of an AttributeError deep in a page.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import streamlit
 
-LOCK = Path(__file__).resolve().parent.parent / "requirements" / "app.lock"
+LOCK = Path(__file__).resolve().parents[2] / "requirements" / "app.lock"
 
 
 def tested_version() -> str:
@@ -41,7 +41,7 @@ def internal(module: str, name: str):
             f"FlashAttention Lab uses {module}.{name}, which Streamlit "
             f"{streamlit.__version__} does not have ({err}). The project is tested with "
             f"Streamlit {tested_version()} (requirements/app.lock): install the locked "
-            "versions (bash scripts/start.sh does), or adapt app/st_internals.py to this "
+            "versions (bash scripts/start.sh does), or adapt app/core/st_internals.py to this "
             "release.") from err
 
 

@@ -7,11 +7,11 @@ import threading
 from typing import Callable, TypeVar
 
 import streamlit as st
-from app.st_internals import add_script_run_ctx, get_script_run_ctx
+from app.core.st_internals import add_script_run_ctx, get_script_run_ctx
 
-from app import specs
-from app.controls import kernel_label
-from app.sidebar import Settings, keep_page_control
+from app.core import specs
+from app.core.controls import kernel_label
+from app.core.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
 from engine.facade import GPU_LOCK, GpuRunError
 
@@ -153,7 +153,7 @@ def source_line(s: Settings, backend: str) -> str:
 
 def chart(builder: Callable, *args, slider_values: dict | None = None, **kwargs) -> None:
     """Draw builder(*args, **kwargs), a chart builder of app.charts_*, from the process-wide
-    cache of charts in their sent form (app.specs: built and converted once, shared by every
+    cache of charts in their sent form (app.core.specs: built and converted once, shared by every
     session); `slider_values` sets where the chart's browser sliders start, so a playing
     animation reuses one spec."""
     spec = specs.sent_chart(builder, *args, **kwargs).spec_with_data()

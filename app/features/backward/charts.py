@@ -8,8 +8,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts_tiling import STATE_COLORS, STATES, step_param
-from app.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish
+from app.features.sram_tiling.charts import STATE_COLORS, STATES, step_param
+from app.core.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish
 
 STEP = "(step - 1)"      # the slider counts steps from 1; `order` counts from 0
 GRADIENT_COLORS = {"dQ_i": TILE_COLORS["Q_i"], "dO_i": TILE_COLORS["O_i"],

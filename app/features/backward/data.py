@@ -13,7 +13,7 @@ import pandas as pd
 import engine
 from engine.model import iomodel
 from engine.model.tiles import key_rows, processed_tiles, query_rows
-from app.tiling_data import MAX_CELLS
+from app.features.sram_tiling.data import MAX_CELLS
 
 MAX_ROWS = 64            # query rows drawn as thin lines in the row-sum chart
 

@@ -2,16 +2,16 @@
 gradients grow, bytes, FLOPs and peak memory of naive against flash backward, and times."""
 import streamlit as st
 
-from app import runner
-from app.backward_data import (dkv_growth, dq_growth, hbm_parts, loop_view, peak_table, price,
-                               row_mass, rowsum_gap)
-from app.charts_backward import growth_chart, hbm_parts_chart, loop_chart, peak_chart, \
-    price_chart, rowsum_chart
-from app.charts_timing import config_chart, memory_chart, sweep_chart
-from app.timing_data import (bench_dir, memory_table, memory_wall, recorded_speedup,
-                             recorded_table, sweep_lengths, timing_table, with_builds)
-from app.ui import (chart, guarded, linked_number, loop_player, method_note, notes, on_stage,
-                    source_line, stage, usable_settings)
+from app.core import runner
+from app.features.backward.data import (dkv_growth, dq_growth, hbm_parts, loop_view, peak_table,
+                                        price, row_mass, rowsum_gap)
+from app.features.backward.charts import (growth_chart, hbm_parts_chart, loop_chart, peak_chart,
+                                          price_chart, rowsum_chart)
+from app.features.timings.charts import config_chart, memory_chart, sweep_chart
+from app.features.timings.data import (bench_dir, memory_table, memory_wall, recorded_speedup,
+                                       recorded_table, sweep_lengths, timing_table, with_builds)
+from app.core.ui import (chart, guarded, linked_number, loop_player, method_note, notes, on_stage,
+                         source_line, stage, usable_settings)
 from engine import check_limits
 from engine.facade import recorded
 from engine.model import iomodel

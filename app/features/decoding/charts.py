@@ -1,6 +1,6 @@
 """Charts of the Decoding page. Pure functions: DataFrames in, Altair charts out.
 
-The merge animation sends every split's state once; the `step` param (app.ui.loop_player's
+The merge animation sends every split's state once; the `step` param (app.core.ui.loop_player's
 slider) says how many splits are merged, and Vega computes the running max and the rescaled
 sums in the browser.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.charts_tiling import step_param
-from app.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, kernel_scale
+from app.features.sram_tiling.charts import step_param
+from app.core.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, kernel_scale
 
 SPLIT_COLORS = [TILE_COLORS["K_j"], TILE_COLORS["V_j"]]      # alternate, so splits stand apart
 MERGED = "datum.split < step"

@@ -3,20 +3,20 @@ cache with its block table, grouped-query heads, bytes per token against the HBM
 time against the number of splits."""
 import streamlit as st
 
-from app import runner
-from app.charts_decode import (bytes_chart, cache_chart, floor_chart, merge_chart, pool_chart,
-                               splits_chart)
-from app.controls import MAX_DECODE_SEQ_UI, PAGE_CHOICES, SPLIT_CHOICES
-from app.decode_data import (POOL_CAP, POOL_COLUMNS, bytes_table, decode_config,
-                             default_kv_heads, floor_sweep, measured_table, pool_cells,
-                             recorded_table, split_counts, split_states, split_strip,
-                             splits_model, spread_unsplit)
-from app.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes, on_stage,
-                    stage, usable_settings)
+from app.core import runner
+from app.features.decoding.charts import (bytes_chart, cache_chart, floor_chart, merge_chart,
+                                          pool_chart, splits_chart)
+from app.core.controls import MAX_DECODE_SEQ_UI, PAGE_CHOICES, SPLIT_CHOICES
+from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, bytes_table, decode_config,
+                                        default_kv_heads, floor_sweep, measured_table, pool_cells,
+                                        recorded_table, split_counts, split_states, split_strip,
+                                        splits_model, spread_unsplit)
+from app.core.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes,
+                         on_stage, stage, usable_settings)
 from engine.facade import recorded
 from engine.model import iomodel
 from engine.model.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
-from app.timing_data import bench_dir
+from app.features.timings.data import bench_dir
 
 st.title("Decoding")
 s = usable_settings()

@@ -3,10 +3,10 @@ import functools
 
 import streamlit as st
 
-from app import runner
-from app.downloads import results_csv, results_json, trace_summary
-from app.timing_data import bench_dir, recorded_table
-from app.ui import guarded, source_line, usable_settings
+from app.core import runner
+from app.features.downloads.data import results_csv, results_json, trace_summary
+from app.features.timings.data import bench_dir, recorded_table
+from app.core.ui import guarded, source_line, usable_settings
 from engine.facade import recorded, trace_io
 
 st.title("Downloads")

@@ -4,14 +4,14 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.style import finish
+from app.core.style import finish
 
 
 def timeline_chart(schedule: pd.DataFrame, title: str | list[str], width: int = 900,
                    height: int = 420) -> alt.Chart:
     """Each thread block (or each run of a block, in a run schedule) as a bar on the SM that
     ran it, from its start to its end, coloured by its query tile i; blocks resident on one SM
-    at once share its row in lanes (the "slot" column of kernel_data.schedule_table), so
+    at once share its row in lanes (the "slot" column of data.schedule_table), so
     waves read left to right."""
     sms = int(schedule.sm.max()) + 1 if len(schedule) else 1
     lanes = int(schedule.slot.max()) + 1 if "slot" in schedule and len(schedule) else 1

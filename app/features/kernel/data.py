@@ -13,7 +13,7 @@ import engine
 from engine.facade import recorded
 from engine.model import catalog, registry
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+KERNEL_DIR = Path(__file__).resolve().parents[3] / "kernels"
 MAX_BLOCKS_DRAWN = 20000
 
 

@@ -2,14 +2,15 @@
 block-to-SM timelines kernels recorded (live on a GPU, recorded ones from benchmarks/)."""
 import streamlit as st
 
-from app import runner
-from app.charts_kernel import timeline_chart
-from app.controls import kernel_label
-from app.kernel_data import (BY_KEY, KERNEL_SOURCES, facts_table, kernel_that_runs,
-                             recorded_facts_table, recorded_how, recorded_label,
-                             schedule_summary, schedule_table, source_text, timeline_caption)
-from app.timing_data import bench_dir
-from app.ui import chart, guarded, notes, on_stage, stage, usable_settings
+from app.core import runner
+from app.features.kernel.charts import timeline_chart
+from app.core.controls import kernel_label
+from app.features.kernel.data import (BY_KEY, KERNEL_SOURCES, facts_table, kernel_that_runs,
+                                      recorded_facts_table, recorded_how, recorded_label,
+                                      schedule_summary, schedule_table, source_text,
+                                      timeline_caption)
+from app.features.timings.data import bench_dir
+from app.core.ui import chart, guarded, notes, on_stage, stage, usable_settings
 from engine.facade import recorded
 
 st.title("Kernel")

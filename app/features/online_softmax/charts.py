@@ -11,8 +11,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from app.specs import Hole, TemplateChart
-from app.style import ALARM, DONE, FONT, INK, LABEL_NAMES, PENDING, TILE_COLORS, finish, slider
+from app.core.specs import Hole, TemplateChart
+from app.core.style import (ALARM, DONE, FONT, INK, LABEL_NAMES, PENDING, TILE_COLORS, finish,
+                            slider)
 
 UPTO = "upto"
 LN10 = math.log(10)

@@ -2,12 +2,12 @@
 output over the key tiles, straight from the run's trace."""
 import streamlit as st
 
-from app import runner
-from app.charts_softmax import safe_softmax_chart, scores_chart, stats_chart
-from app.softmax_data import convergence, fp16_overflow, row_trace, score_row
-from app.tiling_data import smem_layout
-from app.ui import (chart, guarded, linked_number, notes, on_stage, source_line, stage,
-                    usable_settings)
+from app.core import runner
+from app.features.online_softmax.charts import safe_softmax_chart, scores_chart, stats_chart
+from app.features.online_softmax.data import convergence, fp16_overflow, row_trace, score_row
+from app.features.sram_tiling.data import smem_layout
+from app.core.ui import (chart, guarded, linked_number, notes, on_stage, source_line, stage,
+                         usable_settings)
 from engine.model import iomodel
 
 st.title("Online softmax")

@@ -2,12 +2,12 @@
 the device in use, the config's key figures."""
 import streamlit as st
 
-from app.charts_timing import headline_chart
-from app.controls import PRESETS
-from app.figures import PAGE_GUIDE, device_sentence, gib, hbm_text, key_figures, kib
-from app.sidebar import apply_preset
-from app.timing_data import bench_dir, recorded_headline
-from app.ui import chart, on_stage, settings, stage, usable_settings
+from app.features.timings.charts import headline_chart
+from app.core.controls import PRESETS
+from app.core.figures import PAGE_GUIDE, device_sentence, gib, hbm_text, key_figures, kib
+from app.core.sidebar import apply_preset
+from app.features.timings.data import bench_dir, recorded_headline
+from app.core.ui import chart, on_stage, settings, stage, usable_settings
 
 st.title("FlashAttention Lab")
 slot = stage()

@@ -1,14 +1,14 @@
 """Charts of the SRAM-tiling page. Pure functions: DataFrames in, Altair charts out.
 
 The loop animation sends every step once; the `step` param picks the step shown. The page's
-step control (app.ui.loop_player) sets its value, so the step has one source.
+step control (app.core.ui.loop_player) sets its value, so the step has one source.
 """
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, DONE, FONT, INK, PENDING, SKIPPED, TILE_COLORS, finish
+from app.core.style import ALARM, DONE, FONT, INK, PENDING, SKIPPED, TILE_COLORS, finish
 
 STATES = ["current S_ij", "done", "to do", "skipped (causal)"]
 STATE_COLORS = [TILE_COLORS["S_ij"], DONE, PENDING, SKIPPED]
@@ -21,7 +21,7 @@ def step_value(n_steps: int, index: int) -> int:
 
 
 def step_param(n_steps: int, index: int = 0) -> alt.VariableParameter:
-    """The loop step, 1..n_steps, at step `index` (0-based); app.ui.loop_player sets it."""
+    """The loop step, 1..n_steps, at step `index` (0-based); app.core.ui.loop_player sets it."""
     return alt.VariableParameter(name="step", value=step_value(n_steps, index))
 
 

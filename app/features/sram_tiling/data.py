@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 import engine
-from app.memo import by_shape
+from app.core.memo import by_shape
 from engine.model import iomodel
 from engine.model.tiles import key_rows, processed_tiles, query_rows
 

@@ -3,11 +3,11 @@ order, the shared-memory budget of the kernel that runs, HBM traffic and thread 
 over the SMs."""
 import streamlit as st
 
-from app.charts_tiling import loop_chart, smem_chart, waves_chart
-from app.controls import kernel_label
-from app.figures import kib
-from app.tiling_data import ORDERS, loop_view, smem_layout, smem_table, waves
-from app.ui import chart, linked_radio, loop_player, notes, on_stage, stage, usable_settings
+from app.features.sram_tiling.charts import loop_chart, smem_chart, waves_chart
+from app.core.controls import kernel_label
+from app.core.figures import kib
+from app.features.sram_tiling.data import ORDERS, loop_view, smem_layout, smem_table, waves
+from app.core.ui import chart, linked_radio, loop_player, notes, on_stage, stage, usable_settings
 from engine.model import iomodel
 
 st.title("SRAM tiling")

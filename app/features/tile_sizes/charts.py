@@ -11,8 +11,7 @@ import math
 import altair as alt
 import pandas as pd
 
-from app.style import (ALARM, FONT, HALF_COLUMN, INK, PENDING, TILE_COLORS, finish,
-                       wrap_title)
+from app.core.style import ALARM, FONT, HALF_COLUMN, INK, PENDING, TILE_COLORS, finish, wrap_title
 
 SELECTION = "cell"
 STATUS_COLORS = {"does not fit": "#F4C7B0", "not taken by this kernel": PENDING}

@@ -2,11 +2,11 @@
 bytes, the model's time and the measured one — and the GPU memory pyramid."""
 import streamlit as st
 
-from app import tile_data as td
-from app.charts_tiles import SELECTION, placement_chart, pyramid_chart, tile_heatmap
-from app.sidebar import choose_tiles
-from app.timing_data import bench_dir
-from app.ui import chart, guarded, notes, on_stage, picking_chart, stage, usable_settings
+from app.features.tile_sizes import data as td
+from app.features.tile_sizes.charts import SELECTION, placement_chart, pyramid_chart, tile_heatmap
+from app.core.sidebar import choose_tiles
+from app.features.timings.data import bench_dir
+from app.core.ui import chart, guarded, notes, on_stage, picking_chart, stage, usable_settings
 from engine.facade import recorded, sweep_tiles
 from engine.model import tilemodel
 

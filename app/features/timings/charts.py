@@ -4,7 +4,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from app.style import ALARM, FONT, INK, TILE_COLORS, finish, kernel_name, named_scale
+from app.core.style import ALARM, FONT, INK, TILE_COLORS, finish, kernel_name, named_scale
 
 METRICS = {"median_ms": "time (ms, median)", "tflops": "TFLOP/s", "speedup": "speedup over naive",
            "peak_MB": "peak memory (MB)"}
@@ -18,7 +18,7 @@ def _names(df: pd.DataFrame) -> pd.DataFrame:
 def config_chart(timings: pd.DataFrame, width: int = 520) -> alt.LayerChart:
     """One box per run, labelled by algorithm and backend: the interquartile range of the
     calls, the median as a white tick, whiskers to the furthest call within 1.5 IQR, slower or
-    faster calls as points (timing_data.spread). The axis ends just past the whiskers and the
+    faster calls as points (data.spread). The axis ends just past the whiskers and the
     medians, so one slow call cannot squash the boxes: calls beyond it sit on the edge as ▸."""
     data = _names(timings)
     if "q1_ms" not in data:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 import engine
-from app.style import kernel_name
+from app.core.style import kernel_name
 from engine.facade import recorded
 from engine.model import catalog, iomodel
 from engine.model.config import AttentionConfig, MAX_SEQ

@@ -3,15 +3,16 @@ memory wall, and GPU results recorded in benchmarks/."""
 import pandas as pd
 import streamlit as st
 
-from app import runner
-from app.charts_timing import config_chart, hbm_chart, memory_chart, stages_chart, sweep_chart
-from app.figures import gib, hbm_text
-from app.sweep import run_sweep
-from app.timing_data import (add_speedup, bench_dir, ceilings_note, fastest,
-                             in_kernel_order, memory_table, naive_limit, recorded_table,
-                             stage_table, sweep_lengths, timing_table, with_builds,
-                             with_companions)
-from app.ui import chart, guarded, linked_choice, method_note, usable_settings
+from app.core import runner
+from app.features.timings.charts import (config_chart, hbm_chart, memory_chart, stages_chart,
+                                         sweep_chart)
+from app.core.figures import gib, hbm_text
+from app.features.timings.sweep import run_sweep
+from app.features.timings.data import (add_speedup, bench_dir, ceilings_note, fastest,
+                                       in_kernel_order, memory_table, naive_limit, recorded_table,
+                                       stage_table, sweep_lengths, timing_table, with_builds,
+                                       with_companions)
+from app.core.ui import chart, guarded, linked_choice, method_note, usable_settings
 from engine.facade import recorded
 
 GPU_METHOD = ("CUDA events around the kernel(s), warm-up runs first (compile, module load and "

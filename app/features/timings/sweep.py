@@ -7,8 +7,8 @@ from typing import Callable
 import pandas as pd
 
 import engine
-from app.runner import kernels_for, naive_fits_gpu
-from app.timing_data import add_speedup, timing_row
+from app.core.runner import kernels_for, naive_fits_gpu
+from app.features.timings.data import add_speedup, timing_row
 from engine.model.guards import check_sweep
 
 
