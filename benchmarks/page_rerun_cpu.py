@@ -1,7 +1,7 @@
 """How long a changed control takes to re-run each page's Python on this machine's CPU: every
 page opened through Streamlit's AppTest with the CPU emulation, then seq_q, block_k and causal
 changed one after another (a new config each time, nothing cached for it), each re-run timed.
-The unit suite checks what a re-run computes (tests/test_app_pages.py counts the engine's
+The unit suite checks what a re-run computes (tests/pages/test_every_page.py counts the engine's
 calls); this script measures how long it takes and keeps the figures. Target: under 2 s each.
 
   python -m benchmarks.page_rerun_cpu      # writes lab/records/page_rerun_cpu.json

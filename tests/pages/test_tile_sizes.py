@@ -1,24 +1,145 @@
-"""The Tile sizes page's tables and charts (app/features/tile_sizes/: data.py, charts.py): every
-cell of the heatmaps has a status, the marks sit on the right cells, the charts carry the click
-selection and validate against the Vega-Lite schema, and the byte figures agree with the IO
-model's other counts."""
+"""The Tile sizes page (app/features/tile_sizes/): through AppTest, the current, paper and
+unfit cells, the model and the recorded grid without a GPU, the URL's tiles, the live sweep
+on a GPU; without a server, every cell of the heatmaps has a status, the marks sit on the
+right cells, the charts carry the click selection and validate against the Vega-Lite
+schema, and the byte figures agree with the IO model's other counts."""
+from __future__ import annotations
+
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
 
 import engine
 from app.core import style
 from app.features.tile_sizes import charts as charts_tiles, data as td
-from engine.model import iomodel, tilemodel
+from app.features.timings.data import BENCH_DIR_ENV
 from engine import recorded
+from engine.model import catalog, iomodel, tilemodel
 from engine.model.devices import PROFILES
-from engine.model import catalog
 from seeds import SEED, rng
+from apptest_helpers import FIXTURES, ON_GPU, assert_clean, open_page, texts
 
+
+def title_text(spec: dict) -> str:
+    """A chart's title in one line (a long one is a list of lines: app.core.style.wrap_title)."""
+    title = spec.get("title", "")
+    return " ".join(title) if isinstance(title, list) else title if isinstance(title, str) else ""
+
+
+def chart_data(at: AppTest, title_start: str):
+    """The data of the chart whose title starts with title_start (one dataset each)."""
+    from app.core.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
+    for c in at.get("vega_lite_chart"):
+        title = title_text(json.loads(c.proto.spec))
+        if title.startswith(title_start):
+            return convert_arrow_bytes_to_pandas_df(c.proto.datasets[0].data.data)
+    raise AssertionError(f"no chart titled {title_start!r}")
+
+
+def chart_titles(at: AppTest) -> list[str]:
+    return [title_text(json.loads(c.proto.spec)) for c in at.get("vega_lite_chart")]
+
+
+def test_tile_page_marks_current_paper_and_unfit_cells():
+    at = open_page("tile_sizes", backend="numpy", head_dim=128, dtype="float32", block_q=16,
+                   block_k=128)
+    assert_clean(at)
+    smem = chart_data(at, "Shared memory per block").set_index(["block_q", "block_k"])
+    assert len(smem) == len(engine.BLOCK_SIZES) ** 2
+    # 128 × 128 float32 tiles at d = 128: five 64 KiB tiles, more than the block may take
+    big = smem.loc[(128, 128)]
+    assert big.status == "does not fit" and big.text == "no fit 321 KiB"
+    assert smem.loc[(16, 16)].status == "fits"
+    current = smem[smem.current.astype(bool)].index.tolist()
+    assert current == [(16, 128)]
+    # the paper's choice for float32, d = 128 on the H200 profile: 64 × 64 (worked in
+    # tests/test_tilemodel.py)
+    assert smem.loc[(64, 64)].marks == "▲"
+    spec = next(json.loads(c.proto.spec) for c in at.get("vega_lite_chart"))
+    cell = next(p for p in spec["params"] if p["name"] == "cell")
+    assert cell["select"]["fields"] == ["block_q", "block_k"]
+
+
+def test_tile_page_without_gpu_labels_model_and_recorded_grid():
+    if ON_GPU:
+        pytest.skip("a GPU times the shapes live instead")
+    at = open_page("tile_sizes", backend="numpy", dtype="float16")
+    assert_clean(at)
+    text = texts(at)
+    titles = chart_titles(at)
+    assert "Resident blocks per SM (model)" in titles
+    assert any(t.startswith("Waves over") and t.endswith("(model)") for t in titles)
+    assert "no GPU here" in text
+    # the recorded grid (tests/data/tiles_fixture.json) with its device, date and note
+    assert "Recorded on **Test fixture GPU (not a measurement)** on **2000-01-01**" in text
+    assert "A test fixture: five made-up shapes." in text
+    measured = chart_data(at, "teaching kernel: measured on").set_index(["block_q", "block_k"])
+    assert measured.loc[(64, 64)].marks == "★"          # 0.050 ms, the fastest of three
+    assert measured.loc[(64, 64)].text == "0.05 ms"
+    assert measured.loc[(32, 32)].text == "not timed"
+    tc = chart_data(at, "tensor-core kernel: measured on").set_index(["block_q", "block_k"])
+    assert tc.loc[(128, 64)].marks == "★"
+    assert "fastest 128 × 64 at 0.01 ms" in text
+    assert len(chart_data(at, "The memory pyramid")) == 5
+
+
+def test_tile_page_without_recorded_grid_says_how_to_record_one(monkeypatch, tmp_path):
+    if ON_GPU:
+        pytest.skip("a GPU times the shapes live instead")
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    at = open_page("tile_sizes", backend="numpy")
+    assert_clean(at)
+    assert "bash benchmarks/gpu_run.sh tile-grid" in texts(at)
+    assert not any("measured" in t for t in chart_titles(at))
+
+
+def test_tile_page_follows_the_url_tiles():
+    at = open_page("tile_sizes", backend="numpy", block_q=32, block_k=8)
+    assert_clean(at)
+    hbm = chart_data(at, "HBM bytes moved").set_index(["block_q", "block_k"])
+    assert hbm[hbm.current.astype(bool)].index.tolist() == [(32, 8)]
+    at.selectbox(key="block_q").set_value(128).run()
+    hbm = chart_data(at, "HBM bytes moved").set_index(["block_q", "block_k"])
+    assert hbm[hbm.current.astype(bool)].index.tolist() == [(128, 8)]
+    assert at.query_params["block_q"] in ("128", ["128"])
+
+
+@pytest.mark.skipif(not ON_GPU, reason="needs a usable GPU")
+def test_tile_page_live_sweep_on_gpu():
+    at = open_page("tile_sizes", dtype="float16", head_dim=64, seq_q=512, seq_k=512)
+    assert_clean(at)
+    assert "Resident blocks per SM (model)" in chart_titles(at)
+    at.multiselect(key="tiles_kernels").set_value(["tensorcore"]).run()
+    at.button(key="tiles_sweep").click().run(timeout=240)
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    text = texts(at)
+    assert "Measured on" in text
+    measured = chart_data(at, "tensor-core kernel: measured median")
+    timed = measured[measured.status == "fits"]
+    assert len(timed) >= 5 and (timed.value > 0).all()
+    assert (measured.marks == "★").sum() + (measured.marks == "★ ▲").sum() == 1
+
+
+@pytest.mark.skipif(not ON_GPU, reason="needs a usable GPU")
+def test_tile_page_sweep_over_the_limit_is_a_message(monkeypatch):
+    monkeypatch.setenv("FA_LAB_MAX_TILE_SWEEP_POINTS", "2")
+    at = open_page("tile_sizes", dtype="float16", head_dim=64)
+    at.button(key="tiles_sweep").click().run()
+    assert_clean(at)
+    errors = " ".join(e.value for e in at.error)
+    assert "tile_sweep_points" in errors and "FA_LAB_MAX_TILE_SWEEP_POINTS" in errors
+    assert not any("measured median" in t for t in chart_titles(at))
+
+
+# ---- its tables and charts, without a server ------------------------------------------
 H200 = PROFILES["H200"]
-FIXTURES = Path(__file__).resolve().parent / "data"
+
+
 CFG = engine.AttentionConfig(batch=1, heads=4, seq_q=1024, seq_k=1024, head_dim=128,
                              dtype="float16", block_q=32, block_k=64)
 
