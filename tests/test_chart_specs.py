@@ -29,7 +29,7 @@ from app.core import specs
 from app.core.st_internals import dataframe_util, stabilized_spec_text
 from app.features.online_softmax.charts import safe_softmax_chart, scores_chart, stats_chart
 from app.features.online_softmax.data import convergence, row_trace, score_row
-from app.features.timings.data import BENCH_DIR_ENV
+from app.core.results_dir import BENCH_DIR_ENV
 from seeds import rng
 
 ROOT = Path(__file__).resolve().parent.parent

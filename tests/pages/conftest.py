@@ -4,7 +4,7 @@ start each test with empty caches."""
 import pytest
 import streamlit as st
 
-from app.features.timings.data import BENCH_DIR_ENV
+from app.core.results_dir import BENCH_DIR_ENV
 from apptest_helpers import FIXTURES
 
 

@@ -14,7 +14,7 @@ import engine
 from app.features.backward import charts as charts_backward, data as backward_data
 from app.features.sram_tiling import data as tiling_data
 from app.features.timings import data as timing_data
-from app.features.timings.data import BENCH_DIR_ENV
+from app.core.results_dir import BENCH_DIR_ENV
 from engine.model import iomodel
 from engine.model.tiles import processed_tiles
 from apptest_helpers import (FIXTURES, ON_GPU, assert_clean, color_domains, open_page, specs,

@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from app.features.decoding import charts as charts_decode, data as decode_data
-from app.features.timings.data import BENCH_DIR_ENV
+from app.core.results_dir import BENCH_DIR_ENV
 from engine.model.decode_config import DecodeConfig
 from apptest_helpers import ON_GPU, assert_clean, open_page, specs, texts, url
 from chart_helpers import H200

@@ -11,7 +11,7 @@ import pytest
 
 import engine
 from app.features.kernel import charts as charts_kernel, data as kernel_data
-from app.features.timings.data import BENCH_DIR_ENV
+from app.core.results_dir import BENCH_DIR_ENV
 from engine import recorded
 from engine.model import stream_k
 import seeds

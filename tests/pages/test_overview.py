@@ -11,7 +11,7 @@ import pytest
 import engine
 from app import page_list
 from app.features.timings import charts as charts_timing, data as timing_data
-from app.features.timings.data import BENCH_DIR_ENV
+from app.core.results_dir import BENCH_DIR_ENV
 from engine import recorded
 from engine.model import iomodel
 from apptest_helpers import ON_GPU, assert_clean, open_page, specs, texts

@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 import engine
 from app.core import style
 from app.features.tile_sizes import charts as charts_tiles, data as td
-from app.features.timings.data import BENCH_DIR_ENV
+from app.core.results_dir import BENCH_DIR_ENV
 from engine import recorded
 from engine.model import catalog, iomodel, tilemodel
 from engine.model.devices import PROFILES

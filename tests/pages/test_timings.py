@@ -13,7 +13,7 @@ import pytest
 import engine
 from app.core.style import KERNEL_COLORS, kernel_scale
 from app.features.timings import charts as charts_timing, data as timing_data
-from app.features.timings.data import BENCH_DIR_ENV
+from app.core.results_dir import BENCH_DIR_ENV
 from engine import recorded
 from engine.model import iomodel
 import seeds

@@ -8,8 +8,9 @@ from app.features.backward.data import (dkv_growth, dq_growth, hbm_parts, loop_v
 from app.features.backward.charts import (growth_chart, hbm_parts_chart, loop_chart, peak_chart,
                                           price_chart, rowsum_chart)
 from app.features.timings.charts import config_chart, memory_chart, sweep_chart
-from app.features.timings.data import (bench_dir, memory_table, memory_wall, recorded_speedup,
-                                       recorded_table, sweep_lengths, timing_table, with_builds)
+from app.core.results_dir import bench_dir
+from app.features.timings.data import (memory_table, memory_wall, recorded_speedup, recorded_table,
+                                       sweep_lengths, timing_table, with_builds)
 from app.core.ui import (chart, guarded, linked_number, loop_player, method_note, notes, on_stage,
                          source_line, stage, usable_settings)
 from engine import check_limits

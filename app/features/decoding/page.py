@@ -16,7 +16,7 @@ from app.core.ui import (chart, guarded, linked_choice, linked_number, loop_play
 from engine.facade import recorded
 from engine.model import iomodel
 from engine.model.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
-from app.features.timings.data import bench_dir
+from app.core.results_dir import bench_dir
 
 st.title("Decoding")
 s = usable_settings()

@@ -5,7 +5,8 @@ import streamlit as st
 
 from app.core import runner
 from app.features.downloads.data import results_csv, results_json, trace_summary
-from app.features.timings.data import bench_dir, recorded_table
+from app.core.results_dir import bench_dir
+from app.features.timings.data import recorded_table
 from app.core.ui import guarded, source_line, usable_settings
 from engine.facade import recorded, trace_io
 

@@ -9,7 +9,7 @@ from app.features.kernel.data import (BY_KEY, KERNEL_SOURCES, facts_table, kerne
                                       recorded_facts_table, recorded_how, recorded_label,
                                       schedule_summary, schedule_table, source_text,
                                       timeline_caption)
-from app.features.timings.data import bench_dir
+from app.core.results_dir import bench_dir
 from app.core.ui import chart, guarded, notes, on_stage, stage, usable_settings
 from engine.facade import recorded
 

@@ -6,7 +6,8 @@ from app.features.timings.charts import headline_chart
 from app.core.controls import PRESETS
 from app.core.figures import PAGE_GUIDE, device_sentence, gib, hbm_text, key_figures, kib
 from app.core.sidebar import apply_preset
-from app.features.timings.data import bench_dir, recorded_headline
+from app.core.results_dir import bench_dir
+from app.features.timings.data import recorded_headline
 from app.core.ui import chart, on_stage, settings, stage, usable_settings
 
 st.title("FlashAttention Lab")

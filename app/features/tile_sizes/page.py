@@ -5,7 +5,7 @@ import streamlit as st
 from app.features.tile_sizes import data as td
 from app.features.tile_sizes.charts import SELECTION, placement_chart, pyramid_chart, tile_heatmap
 from app.core.sidebar import choose_tiles
-from app.features.timings.data import bench_dir
+from app.core.results_dir import bench_dir
 from app.core.ui import chart, guarded, notes, on_stage, picking_chart, stage, usable_settings
 from engine.facade import recorded, sweep_tiles
 from engine.model import tilemodel

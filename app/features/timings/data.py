@@ -3,7 +3,6 @@ with naive attention's wall, and GPU results recorded in benchmarks/."""
 from __future__ import annotations
 
 import functools
-import os
 import re
 from pathlib import Path
 
@@ -17,15 +16,10 @@ from engine.model import catalog, iomodel
 from engine.model.config import AttentionConfig, MAX_SEQ
 from engine.model.devices import datasheet_profile
 
-BENCH_DIR_ENV = "FA_LAB_BENCH_DIR"   # where recorded results are read (tests point it elsewhere)
 TIMING_COLUMNS = ["kernel", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "peak_MB",
                   "backend", "method", "name", "q1_ms", "q3_ms", "lo_ms", "hi_ms", "outliers_ms",
                   "spread"]
 TUKEY = 1.5          # whiskers reach the furthest call within 1.5 interquartile ranges
-
-
-def bench_dir() -> Path:
-    return Path(os.environ.get(BENCH_DIR_ENV) or recorded.BENCH_DIR)
 
 
 def spread(t: engine.Timing) -> dict:

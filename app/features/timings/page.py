@@ -8,10 +8,10 @@ from app.features.timings.charts import (config_chart, hbm_chart, memory_chart, 
                                          sweep_chart)
 from app.core.figures import gib, hbm_text
 from app.features.timings.sweep import run_sweep
-from app.features.timings.data import (add_speedup, bench_dir, ceilings_note, fastest,
-                                       in_kernel_order, memory_table, naive_limit, recorded_table,
-                                       stage_table, sweep_lengths, timing_table, with_builds,
-                                       with_companions)
+from app.core.results_dir import bench_dir
+from app.features.timings.data import (add_speedup, ceilings_note, fastest, in_kernel_order,
+                                       memory_table, naive_limit, recorded_table, stage_table,
+                                       sweep_lengths, timing_table, with_builds, with_companions)
 from app.core.ui import chart, guarded, linked_choice, method_note, usable_settings
 from engine.facade import recorded
 
