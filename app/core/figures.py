@@ -1,4 +1,6 @@
-"""The Overview page's key figures for a config on a GPU (model figures, exact for the config)."""
+"""Figures the sidebar and several pages show: the Overview's key figures for a config on a GPU
+(model figures, exact for the config) and its guide to every page, sizes in KiB and GiB, the
+HBM traffic in words, why no GPU is used as a plain sentence."""
 from __future__ import annotations
 
 import engine

@@ -152,9 +152,9 @@ def source_line(s: Settings, backend: str) -> str:
 
 
 def chart(builder: Callable, *args, slider_values: dict | None = None, **kwargs) -> None:
-    """Draw builder(*args, **kwargs), a chart builder of app.charts_*, from the process-wide
-    cache of charts in their sent form (app.core.specs: built and converted once, shared by every
-    session); `slider_values` sets where the chart's browser sliders start, so a playing
+    """Draw builder(*args, **kwargs), a chart builder of a page's charts.py, from the
+    process-wide cache of charts in their sent form (app.core.specs: built and converted once,
+    shared by every session); `slider_values` sets where the chart's browser sliders start, so a playing
     animation reuses one spec."""
     spec = specs.sent_chart(builder, *args, **kwargs).spec_with_data()
     if slider_values and "params" in spec:
