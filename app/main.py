@@ -1,9 +1,9 @@
 """FlashAttention Lab: `python -m streamlit run app/main.py` from the repository root."""
 import streamlit as st
 
-from app import navigation, sidebar
-from app.style import TALK_CSS
-from app.ui import SETTINGS_KEY
+from app.core import navigation, sidebar
+from app.core.style import TALK_CSS
+from app.core.ui import SETTINGS_KEY
 
 talk = sidebar.talk_requested()
 st.set_page_config(page_title="FlashAttention Lab", page_icon="⚡", layout="wide",

@@ -65,7 +65,7 @@ for mode in "$@"; do
         > "$OUT/gpu_tests.log" 2>&1
       summary+=("gpu tests rc=$?: $(tail -1 "$OUT/gpu_tests.log")")
       timeout "${APPTEST_S:-300}" python3 -m pytest -q -rs -p no:cacheprovider \
-        tests/test_app_pages.py tests/test_url_fuzz.py tests/test_charts.py \
+        tests/pages/ tests/test_url_fuzz.py \
         > "$OUT/apptest_gpu.log" 2>&1
       summary+=("AppTest on the GPU rc=$?: $(tail -1 "$OUT/apptest_gpu.log")") ;;
     forward-sweep)

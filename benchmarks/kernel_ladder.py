@@ -114,7 +114,7 @@ def figures(results: Path = RESULTS) -> dict[str, dict]:
     timed = [*recorded.load_benchmarks(results, "forward"),
              *recorded.load_benchmarks(results, "backward"), *recorded.load_tile_grids(results)]
     for doc in timed:
-        # the same test of the device as the app's (app.timing_data.with_builds)
+        # the same test of the device as the app's (app.features.timings.data.with_builds)
         hopper = str(doc["device"].get("compute_capability", "")).startswith("9")
         for r in doc["results"]:
             direction = r.get("direction", recorded.file_direction(doc))

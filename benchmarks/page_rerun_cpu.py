@@ -1,7 +1,7 @@
 """How long a changed control takes to re-run each page's Python on this machine's CPU: every
 page opened through Streamlit's AppTest with the CPU emulation, then seq_q, block_k and causal
 changed one after another (a new config each time, nothing cached for it), each re-run timed.
-The unit suite checks what a re-run computes (tests/test_app_pages.py counts the engine's
+The unit suite checks what a re-run computes (tests/pages/test_every_page.py counts the engine's
 calls); this script measures how long it takes and keeps the figures. Target: under 2 s each.
 
   python -m benchmarks.page_rerun_cpu      # writes lab/records/page_rerun_cpu.json
@@ -22,7 +22,7 @@ from app import page_list
 from benchmarks.recording import LAB_RECORDS, ROOT
 
 OUT = LAB_RECORDS / "page_rerun_cpu.json"
-PAGES = tuple(row.stem for row in page_list.PAGES)
+PAGES = tuple(row.feature for row in page_list.PAGES)
 CHANGES = (("seq_q", 320), ("block_k", 32), ("causal", True))
 TARGET_S = 2.0
 
@@ -33,7 +33,7 @@ def page_reruns(page: str) -> list[float]:
     at.query_params["backend"] = "numpy"
     at.run()
     if page != "overview":
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"features/{page}/page.py").run()
     times = []
     for name, value in CHANGES:
         widget = at.checkbox(key=name) if name == "causal" else (

@@ -28,7 +28,7 @@ def first_and_redraws() -> tuple[float, list[float]]:
     at = AppTest.from_file(str(ROOT / "app" / "main.py"), default_timeout=120)
     at.query_params["backend"] = "numpy"
     at.run()                                   # the Overview page: imports, sidebar
-    at.switch_page("../pages/tile_sizes.py")
+    at.switch_page("features/tile_sizes/page.py")
     start = time.perf_counter()
     at.run()
     first = time.perf_counter() - start

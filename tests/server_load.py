@@ -45,7 +45,7 @@ from pathlib import Path
 
 from app_server import ROOT, percentile, serve, stop
 from app.page_list import ONLINE_SOFTMAX, OVERVIEW, SRAM_TILING
-from app.st_internals import proto
+from app.core.st_internals import proto
 
 RECORDS = ROOT / "lab" / "records"
 

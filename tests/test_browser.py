@@ -17,7 +17,7 @@ import pytest
 
 from app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, serve
 from app import page_list
-from app.charts_tiles import HEATMAP_SIZE
+from app.features.tile_sizes.charts import HEATMAP_SIZE
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -116,7 +116,7 @@ def test_every_page_url_opens_its_page(browser, server):
     """Every URL the app names opens its page with no "Page not found": the root and each
     page's url_path (the Overview's "/overview" included); the root and "/overview" in talk
     mode too, whose query parameters survive the root's hop to "/overview"."""
-    from app import navigation
+    from app.core import navigation
     paths = navigation.url_paths()
     assert "overview" in paths and set(paths) >= {path for path, _ in PAGES.values()}
     visits = [(p, "") for p in paths] + [(p, "?talk=true&seq_q=512") for p in ("", "overview")]
@@ -237,8 +237,8 @@ def test_tile_sizes_click_on_a_cell_sets_the_tiles(browser, server):
         embed = page.locator(".vega-embed").first
         embed.scroll_into_view_if_needed()
         box = embed.locator("canvas, svg").first.bounding_box()
-        # the plot area: HEATMAP_SIZE × 0.8 of it (app/charts_tiles.py), after the y axis
-        # (about 55 px) and under the title (about 25 px); Vega pads the view by 5 px
+        # the plot area: HEATMAP_SIZE × 0.8 of it (app/features/tile_sizes/charts.py), after the
+        # y axis (about 55 px) and under the title (about 25 px); Vega pads the view by 5 px
         x = box["x"] + 5 + 55 + HEATMAP_SIZE * 0.9
         y = box["y"] + 5 + 25 + int(HEATMAP_SIZE * 0.8) * 0.1
         page.mouse.click(x, y)

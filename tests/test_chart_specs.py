@@ -5,7 +5,7 @@ Altair on a cache miss; the Backward pass and Tile sizes pages' charts re-record
 2026-11-24, when their long titles were wrapped, and the Tile sizes page's again on 2026-11-25,
 when the kernel registry named the placement chart's tensor-core row by its build, "flash,
 tensor core (mma.sync)"; the other pages' entries kept), and the cached and templated builds of
-app.specs equal Altair's own spec for random inputs.
+app.core.specs equal Altair's own spec for random inputs.
 
 Re-record (only when a chart is meant to change): python tests/test_chart_specs.py
 """
@@ -24,11 +24,12 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import engine
-from app import page_list, specs
-from app.st_internals import dataframe_util, stabilized_spec_text
-from app.charts_softmax import safe_softmax_chart, scores_chart, stats_chart
-from app.softmax_data import convergence, row_trace, score_row
-from app.timing_data import BENCH_DIR_ENV
+from app import page_list
+from app.core import specs
+from app.core.st_internals import dataframe_util, stabilized_spec_text
+from app.features.online_softmax.charts import safe_softmax_chart, scores_chart, stats_chart
+from app.features.online_softmax.data import convergence, row_trace, score_row
+from app.core.results_dir import BENCH_DIR_ENV
 from seeds import rng
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +37,7 @@ FIXTURES = Path(__file__).resolve().parent / "data"
 GOLDEN = FIXTURES / "chart_specs.json.gz"
 # (page, query parameters): every page at the default config, the loop and softmax pages at a
 # causal config whose row sees skipped key tiles, and talk mode's sizes
-CASES = [(row.stem, {}) for row in page_list.PAGES] + [
+CASES = [(row.feature, {}) for row in page_list.PAGES] + [
     ("sram_tiling", {"seq_q": 320, "causal": "true", "seed": 7}),
     ("online_softmax", {"seq_q": 320, "causal": "true", "seed": 7, "sm_row": 100}),
     ("online_softmax", {"talk": "true", "seed": 5}),
@@ -82,7 +83,7 @@ def sent_charts(page: str, params: dict) -> list[dict]:
     at.query_params.update({k: str(v) for k, v in params.items()})
     at.run()
     if page != "overview":
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"features/{page}/page.py").run()
     assert not at.exception, [e.value for e in at.exception]
     return [{"spec": json.loads(c.proto.spec),
              "data": decoded(c.proto.data.data) if c.proto.data.data else None,
@@ -182,7 +183,7 @@ def test_templated_softmax_charts_equal_altairs(fresh, salt):
 
 
 def test_altair_names_datasets_as_specs_does():
-    """app.specs names a template's datasets the way Altair names inline data (a hash of the
+    """app.core.specs names a template's datasets the way Altair names inline data (a hash of the
     values); if an Altair release changes that, this says so plainly, before the chart
     comparisons below fail on names."""
     import altair as alt
@@ -193,8 +194,8 @@ def test_altair_names_datasets_as_specs_does():
     (name, values), = spec["datasets"].items()
     assert specs.dataset_name(values) == name, (
         f"Altair {alt.__version__} names inline datasets differently from "
-        "app.specs.dataset_name; the project is tested with the Altair that "
-        "requirements/app.lock pins: install the locked versions or adapt app/specs.py")
+        "app.core.specs.dataset_name; the project is tested with the Altair that "
+        "requirements/app.lock pins: install the locked versions or adapt app/core/specs.py")
 
 
 def test_records_are_altairs():
@@ -219,12 +220,12 @@ def test_records_are_altairs():
 
 
 def test_arrow_bytes_are_streamlits():
-    """app.arrow_ipc gives the very bytes Streamlit's own conversion of the records gives, for
+    """app.core.arrow_ipc gives the very bytes Streamlit's own conversion of the records gives, for
     datasets of every column kind the charts use (missing values in some, of several lengths,
     so that later ones take the fast path) and for records it leaves to Streamlit."""
     import numpy as np
     import pandas as pd
-    from app.arrow_ipc import arrow_bytes
+    from app.core.arrow_ipc import arrow_bytes
     g = rng(13)
     for n in (1, 7, 40, 7, 300):
         x = g.standard_normal(n)

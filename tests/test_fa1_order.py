@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import engine
-from app import tiling_data
+from app.features.sram_tiling import data as tiling_data
 from engine.model import iomodel
 from engine.cpu import forward
 import seeds

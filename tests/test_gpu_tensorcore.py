@@ -189,7 +189,7 @@ def test_the_runs_command_writes_a_schedule_the_kernel_page_reads(tmp_path):
     """`python -m benchmarks.run_log_schedule` at B·H = 2, N = 1024, causal, stream-K: a schedule file of
     "unit": "run" that engine.recorded loads and the Kernel page's table draws."""
     pytest.importorskip("pandas")       # the Kernel page's tables
-    from app import kernel_data
+    from app.features.kernel import data as kernel_data
     from engine import recorded
     from benchmarks.run_log_schedule import main
     out = tmp_path / "schedule_test_runs.json"

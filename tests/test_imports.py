@@ -1,8 +1,8 @@
 """Every module of the product imports with the installed (locked) packages: app/ and engine/
 module by module in a fresh interpreter, so that no module leans on another having been
-imported first; the scripts Streamlit runs (app/main.py, pages/*.py) have every module they
-import resolvable. A Streamlit or Altair release that moved something the app uses fails here,
-before any page is opened."""
+imported first; the scripts Streamlit runs (app/main.py, app/features/*/page.py) have every
+module they import resolvable. A Streamlit or Altair release that moved something the app uses
+fails here, before any page is opened."""
 from __future__ import annotations
 
 import ast
@@ -15,17 +15,17 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = [ROOT / "app" / "main.py", *sorted((ROOT / "pages").glob("*.py"))]
+SCRIPTS = [ROOT / "app" / "main.py", *sorted((ROOT / "app" / "features").glob("*/page.py"))]
 
 
 def package_modules(package: str) -> list[str]:
     """Dotted names of every module under a package directory of the repository (not the
-    scripts: __main__.py and app/main.py run when imported)."""
+    scripts: __main__.py, app/main.py and the pages' page.py run when imported)."""
     base = ROOT / package
     return sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
                   for p in base.rglob("*.py")
                   if "__pycache__" not in p.parts and p.name != "__main__.py"
-                  and p != ROOT / "app" / "main.py")
+                  and p not in SCRIPTS)
 
 
 IMPORT_EACH = """
@@ -66,7 +66,8 @@ def imported_names(path: Path) -> set[str]:
     return names
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[p.name for p in SCRIPTS])
+@pytest.mark.parametrize("script", SCRIPTS,
+                         ids=[str(p.relative_to(ROOT / "app")) for p in SCRIPTS])
 def test_page_scripts_import_what_exists(script):
     """Each name a page script imports is a module, or an attribute of one, that exists."""
     missing = []
@@ -88,10 +89,10 @@ def test_a_moved_streamlit_internal_names_both_versions():
     Streamlit is installed and which one the project is tested with."""
     import streamlit
 
-    from app import st_internals
+    from app.core import st_internals
     with pytest.raises(ImportError) as err:
         st_internals.internal("streamlit.dataframe_util", "no_such_function_here")
     text = str(err.value)
     assert "streamlit.dataframe_util.no_such_function_here" in text
     assert f"Streamlit {streamlit.__version__} does not have" in text
-    assert "tested with Streamlit " in text and "app/st_internals.py" in text
+    assert "tested with Streamlit " in text and "app/core/st_internals.py" in text

@@ -1,5 +1,5 @@
 """The lab notebook (lab/) stays outside the product: lab/README.md names every file under
-lab/, and the product's code (engine/, app/, pages/) builds no path into lab/ nor into the
+lab/, and the product's code (engine/, app/) builds no path into lab/ nor into the
 old benchmarks/records/; it reads recorded results from benchmarks/results/ only."""
 import ast
 import re
@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LAB = ROOT / "lab"
-PRODUCT = ("engine", "app", "pages")
+PRODUCT = ("engine", "app")
 
 
 def indexed_names(text: str) -> set[str]:

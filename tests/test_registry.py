@@ -88,8 +88,9 @@ def test_every_smem_layout_is_an_iomodel_layout():
         iomodel.smem_bytes(cfg, "backward_wgmma")
 
 
-# The keys the deleted tables used (display names of app/style.py, app/tile_data.py,
-# app/controls.py, app/kernel_data.py, the compile facts and iomodel's layouts).
+# The keys the deleted tables used (display names of app/core/style.py,
+# app/features/tile_sizes/data.py, app/core/controls.py, app/features/kernel/data.py, the compile
+# facts and iomodel's layouts).
 OLD_KEYS = ("teaching", "mma.sync", "wgmma", "naive_softmax", "backward teaching",
             "backward mma.sync", "backward wgmma", "naive_backward")
 
@@ -107,11 +108,12 @@ def string_constants(path: Path):
 
 def test_no_other_spelling_of_a_key_in_app_or_engine():
     """A key spelt with an underscore ("backward_wgmma") or a hyphen appears nowhere as a
-    string in app/, pages/ or engine/: one spelling each."""
+    string in app/ (its pages too) or engine/: one spelling each."""
     others = {v for k in registry.BY_KEY for v in (k.replace(" ", "_"), k.replace(" ", "-"),
                                                      k.replace(".", "_"))}
     others = (others | {"backward_mma"}) - set(registry.BY_KEY)   # the facts' former key
-    files = [*ROOT.glob("app/*.py"), *ROOT.glob("pages/*.py"), *ROOT.glob("engine/**/*.py")]
+    files = [*ROOT.glob("app/**/*.py"), *ROOT.glob("engine/**/*.py")]
+    assert ROOT / "app" / "features" / "kernel" / "page.py" in files
     found = {(str(p.relative_to(ROOT)), s) for p in files for s in string_constants(p)
              if s in others}
     assert not found, found

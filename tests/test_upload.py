@@ -8,7 +8,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 import engine
-from app.downloads import trace_summary
+from app.features.downloads.data import trace_summary
 from engine import trace_io
 import seeds
 
@@ -26,7 +26,7 @@ def downloads_page() -> AppTest:
     at = AppTest.from_file(str(MAIN), default_timeout=120)
     at.query_params.update({"backend": "numpy"})
     at.run()
-    at.switch_page("../pages/downloads.py").run()
+    at.switch_page("features/downloads/page.py").run()
     return at
 
 
@@ -83,7 +83,7 @@ def test_gpu_failure_message_offers_cpu_emulation(monkeypatch):
     at = AppTest.from_file(str(MAIN), default_timeout=120)
     at.query_params.update({"backend": "numpy", "seed": "4242"})
     at.run()
-    at.switch_page("../pages/online_softmax.py").run()
+    at.switch_page("features/online_softmax/page.py").run()
     assert not at.exception
     text = " ".join(e.value for e in at.error)
     assert "ran out of memory" in text and "CPU emulation" in text

@@ -9,13 +9,14 @@ from hypothesis import strategies as st_h
 from streamlit.testing.v1 import AppTest
 
 from app import page_list
-from app.controls import CONTROLS, PAGE_CONTROLS, control, parse_value
+from app.core.controls import CONTROLS
+from app.core.url_params import PAGE_CONTROLS, control, parse_value
 
 pytestmark = pytest.mark.slow
 
 MAIN = Path(__file__).resolve().parent.parent / "app" / "main.py"
 # the pages a link is switched to after it opened the Overview: every other page of the list
-PAGES = [row.stem for row in page_list.PAGES if row.url_path != page_list.OVERVIEW]
+PAGES = [row.script for row in page_list.PAGES if row.url_path != page_list.OVERVIEW]
 NASTY = ["1e12", "-3", "evil", "", "nan", "inf", "-inf", "0", "64.5", "0x40", "true", "None",
          "<script>alert(1)</script>", "../../etc/passwd", "9" * 40, "1,2", " 64 ", "float16",
          "¹", "٣", "६४"]
@@ -61,7 +62,7 @@ def test_any_page_control_link_renders_without_exception(page, params):
     at = AppTest.from_file(str(MAIN), default_timeout=120)
     at.query_params.update(params)
     at.run()
-    at.switch_page(f"../pages/{page}.py").run()
+    at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     _assert_explained(at, params)
 

@@ -1,0 +1,88 @@
+"""Figures the sidebar and several pages show: the Overview's key figures for a config on a GPU
+(model figures, exact for the config) and its guide to every page, sizes in KiB and GiB, the
+HBM traffic in words, why no GPU is used as a plain sentence."""
+from __future__ import annotations
+
+import engine
+from engine.model import iomodel
+from engine.model.tiles import processed_count
+
+from app.page_list import PAGES
+
+
+def kib(n: float) -> str:
+    """Shared-memory sizes, in KiB as the CUDA guide gives them."""
+    return f"{n / 1024:.1f} KiB"
+
+
+def gib(n: float) -> str:
+    """Device memory, in GiB as vendors size it (an H200 has 141 GiB)."""
+    return f"{n / 2**30:.0f} GiB"
+
+
+def key_figures(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> list[tuple[str, str, str]]:
+    """(label, value, explanation) for the Overview page."""
+    naive_mem, flash_mem = iomodel.peak_memory(cfg, "naive"), iomodel.peak_memory(cfg, "flash")
+    naive_io, flash_io = iomodel.naive_hbm(cfg).total, iomodel.flash_hbm(cfg).total
+    budget = iomodel.smem_budget(cfg, gpu)
+    blocks = cfg.bh * cfg.Tr
+    slots = gpu.sms * budget.blocks_per_sm
+    processed = processed_count(cfg)
+    return [
+        ("peak memory, naive", iomodel.format_bytes(naive_mem),
+         "Q, K, V, O and the N×N matrices S and P"),
+        ("peak memory, flash", iomodel.format_bytes(flash_mem), "Q, K, V, O and the row log-sum-exp"),
+        ("HBM traffic, naive", iomodel.format_bytes(naive_io), "S and P written and read back"),
+        ("HBM traffic, flash", iomodel.format_bytes(flash_io),
+         f"{naive_io / flash_io:.1f}× less: K and V read once per query tile"),
+        ("tiles of S (Tr × Tc)", f"{cfg.Tr} × {cfg.Tc}",
+         f"{processed} computed" + (", the rest skipped by the causal mask" if cfg.causal
+                                   else "")),
+        ("thread blocks", f"{blocks:,}",
+         f"one per batch·head and query tile; {-(-blocks // slots)} wave(s) on {gpu.sms} SMs"
+         if slots else "none can launch: the tiles do not fit in shared memory"),
+        ("shared memory per block", kib(budget.total),
+         f"limit {kib(budget.limit)}: " + ("fits" if budget.fits else "does NOT fit")),
+    ]
+
+
+# Why no GPU is used, in one plain sentence for the audience (engine.devices.probe_gpu's
+# reasons start with these words; its full text, exception included, goes to an expander).
+DEVICE_SENTENCES = (
+    ("CuPy is not installed", "CuPy is not installed here, so no GPU can be used."),
+    ("No usable CUDA driver", "No CUDA driver or GPU was found on this machine."),
+    ("CuPy found no CUDA device", "No CUDA driver or GPU was found on this machine."),
+    ("The GPU is present", "A GPU is present, but CUDA kernels cannot be compiled or run here."),
+    ("A probe kernel ran", "A GPU is present, but a test kernel gave a wrong answer."),
+    ("Reading the GPU's properties", "A GPU is present, but its properties could not be read."),
+    ("CPU emulation was chosen", "CPU emulation was chosen."),
+)
+
+
+def device_sentence(reason: str) -> str:
+    """Why the app emulates instead of running on a GPU, without exception text."""
+    for start, sentence in DEVICE_SENTENCES:
+        if reason.startswith(start):
+            return sentence
+    return "No GPU can be used here."
+
+
+def hbm_text(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> str:
+    """What the IO model says about HBM traffic and memory for this config, with the paper's
+    Θ(N²d²/M) beside the exact count."""
+    naive, flash = iomodel.naive_hbm(cfg).total, iomodel.flash_hbm(cfg).total
+    theta = iomodel.paper_theta_bytes(cfg, gpu)
+    return (f"Memory drops from N² to N: naive holds S and P, flash only Q, K, V, O and one "
+            f"log-sum-exp per row. HBM traffic does not drop to N: flash reads K and V once per "
+            f"query tile, about 2·N²·d·bytes/block_q, so it still grows as N² (the paper's "
+            f"Θ(N²d²/M), M = shared memory per SM in elements). For this config the model "
+            f"counts {iomodel.format_bytes(flash)} for flash against "
+            f"{iomodel.format_bytes(naive)} for naive ({naive / flash:.1f}× less at "
+            f"block_q = {cfg.block_q}; Θ(N²d²/M) gives {iomodel.format_bytes(theta['flash'])} "
+            f"with M = {theta['M_elements']:,.0f}). Concurrent query tiles often find K and V "
+            f"again in L2 ({iomodel.format_bytes(gpu.l2_bytes)} on {gpu.name}), so measured "
+            f"HBM traffic can be lower still.")
+
+
+# (title, line) for each page in menu order: the Overview's guide to the app
+PAGE_GUIDE = tuple((row.title, row.guide) for row in PAGES)

@@ -1,0 +1,256 @@
+"""Small helpers the pages share: the current settings, error display, where numbers came
+from, and drawing a chart with the app's own fonts."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Callable, TypeVar
+
+import streamlit as st
+from app.core.st_internals import add_script_run_ctx, get_script_run_ctx
+
+from app.core import specs
+from app.core.controls import kernel_label
+from app.core.sidebar import Settings, keep_page_control
+from engine import GpuUnavailableError
+from engine.facade import GPU_LOCK, GpuRunError
+
+T = TypeVar("T")
+SETTINGS_KEY = "_settings"
+
+
+def settings() -> Settings:
+    return st.session_state[SETTINGS_KEY]
+
+
+def usable_settings() -> Settings:
+    """The settings, after showing any problem; stops the page when there is no valid config."""
+    s = settings()
+    for msg in s.url_errors:
+        st.error(msg)
+    if s.error:
+        st.error(s.error)
+    if s.error or s.cfg is None:
+        st.stop()
+    return s
+
+
+def stage():
+    """Where a page puts its main chart and that chart's controls: in talk mode a container
+    made here, right below the title (call this first), so they fill the projector's first
+    screen; otherwise None, and `on_stage` draws them where the page reaches them."""
+    return st.container() if settings().talk else None
+
+
+def on_stage(slot):
+    """The container for the main chart: the stage in talk mode, else a new one in place."""
+    return slot if slot is not None else st.container()
+
+
+def notes(above):
+    """Where the text about a main chart goes: `above` (a container made before the chart)
+    normally; in talk mode a new container after the chart, so the chart stays on screen."""
+    return st.container() if settings().talk else above
+
+
+def linked_radio(label: str, key: str, options: dict, default, **kwargs):
+    """A page's horizontal radio over `options` (value -> words), kept in the URL under
+    `key`; its label is hidden in talk mode."""
+    ss = st.session_state
+    if key in ss and ss[key] not in options:
+        ss[key] = default
+    value = st.radio(label, list(options), list(options).index(ss.get(key, default)),
+                     format_func=options.get, horizontal=True, key=key,
+                     label_visibility="collapsed" if settings().talk else "visible", **kwargs)
+    keep_page_control(key, value, default)
+    return value
+
+
+def linked_number(where, label: str, key: str, low: int, high: int, default: int) -> int:
+    """A page's number input kept in the URL under `key` (none is drawn when the config leaves
+    one choice). A value from the link or from an earlier config that is out of this config's
+    range falls back to `default`, saying so."""
+    ss = st.session_state
+    if high <= low:
+        keep_page_control(key, low, low)
+        return low
+    if key in ss and not low <= ss[key] <= high:
+        st.warning(f"{label} {ss[key]} is out of range for this config ({low} to {high}); "
+                   f"showing {default}.")
+        ss[key] = default
+    value = where.number_input(label, low, high, ss.get(key, default), key=key)
+    keep_page_control(key, value, default)
+    return value
+
+
+def linked_choice(where, label: str, key: str, options: list, default) -> object:
+    """A page's select slider kept in the URL under `key`; a value not offered here falls back
+    to `default`, saying so."""
+    ss = st.session_state
+    if key in ss and ss[key] not in options:
+        st.warning(f"{label} = {ss[key]} is not offered here (choose from {options[0]} to "
+                   f"{options[-1]}); showing {default}.")
+        ss[key] = default
+    value = where.select_slider(label, options, ss.get(key, default), key=key)
+    keep_page_control(key, value, default)
+    return value
+
+
+GPU_WAIT = ("Waiting for the GPU: another run is using it (one run at a time keeps every "
+            "timing honest). This run starts as soon as it is free.")
+
+
+@contextlib.contextmanager
+def gpu_wait_notice():
+    """While the block runs on a GPU backend, a wait for GPU_LOCK (another session or app
+    process is using the GPU) shows GPU_WAIT here until the block ends. The notice is written
+    from a helper thread, outside any st.cache_data function the wait happens in (an element
+    written there would be replayed on every later cache hit)."""
+    if not settings().on_gpu:
+        yield
+        return
+    slot = st.empty()
+    ctx = get_script_run_ctx()
+
+    def show():
+        writer = threading.Thread(target=slot.info, args=(GPU_WAIT,), kwargs={"icon": "⏳"})
+        add_script_run_ctx(writer, ctx)
+        writer.start()
+        writer.join()
+
+    try:
+        with GPU_LOCK.notify_waits(show):
+            yield
+    finally:
+        slot.empty()
+
+
+def guarded(fn: Callable[..., T], *args, show: Callable = st.error) -> T | None:
+    """Call fn; a ValueError (bad config, limit, unsupported shape, GPU failure) becomes a
+    message (st.error unless `show` says otherwise); a GPU failure also offers the emulation.
+    A wait for the GPU says so meanwhile (gpu_wait_notice)."""
+    try:
+        with gpu_wait_notice():
+            return fn(*args)
+    except ValueError as exc:
+        msg = str(exc)
+        if isinstance(exc, (GpuRunError, GpuUnavailableError)):
+            msg += (' The app keeps working: choose "CPU emulation (NumPy)" as the backend in '
+                    'the sidebar to go on without the GPU.')
+        show(msg)
+        return None
+
+
+def source_line(s: Settings, backend: str) -> str:
+    """Where the numbers on the page came from."""
+    if backend == "cupy":
+        return f"Values measured on the GPU: {s.device.name}, {kernel_label(s.kernel)} (CuPy)."
+    extra = (f" The {kernel_label(s.kernel)} needs a GPU; its algorithm is the same, so the "
+             f"emulation stands in for it." if s.kernel != "teaching" else "")
+    return (f"Values computed by the CPU emulation (NumPy) of the kernel's loop, emulating "
+            f"{s.device.name.removeprefix('CPU emulation of ')}.{extra}")
+
+
+def chart(builder: Callable, *args, slider_values: dict | None = None, **kwargs) -> None:
+    """Draw builder(*args, **kwargs), a chart builder of a page's charts.py, from the
+    process-wide cache of charts in their sent form (app.core.specs: built and converted once,
+    shared by every session); `slider_values` sets where the chart's browser sliders start, so a playing
+    animation reuses one spec."""
+    spec = specs.sent_chart(builder, *args, **kwargs).spec_with_data()
+    if slider_values and "params" in spec:
+        spec["params"] = [{**param, "value": slider_values[param["name"]]}
+                          if param["name"] in slider_values else param
+                          for param in spec["params"]]
+    st.vega_lite_chart(spec=spec, theme=None, width="content")
+
+
+def picking_chart(builder: Callable, *args, key: str, param: str,
+                  pick: Callable[[dict], None], **kwargs) -> None:
+    """Draw builder(*args, **kwargs) like `chart`, and on a click in its point selection
+    `param` call pick(first selected point) before the rerun."""
+    spec = specs.sent_chart(builder, *args, **kwargs).spec_with_data()
+
+    def picked():
+        points = st.session_state[key]["selection"].get(param) or []
+        if points:
+            pick(points[0])
+
+    st.vega_lite_chart(spec=spec, theme=None, width="content", key=key, on_select=picked,
+                       selection_mode=param)
+
+
+PLAY_FRAMES = 100          # Play shows a loop in at most this many frames
+SPEEDS = {"slow": 1.6, "normal": 0.8, "fast": 0.4}     # seconds a frame
+
+
+def play_stride(n_steps: int) -> int:
+    """Loop steps Play moves a frame, so that a whole loop takes at most PLAY_FRAMES frames."""
+    return max(1, -(-n_steps // PLAY_FRAMES))
+
+
+def next_frame(step: int, n_steps: int, stride: int) -> int:
+    """Play's next step (1-based) after `step`: `stride` on, stopping once at the last step,
+    then back to the first."""
+    return 1 if step >= n_steps else min(step + stride, n_steps)
+
+
+def _move(key: str, by: int, n_steps: int) -> None:
+    """Callback of the step buttons: move the step by `by`, within 1..n_steps."""
+    st.session_state[key] = min(max(st.session_state.get(key, 1) + by, 1), n_steps)
+
+
+def loop_player(key: str, n_steps: int, builder: Callable, *args, reset_on=None,
+                **kwargs) -> None:
+    """A loop chart driven by one step control: ◀ ▶ buttons and a slider (state key_step,
+    1-based) set the chart's `step` param; Play (key_play) moves on from the step shown,
+    play_stride(n_steps) steps a frame at the chosen speed (key_speed). A change of the
+    config (or of `reset_on`, when given) or of the number of steps sets the step back to 1
+    and stops Play. Only the board re-runs while playing or stepping (a fragment)."""
+    ss = st.session_state
+    step_key, play_key = f"{key}_step", f"{key}_play"
+    signature = (settings().cfg if reset_on is None else reset_on, n_steps)
+    if ss.get(f"{key}_of") != signature:
+        ss[f"{key}_of"] = signature
+        ss[step_key], ss[play_key] = 1, False
+    ss[step_key] = min(max(int(ss.get(step_key, 1)), 1), max(n_steps, 1))
+    stride = play_stride(n_steps)
+    if n_steps <= 1:
+        chart(builder, *args, slider_values={"step": 1}, **kwargs)
+        return
+    playing, speed = ss.get(play_key, False), ss.get(f"{key}_speed", "normal")
+    note = (f"{n_steps:,} steps; Play moves {stride} a frame ({-(-n_steps // stride)} frames)."
+            if stride > 1 else f"{n_steps} steps; Play moves one a frame.")
+    talk = settings().talk
+
+    @st.fragment(run_every=SPEEDS[speed] if playing else None)
+    def board():
+        if (ss.get(play_key, False), ss.get(f"{key}_speed", "normal")) != (playing, speed):
+            st.rerun()            # Play or speed changed: a full run sets the new frame timer
+        if playing:
+            ss[step_key] = next_frame(ss[step_key], n_steps, stride)
+        if talk:                  # one row of controls, so the board fits the screen below it
+            c_play, c_speed, c_back, c_fwd, c_step = st.columns(
+                [1.3, 2, 0.7, 0.7, 7], vertical_alignment="bottom")
+        else:
+            c_play, c_speed, c_note = st.columns([1, 2, 4], vertical_alignment="center")
+            c_note.caption(note)
+            c_back, c_fwd, c_step = st.columns([1, 1, 10], vertical_alignment="bottom")
+        c_play.toggle("Play", key=play_key, help=note)
+        c_speed.select_slider("speed", list(SPEEDS), "normal", key=f"{key}_speed")
+        c_back.button("◀", key=f"{key}_back", help="one step back",
+                      on_click=_move, args=(step_key, -1, n_steps))
+        c_fwd.button("▶", key=f"{key}_fwd", help="one step forward",
+                     on_click=_move, args=(step_key, 1, n_steps))
+        c_step.slider("loop step", 1, n_steps, key=step_key)
+        chart(builder, *args, slider_values={"step": ss[step_key]}, **kwargs)
+
+    board()
+
+
+def method_note(method: str, gpu_note: str | None = None) -> None:
+    """The "How this was timed" block beside a timing chart: the method text of the timing
+    itself, and on a GPU a short note on what the events enclose."""
+    st.markdown("**How this was timed**")
+    st.write(method)
+    if gpu_note:
+        st.caption(gpu_note)

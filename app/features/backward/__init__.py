@@ -1,0 +1,1 @@
+"""The Backward pass page: the backward loop, gradients and their cost."""

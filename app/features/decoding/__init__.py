@@ -1,0 +1,1 @@
+"""The Decoding page: Flash-Decoding's splits, the paged cache, grouped-query heads."""

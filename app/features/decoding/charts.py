@@ -1,0 +1,167 @@
+"""Charts of the Decoding page. Pure functions: DataFrames in, Altair charts out.
+
+The merge animation sends every split's state once; the `step` param (app.core.ui.loop_player's
+slider) says how many splits are merged, and Vega computes the running max and the rescaled
+sums in the browser.
+"""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from app.features.sram_tiling.charts import step_param
+from app.core.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, kernel_scale
+
+SPLIT_COLORS = [TILE_COLORS["K_j"], TILE_COLORS["V_j"]]      # alternate, so splits stand apart
+MERGED = "datum.split < step"
+
+
+def cache_chart(strip: pd.DataFrame, seq_k: int, page_size: int | None,
+                width: int = 820) -> alt.LayerChart:
+    """The KV cache of one sequence as a strip of seq_k keys, cut into splits (one thread
+    block each), with the page boundaries of a paged cache as ticks."""
+    data = strip.assign(parity=strip.split % 2, mid=(strip.k0 + strip.k1) / 2)
+    x = alt.X("k0:Q", title="key position in the cache", scale=alt.Scale(domain=[0, seq_k]),
+              axis=alt.Axis(format="~s", tickCount=8))
+    bars = alt.Chart(data).mark_rect(stroke="white", strokeWidth=1).encode(
+        x=x, x2="k1:Q", color=alt.Color("parity:N", legend=None,
+                                        scale=alt.Scale(domain=[0, 1], range=SPLIT_COLORS)),
+        tooltip=[alt.Tooltip("split:Q"), alt.Tooltip("k0:Q", title="first key"),
+                 alt.Tooltip("k1:Q", title="end"), alt.Tooltip("keys:Q")])
+    layers = [bars]
+    if len(data) <= 32:
+        layers.append(alt.Chart(data).mark_text(fontSize=FONT["text"], color="white",
+                                                fontWeight="bold").encode(
+            x="mid:Q", text=alt.Text("split:Q")))
+    if page_size and seq_k // page_size <= 512:
+        ticks = pd.DataFrame({"k": range(page_size, seq_k, page_size)})
+        layers.append(alt.Chart(ticks).mark_tick(color=INK, thickness=1, size=14).encode(
+            x="k:Q"))
+    title = (f"{len(data)} split{'s' if len(data) > 1 else ''} of the cache"
+             + (f", pages of {page_size} keys (ticks)" if page_size else ", contiguous"))
+    chart = alt.layer(*layers, height=60, title=title)
+    return finish(chart, width)
+
+
+def merge_chart(states: pd.DataFrame, start: int = 0, width: int = 320) -> alt.HConcatChart:
+    """The log-sum-exp merge, split by split: left, each split's max m_s and the running max
+    of the merged ones; right, each merged split's sum l_s rescaled to that running max,
+    exp(m_s - m) · l_s, stacked into the running sum. At the last step m = m_final and the
+    stack is l_final."""
+    n = len(states)
+    merged = [{"filter": MERGED},
+              {"joinaggregate": [{"op": "max", "field": "m_s", "as": "m_run"}]}]
+    state = alt.Color("state:N", title=None, scale=alt.Scale(
+        domain=["merged", "waiting"], range=[TILE_COLORS["S_ij"], PENDING]),
+        legend=alt.Legend(orient="top"))
+    with_state = [{"calculate": f"{MERGED} ? 'merged' : 'waiting'", "as": "state"}]
+    x = alt.X("split:O", title="split s", axis=alt.Axis(labelAngle=0,
+                                                          values=_ticks(n)))
+    points = alt.Chart(states, transform=with_state).mark_point(
+        filled=True, size=160).encode(
+        x=x, y=alt.Y("m_s:Q", title="max m_s (natural log units)", scale=alt.Scale(zero=False)),
+        color=state, tooltip=["split", "m_s", "l_s", "rescale", "seen"])
+    running = alt.Chart(states, transform=merged).mark_rule(color=ALARM, strokeWidth=3).encode(
+        y="m_run:Q", tooltip=[alt.Tooltip("m_run:Q", title="running max m")])
+    left = alt.layer(points, running, width=width, height=280,
+                     title="Max m_s; red: running max m")
+    sums = merged + [{"calculate": "exp(datum.m_s - datum.m_run) * datum.l_s", "as": "part"}]
+    bars = alt.Chart(states, transform=sums).mark_bar(color=TILE_COLORS["l_i"]).encode(
+        x=alt.X("split:O", title="split s", scale=alt.Scale(domain=list(range(n))),
+                axis=alt.Axis(labelAngle=0, values=_ticks(n))),
+        y=alt.Y("part:Q", title="exp(m_s − m) · l_s"),
+        tooltip=["split", alt.Tooltip("part:Q", title="rescaled sum"), "l_s", "rescale"])
+    total = alt.Chart(states, transform=sums + [
+        {"aggregate": [{"op": "sum", "field": "part", "as": "l_run"},
+                       {"op": "max", "field": "m_run", "as": "m"},
+                       {"op": "count", "as": "k"}]},
+        {"calculate": "'merged ' + datum.k + ' of " + str(n) + ": m = ' + format(datum.m, '.3f')"
+                      " + ', l = ' + format(datum.l_run, '.4g')", "as": "label"}]).mark_text(
+        align="left", baseline="top", fontSize=FONT["text"], color=INK, dx=4, dy=4).encode(
+        text="label:N", x=alt.value(0), y=alt.value(0))
+    right = alt.layer(bars, total, width=width, height=280,
+                      title="exp(m_s − m)·l_s, summing to l")
+    chart = alt.hconcat(left, right).resolve_scale(color="independent")
+    return finish(chart, params=[step_param(n, start)])
+
+
+def _ticks(n: int) -> list[int]:
+    """At most about 16 labelled splits on an axis."""
+    every = max(1, -(-n // 16))
+    return list(range(0, n, every))
+
+
+def pool_chart(cells: pd.DataFrame, columns: int, width: int = 820) -> alt.LayerChart:
+    """The paged pool: physical pages in order, coloured by the sequence that owns them and
+    labelled with their logical page (the block table read backwards)."""
+    rows = int(cells.row.max()) + 1
+    enc = dict(x=alt.X("col:O", title=f"physical page mod {columns}",
+                       axis=alt.Axis(labelAngle=0, values=list(range(0, columns, 4)))),
+               y=alt.Y("row:O", title=f"physical page ÷ {columns}",
+                       axis=alt.Axis(values=list(range(0, rows, max(1, rows // 8))))))
+    cellsize = max(6, min(34, 600 // max(rows, 1)))
+    rects = alt.Chart(cells).mark_rect(stroke="white", strokeWidth=1).encode(
+        **enc, color=alt.Color("sequence:N", title="sequence",
+                               legend=alt.Legend(orient="top") if cells.sequence.max() < 16
+                               else None),
+        tooltip=[alt.Tooltip("page:Q", title="physical page"), "sequence",
+                 alt.Tooltip("logical:Q", title="logical page"),
+                 alt.Tooltip("k0:Q", title="first key"), alt.Tooltip("k1:Q", title="end"),
+                 "split"])
+    layers = [rects]
+    if len(cells) <= 256:
+        layers.append(alt.Chart(cells).mark_text(fontSize=12, color="white").encode(
+            **enc, text="logical:Q"))
+    chart = alt.layer(*layers, height=rows * cellsize,
+                      title="Page pool: cell = physical page, number = logical page")
+    return finish(chart, min(width, columns * 24))
+
+
+def bytes_chart(table: pd.DataFrame, width: int = 200) -> alt.Chart:
+    """K and V bytes read per generated token, by KV-head layout."""
+    chart = alt.Chart(table, title="K, V bytes per token").mark_bar(
+        color=TILE_COLORS["K_j"]).encode(
+        y=alt.Y("layout:N", title=None, sort=None),
+        x=alt.X("bytes_per_token:Q", title="bytes per token"),
+        tooltip=["layout", alt.Tooltip("bytes_per_token:Q", format=",.0f"),
+                 alt.Tooltip("floor_us:Q", title="HBM floor (µs)", format=".2f")])
+    chart.height = 40 * len(table)
+    return finish(chart, width)
+
+
+def floor_chart(sweep: pd.DataFrame, width: int = 290) -> alt.Chart:
+    """Time of one step against cache length: the HBM floor and the model with and without
+    splitting (log–log)."""
+    chart = alt.Chart(sweep, title="Step time vs HBM floor (model)").mark_line(
+        point=True).encode(
+        x=alt.X("seq_k:Q", title="cached keys seq_k", scale=alt.Scale(type="log", base=2),
+                axis=alt.Axis(labelAngle=-45, format="~s")),
+        y=alt.Y("ms:Q", title="ms per step", scale=alt.Scale(type="log")),
+        color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom",
+                                                                  direction="vertical"),
+                        scale=alt.Scale(range=[INK, TILE_COLORS["S_ij"], ALARM])),
+        strokeDash=alt.condition("datum.series == 'HBM floor (K, V bytes ÷ bandwidth)'",
+                                 alt.value([6, 4]), alt.value([1, 0])),
+        tooltip=["series", "seq_k", alt.Tooltip("ms:Q", format=".4f")])
+    chart.height = 280
+    return finish(chart, width)
+
+
+def splits_chart(table: pd.DataFrame, title: str | list, auto: int | None = None,
+                 width: int = 290) -> alt.LayerChart:
+    """Time of one step against the number of splits (log2 axis), one line per series
+    (model, floor, measured kernels), with the auto rule's count marked."""
+    names = list(dict.fromkeys(table.series))
+    lines = alt.Chart(table).mark_line(point=True).encode(
+        x=alt.X("num_splits:Q", title="num_splits", scale=alt.Scale(type="log", base=2),
+                axis=alt.Axis(values=[1, 2, 4, 8, 16, 32, 64, 128])),
+        y=alt.Y("ms:Q", title="ms per step", scale=alt.Scale(type="log")),
+        color=alt.Color("series:N", title=None, scale=kernel_scale(names),
+                        legend=alt.Legend(orient="bottom", direction="vertical")),
+        tooltip=["series", "num_splits", alt.Tooltip("ms:Q", format=".4f")])
+    layers = [lines]
+    if auto is not None:
+        layers.append(alt.Chart(pd.DataFrame({"num_splits": [auto], "label": [f"auto: {auto}"]}))
+                      .mark_rule(color=DONE, strokeDash=[4, 4]).encode(x="num_splits:Q"))
+    chart = alt.layer(*layers, height=280, title=title)
+    return finish(chart, width)

@@ -1,0 +1,173 @@
+"""Decoding: Flash-Decoding's splits of the KV cache and their log-sum-exp merge, a paged
+cache with its block table, grouped-query heads, bytes per token against the HBM floor, and
+time against the number of splits."""
+import streamlit as st
+
+from app.core import runner
+from app.features.decoding.charts import (bytes_chart, cache_chart, floor_chart, merge_chart,
+                                          pool_chart, splits_chart)
+from app.core.controls import MAX_DECODE_SEQ_UI, PAGE_CHOICES, SPLIT_CHOICES
+from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, bytes_table, decode_config,
+                                        default_kv_heads, floor_sweep, measured_table, pool_cells,
+                                        recorded_table, split_counts, split_states, split_strip,
+                                        splits_model, spread_unsplit)
+from app.core.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes,
+                         on_stage, stage, usable_settings)
+from engine.facade import recorded
+from engine.model import iomodel
+from engine.model.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
+from app.core.results_dir import bench_dir
+
+st.title("Decoding")
+s = usable_settings()
+slot = stage()
+cfg, gpu = s.cfg, s.device.gpu
+
+st.markdown(
+    "Generating text runs attention for **one new query token** against every cached key "
+    "and value. That reads the whole KV cache for a few FLOPs, so a decode step is bound by "
+    "HBM bandwidth, and one thread block per (sequence, head) walking the whole cache leaves "
+    "most SMs idle. **Flash-Decoding** cuts the cache into splits, one thread block each, "
+    "runs FlashAttention's online softmax inside every split and writes its partial max "
+    "m_s, sum l_s and output O_s; in the same kernel launch, the last block of each KV head "
+    "to finish **merges** the splits with the same rescale the online softmax uses: "
+    "m = max_s m_s, l = Σ_s exp(m_s − m)·l_s, O = Σ_s exp(m_s − m)·l_s·O_s / l. "
+    "Grouped-query attention shares each K/V head among several query heads, and a **paged** "
+    "cache (vLLM's PagedAttention) keeps keys in fixed-size pages found through a block table.")
+
+st.caption(f"Batch {cfg.batch}, {cfg.heads} query heads, head_dim {cfg.head_dim}, {cfg.dtype} "
+           f"and the seed come from the sidebar; the cache and the splits from here.")
+c1, c2, c3, c4, c5 = st.columns(5)
+seq_k = linked_number(c1, "cached keys seq_k", "dec_seq_k", 1, MAX_DECODE_SEQ_UI, 4096)
+seq_q = linked_number(c2, "new query tokens", "dec_seq_q", 1, MAX_DECODE_QUERIES, 1)
+kv_heads = linked_number(c3, "KV heads", "dec_kv_heads", 1, cfg.heads,
+                         default_kv_heads(cfg.heads, seq_q))
+splits = linked_choice(c4, "num_splits", "dec_splits", list(SPLIT_CHOICES), "auto")
+page = linked_choice(c5, "page size (keys)", "dec_page", list(PAGE_CHOICES), 16)
+
+dcfg = guarded(decode_config, cfg, seq_k, seq_q, kv_heads, splits, page)
+if dcfg is None:
+    st.stop()
+res = guarded(runner.decode, dcfg, s.backend, s.profile)
+if res is None:
+    st.stop()
+
+st.subheader("The cache cut into splits")
+where = (f"Measured on the GPU: {s.device.name}, the Flash-Decoding kernel (CuPy)."
+         if res.backend == "cupy" else
+         f"Computed by the CPU emulation (NumPy) of the Flash-Decoding kernel, emulating "
+         f"{gpu.name}.")
+st.info(where)
+blocks = dcfg.batch * dcfg.kv_heads * res.num_splits
+m1, m2, m3, m4 = st.columns(4)
+m1.metric("num_splits", res.num_splits,
+          "auto" if splits == "auto" else "chosen", delta_color="off",
+          help=f"auto: the largest power of two at most ⌊{AUTO_BLOCKS_PER_SM} · SMs / "
+               f"(batch · kv_heads)⌋ splits, at most {AUTO_BLOCKS_PER_SM} thread blocks on "
+               f"every SM (never a partial second wave), but no split under "
+               f"{MIN_SPLIT_KEYS} keys and at most 128.")
+m2.metric("keys per split", f"{int(res.bounds[1] - res.bounds[0]):,}",
+          f"last {int(res.bounds[-1] - res.bounds[-2]):,}", delta_color="off")
+m3.metric("thread blocks", f"{blocks:,}", f"{gpu.sms} SMs on {gpu.name}", delta_color="off",
+          help="batch × kv_heads × num_splits: one block per (sequence, KV head, split)")
+m4.metric("query rows per block", dcfg.rows,
+          f"{dcfg.group} heads × {dcfg.seq_q} token{'s' if dcfg.seq_q > 1 else ''}",
+          delta_color="off", help="the query heads sharing one KV head read its K_j, V_j once")
+chart(cache_chart, split_strip(res), dcfg.seq_k, dcfg.page_size)
+
+with on_stage(slot):
+    if not s.talk:
+        st.subheader("Each split's softmax state, merged")
+    h = linked_number(st.columns([1, 4])[0], "query head", "dec_head", 0, dcfg.heads - 1, 0)
+    t = dcfg.seq_q - 1
+    states = split_states(res, 0, h, t)
+    above = st.container()
+    loop_player("dec", res.num_splits, merge_chart, states, reset_on=(dcfg, h))
+    notes(above).caption(
+        f"Sequence 0, query head {h} (KV head {h // dcfg.group}), the last new token. Step "
+        "through the merge: each step merges one more split. When a split's max is above the "
+        "running max, the sums merged so far shrink by exp(m_old − m_new), exactly as a new "
+        "key tile rescales the online softmax.")
+tr = res.trace
+gap = float(abs((tr.split_sum * tr.rescale).sum(-1) - tr.l_final).max() / tr.l_final.max())
+st.caption(f"From the trace: Σ_s l_s·exp(m_s − m_final) equals l_final to {gap:.1e} "
+           f"(relative) over every row; output = Σ_s rescale_s·l_s·O_s / l_final.")
+
+st.subheader("The paged cache and its block table")
+if dcfg.paged:
+    cells = pool_cells(dcfg, res.block_table, res.bounds)
+    st.caption(f"{dcfg.num_pages:,} pages of {dcfg.page_size} keys: {dcfg.pages_per_seq:,} per "
+               f"sequence, the last {'ragged' if dcfg.seq_k % dcfg.page_size else 'full'}. "
+               f"The block table maps each sequence's logical page to a physical page of the "
+               f"pool; it was shuffled, so neighbouring keys sit in scattered pages and a "
+               f"split reads them through the table."
+               + (f" The first {POOL_CAP:,} pages are drawn." if dcfg.num_pages > POOL_CAP
+                  else ""))
+    chart(pool_chart, cells, POOL_COLUMNS)
+    with st.expander("block table (first sequences and logical pages)"):
+        st.dataframe(res.block_table[:8, :32], width="content")
+else:
+    st.caption("The cache is contiguous: choose a page size above to store it in pages.")
+
+st.subheader("Bytes per token and the HBM floor")
+kv = iomodel.decode_kv_bytes(dcfg)
+floor_ms = iomodel.decode_floor_ms(dcfg, gpu.hbm_gbps * 1e9)
+m1, m2, m3 = st.columns(3)
+m1.metric("K and V read per step", iomodel.format_bytes(kv),
+          help="2 · batch · kv_heads · seq_k · head_dim · bytes (engine.model.iomodel)")
+m2.metric("per generated token", iomodel.format_bytes(iomodel.decode_bytes_per_token(dcfg)))
+m3.metric("HBM floor of a step", f"{1e3 * floor_ms:.1f} µs",
+          f"at {gpu.hbm_gbps:,.0f} GB/s (datasheet)", delta_color="off")
+left, right = st.columns(2)
+with left:
+    chart(bytes_chart, bytes_table(dcfg, gpu))
+with right:
+    chart(floor_chart, floor_sweep(dcfg, gpu))
+st.caption("The model (engine.model.iomodel.decode_model_ms, not a measurement): the step's HBM "
+           "bytes at the datasheet bandwidth, each SM drawing at most its share of it, so "
+           "fewer thread blocks than SMs leave bandwidth unused. Splitting fills the SMs; "
+           "grouped-query heads cut the bytes.")
+
+st.subheader("Time against the number of splits")
+counts = split_counts(dcfg, gpu.sms)
+auto = dcfg.splits_on(gpu.sms)
+model = splits_model(dcfg, gpu)
+if s.on_gpu:
+    records = guarded(runner.decode_timings, dcfg, tuple(counts), auto)
+    if records:
+        measured = measured_table(records, counts)
+        left, right = st.columns(2)
+        with left:
+            chart(splits_chart, measured, ["Measured on", s.device.name], auto)
+        with right:
+            chart(splits_chart, model, ["Model", "(not measured)"], auto)
+        best = min((r for r in records if r["kernel"] == "flash_decode"),
+                   key=lambda r: r["median_ms"])
+        st.caption(f"Fastest: {best['num_splits']} splits, {best['median_ms']:.4f} ms, "
+                   f"{100 * best['floor_fraction']:.0f}% of the HBM floor "
+                   f"({best['floor_ms']:.4f} ms). CUDA events around the Flash-Decoding "
+                   f"kernel (splits and merge in one launch), L2 flushed between repetitions, "
+                   f"median of at least 20.")
+else:
+    files = recorded.load_decode_benchmarks(bench_dir())
+    table = recorded_table(files)
+    if table.empty:
+        st.info("No recorded H200 decode results exist yet: benchmarks/results/ holds no "
+                "decode_*.json (`python -m benchmarks.decode_sweep`, or `benchmarks/gpu_run.sh "
+                "decode-sweep` on a GPU, records them). The chart shows the model only.")
+        chart(splits_chart, model, f"Model of {gpu.name} (not measured)", auto)
+    else:
+        names = sorted(table.file.unique())
+        pick = st.selectbox("recorded decode file", names, key="dec_rec_file")
+        rows = table[table.file == pick]
+        shape = st.selectbox("shape", sorted(rows["shape"].unique()), key="dec_rec_shape")
+        info = next(f for f in files if f["file"] == pick)
+        left, right = st.columns(2)
+        with left:
+            chart(splits_chart, spread_unsplit(rows[rows["shape"] == shape]),
+                  [f"Recorded on {info.get('device', {}).get('name', '?')}",
+                   str(info.get("date", "?"))])
+        with right:
+            chart(splits_chart, model, ["Model of this page's config", "(not measured)"],
+                  auto)
+        st.caption(f"Method: {info.get('method', 'not stated')}")

@@ -1,0 +1,1 @@
+"""The Downloads page: the session's output, trace and timings as files."""

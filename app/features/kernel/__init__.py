@@ -1,0 +1,1 @@
+"""The Kernel page: CUDA sources, compile facts, the block-to-SM schedule."""

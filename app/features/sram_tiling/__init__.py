@@ -1,0 +1,1 @@
+"""The SRAM tiling page: shared memory of one block, the loop over tiles, waves."""

@@ -1,0 +1,108 @@
+"""Charts of the Tile sizes page. Pure functions: DataFrames in, Altair charts out.
+
+The heatmaps carry a point selection named `cell` (fields block_q, block_k) on a transparent
+top layer, so a click anywhere in a cell selects it; the page turns the selection into the
+sidebar's block_q and block_k.
+"""
+from __future__ import annotations
+
+import math
+
+import altair as alt
+import pandas as pd
+
+from app.core.style import ALARM, FONT, HALF_COLUMN, INK, PENDING, TILE_COLORS, finish, wrap_title
+
+SELECTION = "cell"
+STATUS_COLORS = {"does not fit": "#F4C7B0", "not taken by this kernel": PENDING}
+LEVEL_COLORS = {"registers": TILE_COLORS["S_ij"], "shared memory": TILE_COLORS["Q_i"],
+                "HBM": ALARM}
+
+
+HEATMAP_SIZE = 290      # plot width in px; two heatmaps side by side fit 1280 px
+
+
+def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "blues",
+                 log: bool = False, size: int = HEATMAP_SIZE) -> alt.LayerChart:
+    """block_k across, block_q down; colour = value (cells that do not fit or that the kernel
+    does not take drawn in their own colour, with a word); ★ fastest measured, ▲ the paper's
+    choice; the current config outlined in black."""
+    x = alt.X("block_k:O", title="block_k (Bc)", axis=alt.Axis(labelAngle=0))
+    y = alt.Y("block_q:O", title="block_q (Br)")
+    base = alt.Chart(cells).encode(x=x, y=y)
+    has_values = bool(cells.value.notna().any())
+    scale = alt.Scale(scheme=scheme, type="log" if log else "linear")
+    layers = []
+    if has_values:
+        layers.append(base.transform_filter("isValid(datum.value)").mark_rect(
+            stroke="white", strokeWidth=1).encode(
+            color=alt.Color("value:Q", title=legend, scale=scale,
+                            legend=alt.Legend(orient="bottom", gradientLength=size - 80))))
+    others = cells[cells.status != "fits"]
+    if not others.empty:
+        layers.append(alt.Chart(others).mark_rect(stroke="white", strokeWidth=1).encode(
+            x=x, y=y, color=alt.Color("status:N", title=None,
+                                      scale=alt.Scale(domain=list(STATUS_COLORS),
+                                                      range=list(STATUS_COLORS.values())),
+                                      legend=alt.Legend(orient="bottom", direction="vertical"))))
+    layers.append(base.mark_text(fontSize=12, baseline="middle", color=INK).encode(
+        text="text:N"))
+    layers.append(base.mark_text(fontSize=15, baseline="top", dy=12, color=INK).encode(
+        text="marks:N"))
+    layers.append(base.transform_filter("datum.current").mark_rect(
+        fill=None, stroke="black", strokeWidth=4))
+    pick = alt.selection_point(name=SELECTION, fields=["block_q", "block_k"], on="click",
+                               clear=False)
+    hit = base.mark_rect(fill="white", fillOpacity=0.01).encode(
+        tooltip=[alt.Tooltip("shape:N", title="block_q × block_k"),
+                 alt.Tooltip("text:N", title=legend), alt.Tooltip("status:N", title="status")])
+    hit.params = [pick.param]
+    layers.append(hit)
+    chart = alt.LayerChart(layer=layers, width=size, height=int(size * 0.8),
+                           title=wrap_title(title, HALF_COLUMN),
+                           resolve=alt.Resolve(scale=alt.ScaleResolveMap(color="independent")))
+    return finish(chart)
+
+
+PYRAMID_WIDTH = 600     # fits the main column at 1280 px with its axis
+
+
+def pyramid_chart(levels: pd.DataFrame) -> alt.LayerChart:
+    """The memory pyramid: one bar per level, its width the logarithm of its capacity (host
+    memory, whose size is the host's, drawn widest), labelled with capacity and bandwidth."""
+    known = levels.capacity_bytes.dropna()
+    lo, hi = float(known.min()), float(known.max())
+    widths = [(math.log10(c) - math.log10(lo) + 1) if c == c and c else
+              (math.log10(hi) - math.log10(lo) + 2) for c in levels.capacity_bytes]
+    data = levels.assign(half=[w / 2 for w in widths], neg=[-w / 2 for w in widths],
+                         label=[f"{lv}: {c}, {b}" for lv, c, b in
+                                zip(levels.level, levels.capacity, levels.bandwidth)])
+    top = max(widths) / 2 + 0.2
+    y = alt.Y("level:N", sort=list(levels.level), title=None, axis=None)
+    bars = alt.Chart(data).mark_bar(height=40, color=TILE_COLORS["Q_i"], opacity=0.35).encode(
+        x=alt.X("neg:Q", scale=alt.Scale(domain=[-top, top]), axis=None), x2="half:Q", y=y,
+        tooltip=["level:N", "capacity:N", "capacity source:N", "bandwidth:N",
+                 "bandwidth source:N"])
+    text = alt.Chart(data).mark_text(fontSize=FONT["text"], color=INK).encode(
+        x=alt.value(PYRAMID_WIDTH / 2), y=y, text="label:N")
+    chart = alt.layer(bars, text).properties(
+        width=PYRAMID_WIDTH, height=alt.Step(52),
+        title=wrap_title("The memory pyramid: small and fast on top (bar width: capacity, "
+                         "log scale)", PYRAMID_WIDTH))
+    return finish(chart)
+
+
+def placement_chart(places: pd.DataFrame) -> alt.Chart:
+    """Bytes of each array of this config by where it lives (log scale), naive and flash."""
+    chart = alt.Chart(places).mark_bar(height=18).encode(
+        x=alt.X("bytes:Q", title="bytes (log scale)", scale=alt.Scale(type="log")),
+        y=alt.Y("what:N", title=None, sort=list(dict.fromkeys(places.what)),
+                axis=alt.Axis(labelLimit=240)),
+        color=alt.Color("where:N", title="kept in",
+                        scale=alt.Scale(domain=list(LEVEL_COLORS),
+                                        range=list(LEVEL_COLORS.values())),
+                        legend=alt.Legend(orient="bottom")),
+        row=alt.Row("algorithm:N", title=None, sort=list(dict.fromkeys(places.algorithm)),
+                    header=alt.Header(labelAngle=0, labelAlign="left")),
+        tooltip=["algorithm:N", "what:N", "where:N", "size:N"])
+    return finish(chart.properties(width=400).resolve_scale(y="independent"))

@@ -1,0 +1,167 @@
+"""Charts of the Timings page. Pure functions: DataFrames in, Altair charts out."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from app.core.style import ALARM, FONT, INK, TILE_COLORS, finish, kernel_name, named_scale
+
+METRICS = {"median_ms": "time (ms, median)", "tflops": "TFLOP/s", "speedup": "speedup over naive",
+           "peak_MB": "peak memory (MB)"}
+
+
+def _names(df: pd.DataFrame) -> pd.DataFrame:
+    """df with a `name` column (the kernel in words) when it has none."""
+    return df if "name" in df else df.assign(name=[kernel_name(k) for k in df.kernel])
+
+
+def config_chart(timings: pd.DataFrame, width: int = 520) -> alt.LayerChart:
+    """One box per run, labelled by algorithm and backend: the interquartile range of the
+    calls, the median as a white tick, whiskers to the furthest call within 1.5 IQR, slower or
+    faster calls as points (data.spread). The axis ends just past the whiskers and the
+    medians, so one slow call cannot squash the boxes: calls beyond it sit on the edge as ▸."""
+    data = _names(timings)
+    if "q1_ms" not in data:
+        data = data.assign(q1_ms=data.p10_ms, q3_ms=data.p90_ms, lo_ms=data.p10_ms,
+                           hi_ms=data.p90_ms, outliers_ms=[()] * len(data), spread="p10–p90")
+    edge = 1.15 * float(max(data.hi_ms.max(), data.median_ms.max()))
+    calls = [(r.name, float(c)) for r in data.itertuples() for c in r.outliers_ms]
+    out = pd.DataFrame(calls, columns=["name", "ms"]).assign(
+        shown_ms=lambda d: d.ms.clip(upper=edge), off=lambda d: d.ms > edge)
+    names = list(data.name)
+    y = alt.Y("name:N", title=None, sort=names, axis=alt.Axis(labelLimit=320))
+    x_scale = alt.Scale(domain=[0, edge], zero=True, nice=False)
+    spread = "p10–p90" if (data.spread == "p10–p90").all() else "box: interquartile range"
+    color = alt.Color("name:N", legend=None, scale=named_scale(data.kernel, data.name))
+    tips = ["name:N", alt.Tooltip("median_ms:Q", format=".4f"),
+            alt.Tooltip("q1_ms:Q", format=".4f"), alt.Tooltip("q3_ms:Q", format=".4f"),
+            alt.Tooltip("p10_ms:Q", format=".4f"), alt.Tooltip("p90_ms:Q", format=".4f"),
+            "reps:Q", alt.Tooltip("tflops:Q", format=".3f")]
+    base = alt.Chart(data)
+    whisker = base.mark_rule(color=INK, strokeWidth=2).encode(
+        x=alt.X("lo_ms:Q", scale=x_scale, title=f"time (ms): median, {spread}"), x2="hi_ms:Q",
+        y=y)
+    box = base.mark_bar(height=30).encode(x="q1_ms:Q", x2="q3_ms:Q", y=y, color=color,
+                                          tooltip=tips)
+    median = base.mark_tick(color="white", thickness=3, size=30).encode(x="median_ms:Q", y=y)
+    label = base.mark_text(align="left", dx=8, fontSize=FONT["text"]).encode(
+        x="hi_ms:Q", y=y, text=alt.Text("median_ms:Q", format=".3g"))
+    points = alt.Chart(out).mark_point(filled=True, size=90, color=INK).encode(
+        x="shown_ms:Q", y=y,
+        shape=alt.condition("datum.off", alt.value("triangle-right"), alt.value("circle")),
+        tooltip=[alt.Tooltip("name:N", title="run"),
+                 alt.Tooltip("ms:Q", format=".4f", title="an outlying call (ms)")])
+    chart = alt.layer(whisker, box, median, label, points).properties(height=alt.Step(48))
+    return finish(chart, width=width)
+
+
+def stages_chart(stages: pd.DataFrame, width: int = 520) -> alt.Chart:
+    """Naive attention's stages, stacked in order."""
+    names = list(stages.stage)
+    colors = [TILE_COLORS["S_ij"], ALARM, TILE_COLORS["V_j"], TILE_COLORS["Q_i"]]
+    chart = alt.Chart(stages.assign(what="naive")).mark_bar(height=36).encode(
+        x=alt.X("sum(ms):Q", title="time (ms)"), y=alt.Y("what:N", title=None),
+        color=alt.Color("stage:N", sort=names, title="stage", scale=alt.Scale(
+            domain=names, range=(colors * (len(names) // len(colors) + 1))[:len(names)])),
+        order=alt.Order("order:Q"), tooltip=["stage:N", alt.Tooltip("ms:Q", format=".4f")],
+    ).transform_calculate(order=f"indexof({names}, datum.stage)")
+    return finish(chart.properties(height=80), width=width)
+
+
+def _wall(wall: int | None, text: str, y: int = 4):
+    """A red dashed rule at N = wall, its text left of it at height y (pixels from the top)."""
+    data = pd.DataFrame({"seq": [wall] if wall else [], "t": [text] if wall else []})
+    rule = alt.Chart(data).mark_rule(color=ALARM, strokeWidth=3, strokeDash=[8, 4]).encode(
+        x="seq:Q")
+    label = alt.Chart(data).mark_text(color=ALARM, align="right", dx=-6, baseline="top",
+                                      fontSize=FONT["text"]).encode(
+        x="seq:Q", y=alt.value(y), text="t:N")
+    return rule + label
+
+
+def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
+                width: int = 420, wall_text: str = "naive's memory wall") -> alt.LayerChart:
+    """One metric against sequence length on log axes, one line per kernel (named in words);
+    naive's limit (predicted: the memory wall or the row limit, wall_text says which) as a
+    red rule."""
+    sweep = _names(sweep)
+    data = sweep.dropna(subset=[metric])
+    data = data[data[metric] > 0]
+    seqs = list(sweep.seq) + ([wall] if wall else [])
+    x = alt.X("seq:Q", title="sequence length N (log)",
+              scale=alt.Scale(type="log", base=2, domain=[min(seqs), max(seqs)]),
+              axis=alt.Axis(format="d", values=sorted(set(seqs)), labelAngle=-45))
+    scale = named_scale(sweep.kernel if "build" not in sweep else sweep.build, sweep.name)
+    lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
+        x=x, y=alt.Y(f"{metric}:Q", title=METRICS[metric], scale=alt.Scale(type="log")),
+        color=alt.Color("name:N", scale=scale, title="kernel",
+                        legend=alt.Legend(orient="bottom", columns=2 if width >= 420 else 1,
+                                          labelLimit=320)),
+        tooltip=[alt.Tooltip("name:N", title="kernel"), "seq:Q",
+                 alt.Tooltip(f"{metric}:Q", format=".4g")])
+    if metric == "median_ms" and {"p10_ms", "p90_ms"} <= set(data):
+        lines += alt.Chart(data).mark_rule(strokeWidth=2).encode(
+            x=x, y="p10_ms:Q", y2="p90_ms:Q", color=alt.Color("name:N", scale=scale))
+    chart = alt.layer(lines, _wall(wall, wall_text)).properties(
+        height=300, title=METRICS[metric])
+    return finish(chart, width=width)
+
+
+def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: int | None,
+                 width: int = 290, wall_text: str = "naive would not fit") -> alt.LayerChart:
+    """Peak device memory of naive and flash against N (model), with the GPU's memory."""
+    x = alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
+              axis=alt.Axis(format="d", labelAngle=-45))
+    color = alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
+        domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]]))
+    lines = alt.Chart(memory).mark_line(point=True, strokeWidth=3, clip=True).encode(
+        x=x, y=alt.Y("peak_GB:Q", title="peak memory (GB, log)", scale=alt.Scale(type="log")),
+        color=color, tooltip=["algorithm:N", "seq:Q", alt.Tooltip("peak_GB:Q", format=".4g")])
+    cap = pd.DataFrame({"GB": [gpu_bytes / 1e9],
+                        "t": [f"{gpu_name}: {gpu_bytes / 2**30:.0f} GiB"]})
+    limit = (alt.Chart(cap).mark_rule(color=INK, strokeDash=[4, 4], strokeWidth=2)
+             .encode(y="GB:Q")
+             + alt.Chart(cap).mark_text(align="left", dy=-10, x=6, fontSize=FONT["text"])
+             .encode(y="GB:Q", text="t:N"))
+    chart = alt.layer(lines, limit, _wall(wall, wall_text, y=270)).properties(
+        height=300, title="Peak memory (model): naive's N² wall")
+    return finish(chart, width=width)
+
+
+def hbm_chart(memory: pd.DataFrame, width: int = 290) -> alt.Chart:
+    """Modelled HBM bytes moved by naive and flash against N."""
+    chart = alt.Chart(memory).mark_line(point=True, strokeWidth=3).encode(
+        x=alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
+                axis=alt.Axis(format="d", labelAngle=-45)),
+        y=alt.Y("hbm_GB:Q", title="HBM traffic (GB, log)", scale=alt.Scale(type="log")),
+        color=alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
+            domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]])),
+        tooltip=["algorithm:N", "seq:Q", alt.Tooltip("hbm_GB:Q", format=".4g")])
+    return finish(chart.properties(height=300, title="HBM bytes moved (model)"), width=width)
+
+
+def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300,
+                   height: int = 260) -> alt.HConcatChart:
+    """The Overview's picture: time and peak memory against N, one line per kernel in words
+    (naive, the project's flash builds, PyTorch's flash and cuDNN), titled with the device and
+    date of the recording."""
+    rows = _names(rows).assign(peak_GB=lambda d: d.peak_bytes / 1e9)
+    scale = named_scale(rows.build if "build" in rows else rows.kernel, rows.name)
+    seqs = sorted(rows.seq.unique())
+    x = alt.X("seq:Q", title="sequence length N (log)", axis=alt.Axis(format="d", values=seqs,
+              labelAngle=-45), scale=alt.Scale(type="log", base=2))
+    color = alt.Color("name:N", scale=scale, title=None,
+                      legend=alt.Legend(orient="bottom", columns=2, labelLimit=320))
+
+    def panel(field: str, title: str) -> alt.Chart:
+        return alt.Chart(rows).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
+            x=x, y=alt.Y(f"{field}:Q", title=None, scale=alt.Scale(type="log")), color=color,
+            tooltip=[alt.Tooltip("name:N", title="kernel"), "seq:Q", "batch:Q",
+                     alt.Tooltip(f"{field}:Q", format=".4g")]).properties(
+            width=width, height=height, title=title)
+
+    chart = alt.hconcat(panel("median_ms", "time (ms, median, log)"),
+                        panel("peak_GB", "peak memory (GB, log)"), spacing=30).properties(
+        title=alt.Title("Naive against flash against PyTorch", subtitle=subtitle,
+                        subtitleFontSize=FONT["label"]))
+    return finish(chart)

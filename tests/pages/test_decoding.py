@@ -1,0 +1,162 @@
+"""The Decoding page (app/features/decoding/): through AppTest, its controls from the URL, bad
+combinations as messages, auto splits by profile, the merge chart, recorded decode results;
+without a server, every chart builds a valid Vega-Lite spec and the data say what the page
+claims (shares of the merge, the pool against the block table, the model's shape)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import engine
+from app.features.decoding import charts as charts_decode, data as decode_data
+from app.core.results_dir import BENCH_DIR_ENV
+from engine.model.decode_config import DecodeConfig
+from apptest_helpers import ON_GPU, assert_clean, open_page, specs, texts, url
+from chart_helpers import H200
+
+
+def metric(at: AppTest, label: str):
+    return next(m for m in at.metric if m.label == label)
+
+
+def test_decoding_page_follows_its_controls_from_the_url():
+    at = open_page("decoding", heads=4, dec_seq_k=1001, dec_splits=8, dec_page=32,
+                   dec_kv_heads=1, dec_seq_q=2)
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert str(metric(at, "num_splits").value) == "8"
+    assert metric(at, "keys per split").value == "126"                  # ⌈1001/8⌉, last 119
+    assert str(metric(at, "query rows per block").value) == "8"       # 4 heads × 2 tokens
+    assert "32 pages of 32 keys" in texts(at)                            # ⌈1001/32⌉, batch 1
+    assert url(at)["dec_splits"] == "8" and url(at)["dec_page"] == "32"
+    at.select_slider(key="dec_page").set_value("none").run()
+    assert_clean(at)
+    assert "The cache is contiguous" in texts(at) and url(at)["dec_page"] == "none"
+    at.switch_page("features/timings/page.py").run()                          # not in its URL
+    assert "dec_splits" not in url(at)
+
+
+@pytest.mark.parametrize("params,words", [
+    (dict(heads=4, dec_kv_heads=3), "heads must be a multiple of kv_heads"),
+    (dict(dec_seq_k=100, dec_splits=128), "every split must hold a key"),
+    (dict(heads=64, dec_kv_heads=1, dec_seq_q=2), "must be at most 32"),
+])
+def test_decoding_page_bad_combination_is_a_message(params, words):
+    at = open_page("decoding", **params)
+    assert_clean(at)
+    assert any(words in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_decoding_page_auto_splits_follow_the_emulated_profile():
+    h200 = open_page("decoding", backend="numpy", dec_seq_k=32768, heads=32, dec_kv_heads=8)
+    t4 = open_page("decoding", backend="numpy", dec_seq_k=32768, heads=32, dec_kv_heads=8,
+                   profile="T4")
+    assert str(metric(h200, "num_splits").value) == "32"                 # 2·132 / 8 = 33
+    assert str(metric(t4, "num_splits").value) == "8"                    # 2·40 / 8 = 10
+
+
+def test_decoding_page_merge_chart_carries_every_split_once():
+    from app.core.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
+    at = open_page("decoding", dec_seq_k=2000, dec_splits=8)
+    assert_clean(at)
+    board = next(c.proto for c in at.get("vega_lite_chart")
+                 if json.loads(c.proto.spec).get("params", [{}])[0].get("name") == "step")
+    states = convert_arrow_bytes_to_pandas_df(board.datasets[0].data.data)
+    assert sorted(states.split) == list(range(8)) and len(board.datasets) == 1
+    assert abs(states.share.sum() - 1) < 1e-5 and (states.rescale <= 1).all()
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows live decode timings instead")
+def test_decoding_page_says_no_recorded_decode_results_exist():
+    at = open_page("decoding")
+    assert "No recorded H200 decode results exist yet" in texts(at)
+    assert any("Model of NVIDIA H200 (not measured)" in json.dumps(s) for s in specs(at))
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows live decode timings instead")
+def test_decoding_page_shows_recorded_decode_results(monkeypatch, tmp_path):
+    rows = [{"kernel": "flash_decode", "batch": 1, "heads": 32, "kv_heads": 8, "seq_q": 1,
+             "seq_k": 32768, "head_dim": 128, "dtype": "float16", "page_size": None,
+             "num_splits": n, "auto_splits": n == 32, "median_ms": 1.0 / n + 0.02,
+             "p10_ms": 0.0, "p90_ms": 0.0, "reps": 20, "kv_bytes": 1, "floor_ms": 0.02,
+             "floor_fraction": 0.5} for n in (1, 2, 4, 32)]
+    rows.append({**rows[0], "kernel": "torch_sdpa", "num_splits": None, "median_ms": 0.1})
+    (tmp_path / "decode_fixture.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "decode",
+         "device": {"name": "Fixture GPU"}, "date": "2000-01-01",
+         "method": "fixture method", "results": rows}))
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    at = open_page("decoding")
+    assert_clean(at)
+    body = texts(at)
+    assert "No recorded H200 decode results" not in body and "fixture method" in body
+    assert at.selectbox(key="dec_rec_file").value == "decode_fixture.json"
+    assert any("Recorded on Fixture GPU" in json.dumps(s) and "2000-01-01" in json.dumps(s)
+               for s in specs(at))
+
+
+# ---- its tables and charts, without a server ------------------------------------------
+@pytest.fixture(scope="module")
+def run():
+    cfg = DecodeConfig(batch=3, heads=8, kv_heads=2, seq_q=2, seq_k=1001, head_dim=32,
+                       dtype="float32", num_splits=8, page_size=16, seed=7)
+    return cfg, engine.run_decode(cfg, trace=True)
+
+
+def test_split_states_carry_the_merge(run):
+    cfg, res = run
+    states = decode_data.split_states(res, 1, 5, 1)
+    assert len(states) == 8 and states["keys"].sum() == cfg.seq_k
+    assert states.share.sum() == pytest.approx(1, abs=1e-5)
+    assert (states.rescale <= 1).all() and states.rescale.max() == 1
+    assert states.m_s.max() == pytest.approx(states.m_final.iloc[0])
+
+
+def test_pool_cells_invert_the_block_table(run):
+    cfg, res = run
+    cells = decode_data.pool_cells(cfg, res.block_table, res.bounds)
+    assert len(cells) == cfg.num_pages == 3 * 63
+    for row in cells.itertuples():
+        assert res.block_table[row.sequence, row.logical] == row.page
+        assert res.bounds[row.split] <= row.k0 < res.bounds[row.split + 1]
+    assert cells.k1.max() == cfg.seq_k
+
+
+def test_bytes_and_models(run):
+    cfg, _ = run
+    table = decode_data.bytes_table(cfg, H200)
+    assert list(table.kv_heads) == [8, 2, 1]
+    assert table.bytes_per_token.iloc[0] == 4 * table.bytes_per_token.iloc[1]
+    model = decode_data.splits_model(cfg.with_(seq_k=65536, batch=1), H200)
+    m = model[model.series == "model"].set_index("num_splits").ms
+    assert m.loc[1] > m.loc[16] and set(model.series) == {"model", "HBM floor"}
+    sweep = decode_data.floor_sweep(cfg, H200)
+    floor = sweep[sweep.series.str.startswith("HBM floor")].ms.to_numpy()
+    assert np.allclose(floor[1:] / floor[:-1], 2)                # linear in seq_k
+
+
+def test_spread_unsplit_draws_sdpa_across_the_split_counts():
+    rows = pd.DataFrame({"series": ["a", "a", "sdpa"], "num_splits": [1, 64, None],
+                         "ms": [2.0, 1.0, 1.5]})
+    out = decode_data.spread_unsplit(rows)
+    assert sorted(out[out.series == "sdpa"].num_splits) == [1, 64]
+
+
+def test_every_decode_chart_is_valid(run):
+    cfg, res = run
+    charts = [
+        charts_decode.cache_chart(decode_data.split_strip(res), cfg.seq_k, cfg.page_size),
+        charts_decode.merge_chart(decode_data.split_states(res, 0, 0, 1)),
+        charts_decode.pool_chart(decode_data.pool_cells(cfg, res.block_table, res.bounds),
+                                 decode_data.POOL_COLUMNS),
+        charts_decode.bytes_chart(decode_data.bytes_table(cfg, H200)),
+        charts_decode.floor_chart(decode_data.floor_sweep(cfg, H200)),
+        charts_decode.splits_chart(decode_data.splits_model(cfg, H200), ["Model", "x"], 8)]
+    specs = [c.to_dict(validate=True) for c in charts]
+    merge = specs[1]
+    assert merge["params"][0]["name"] == "step" and merge["params"][0]["value"] == 1
+    assert len(next(iter(merge["datasets"].values()))) == 8

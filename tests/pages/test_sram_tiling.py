@@ -1,0 +1,234 @@
+"""The SRAM tiling page (app/features/sram_tiling/): through AppTest, its steps follow the
+tiles, the loop player plays and resets, the FA1 and FA2 orders, shared memory against the
+limit; without a server, the loop's bytes add up to the IO model and its charts stay under
+~20k marks."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import engine
+from app.core.style import ALARM, TILE_COLORS
+from app.features.sram_tiling import charts as charts_tiling, data as tiling_data
+from engine.model import iomodel
+from engine.model.tiles import processed_tiles
+from apptest_helpers import (ON_GPU, assert_clean, loop_spec_index, open_page, shown_step, specs,
+                             texts)
+from chart_helpers import CONFIGS, H200, MAX_MARKS, datasets, largest_dataset, params
+
+
+def test_sram_page_steps_follow_the_tiles():
+    at = open_page("sram_tiling")
+    assert at.slider(key="sram_step").max == 16             # 4×4 tiles
+    at.selectbox(key="block_q").set_value(32).run()
+    assert_clean(at)
+    assert at.slider(key="sram_step").max == 32             # 8×4 tiles
+
+
+def test_sram_page_causal_has_fewer_steps():
+    at = open_page("sram_tiling", causal="true")
+    assert_clean(at)
+    assert at.slider(key="sram_step").max == 10             # 10 of 16 tiles run
+
+
+def test_sram_page_play_advances_the_step():
+    at = open_page("sram_tiling")
+    at.toggle(key="sram_play").set_value(True).run()
+    assert_clean(at)
+    assert specs(at)[1]["params"][0]["value"] == 2          # one step on from step 1
+
+
+def test_sram_page_tiles_too_big_shows_red_state():
+    at = open_page("sram_tiling", head_dim=128, block_q=128, block_k=128, dtype="float32")
+    assert_clean(at)
+    msg = " ".join(e.value for e in at.error)
+    cfg = engine.AttentionConfig(head_dim=128, block_q=128, block_k=128, dtype="float32")
+    need = iomodel.smem_budget(cfg, engine.PROFILES["H200"]).total
+    assert f"{need / 1024:.1f} KiB" in msg and "227.0 KiB" in msg and "Largest tiles" in msg
+    assert "128×64" in msg or "64×128" in msg
+    assert "Too big" in json.dumps(specs(at)[0])
+
+
+def test_sram_page_emulated_profile_changes_the_limit():
+    at = open_page("sram_tiling", backend="numpy", profile="T4", head_dim=128, block_q=64,
+                   block_k=64)
+    assert_clean(at)
+    assert "64.0 KiB" in " ".join(e.value for e in at.error)
+
+
+def test_loop_player_plays_on_from_the_step_shown():
+    at = open_page("sram_tiling")
+    at.slider(key="sram_step").set_value(9).run()
+    assert shown_step(at) == 9
+    at.toggle(key="sram_play").set_value(True).run()
+    assert_clean(at)
+    assert shown_step(at) == 10                           # from 9, not from the start
+    assert at.select_slider(key="sram_speed").value == "normal"
+
+
+def test_loop_player_resets_on_a_config_change():
+    at = open_page("sram_tiling")
+    at.slider(key="sram_step").set_value(9).run()
+    at.toggle(key="sram_play").set_value(True).run()
+    at.selectbox(key="block_q").set_value(32).run()
+    assert_clean(at)
+    assert shown_step(at) == 1 and at.slider(key="sram_step").value == 1
+    assert at.toggle(key="sram_play").value is False
+
+
+def test_loop_player_keeps_the_step_across_the_loop_order():
+    at = open_page("sram_tiling")
+    at.slider(key="sram_step").set_value(6).run()
+    at.radio(key="sram_order").set_value("fa1").run()
+    assert_clean(at)
+    assert shown_step(at) == 6                            # compare both orders at one step
+
+
+def test_loop_player_plays_a_long_loop_in_at_most_100_frames():
+    from app.core.ui import PLAY_FRAMES, next_frame, play_stride
+    at = open_page("sram_tiling", seq_q=8192, seq_k=8192, block_q=16, block_k=16)
+    assert_clean(at)
+    n = at.slider(key="sram_step").max
+    stride = play_stride(n)
+    assert n > 1000 and -(-n // stride) <= PLAY_FRAMES
+    at.toggle(key="sram_play").set_value(True).run()
+    assert shown_step(at) == 1 + stride
+    frames, step = 0, 1
+    while step != n:
+        step, frames = next_frame(step, n, stride), frames + 1
+    assert frames <= PLAY_FRAMES and next_frame(n, n, stride) == 1
+
+
+def test_sram_page_switches_to_the_fa1_order():
+    at = open_page("sram_tiling")
+    cfg = engine.AttentionConfig()
+    fa1, fa2 = iomodel.flash1_hbm(cfg), iomodel.flash_hbm(cfg)
+    body = texts(at)
+    assert f"HBM traffic, FlashAttention-1 order={iomodel.format_bytes(fa1.total)}" in body
+    assert f"HBM traffic, FlashAttention-2 order={iomodel.format_bytes(fa2.total)}" in body
+    assert "FlashAttention-2 order: read so far" in json.dumps(specs(at)[1])
+    at.radio(key="sram_order").set_value("fa1").run()
+    assert_clean(at)
+    loop = json.dumps(specs(at)[1])
+    assert "FlashAttention-1 order: read so far" in loop
+    assert "written back" in texts(at)
+
+
+def test_sram_page_names_l2_and_the_paper_bound():
+    at = open_page("sram_tiling")
+    body = texts(at)
+    # the emulated profile's (H200) without a GPU, the device's own on one
+    want = "L2 cache (NVIDIA H200: 60 MB)" if not ON_GPU else "L2 cache (NVIDIA "
+    assert want in body and "Θ(N²d²/M)" in body
+
+
+def smem_parts_shown(at: AppTest) -> list[str]:
+    from app.core.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
+    proto = at.get("vega_lite_chart")[0].proto
+    return list(convert_arrow_bytes_to_pandas_df(proto.datasets[0].data.data).part)
+
+
+def test_sram_page_shows_the_tensor_core_layout():
+    at = open_page("sram_tiling", kernel="tensorcore", dtype="float16", head_dim=64,
+                   block_q=128, block_k=128)
+    assert_clean(at)
+    parts = smem_parts_shown(at)
+    assert "K_j (2 buffers)" in parts and "swizzle alignment" in parts     # wgmma on an H200
+    assert "wgmma build" in texts(at)
+    at = open_page("sram_tiling", kernel="tensorcore", dtype="float16", head_dim=64,
+                   block_q=64, block_k=64)
+    parts = smem_parts_shown(at)
+    assert "K_j (2 buffers)" in parts and "S_ij" not in parts            # mma.sync
+    at = open_page("sram_tiling", kernel="tensorcore", dtype="float32")
+    assert "No tensor-core build takes this config" in texts(at)
+
+
+def test_loop_order_comes_from_the_link_and_goes_back_into_it():
+    at = open_page("sram_tiling", sram_order="fa1")
+    assert_clean(at)
+    assert at.radio(key="sram_order").value == "fa1"
+    assert "FlashAttention-1 order: read so far" in json.dumps(specs(at)[loop_spec_index(at)])
+    assert at.query_params["sram_order"] == "fa1"
+    at.radio(key="sram_order").set_value("fa2").run()
+    assert "sram_order" not in at.query_params
+    bad = open_page("sram_tiling", sram_order="fa3")
+    assert_clean(bad)
+    assert any("sram_order" in e.value and "fa2, fa1" in e.value for e in bad.error)
+
+
+# ---- its tables and charts, without a server ------------------------------------------
+@pytest.mark.parametrize("cfg", CONFIGS)
+def test_loop_bytes_add_up_to_the_io_model(cfg):
+    view = tiling_data.loop_view(cfg)
+    flash = iomodel.flash_hbm(cfg)
+    assert view.steps.flash_read.iloc[-1] == flash.read
+    assert view.steps.flash_written.iloc[-1] == flash.written
+    assert (np.diff(view.steps.flash_read) >= 0).all()
+    assert (view.steps.naive_read == iomodel.naive_hbm(cfg).read).all()
+    assert len(view.steps) == processed_tiles(cfg).sum()
+    assert len(view.tiles) == cfg.Tr * cfg.Tc
+    assert list(view.steps.order) == list(range(len(view.steps)))
+
+
+def test_loop_order_is_query_tile_major():
+    cfg = CONFIGS[1]
+    steps = tiling_data.loop_view(cfg).steps
+    keys = list(zip(steps.row, steps.col))
+    assert keys == sorted(keys)
+    skipped = tiling_data.loop_view(cfg).tiles.query("order < 0")
+    assert len(skipped) == (~processed_tiles(cfg)).sum()
+
+
+def test_large_grids_are_grouped_and_keep_the_totals():
+    cfg = engine.AttentionConfig(seq_q=8192, seq_k=8192, block_q=8, block_k=16, causal=True)
+    view = tiling_data.loop_view(cfg)
+    assert view.group > 1
+    assert len(view.tiles) <= tiling_data.MAX_CELLS
+    assert view.steps.flash_read.iloc[-1] == iomodel.flash_hbm(cfg).read
+    chart = charts_tiling.loop_chart(view.tiles, view.steps, view.rows, view.cols)
+    assert largest_dataset(chart) <= MAX_MARKS
+
+
+def test_loop_chart_draws_the_step_of_its_param():
+    cfg = CONFIGS[1]
+    view = tiling_data.loop_view(cfg)
+    chart = charts_tiling.loop_chart(view.tiles, view.steps, view.rows, view.cols, start=4)
+    step = params(chart)["step"]
+    assert "bind" not in step and step["value"] == 5     # app.core.ui.loop_player sets the step
+    spec = json.dumps(chart.to_dict())
+    assert "datum.order == (step - 1)" in spec
+    for name in ("Q_i", "K_j", "V_j", "O_i", "S_ij"):
+        assert TILE_COLORS[name] in spec
+    rows = {len(v) for v in datasets(chart).values()}
+    assert len(view.tiles) in rows and len(view.steps) in rows
+
+
+def test_smem_chart_turns_red_when_tiles_do_not_fit():
+    small = tiling_data.smem_table(engine.AttentionConfig(), H200)
+    big = tiling_data.smem_table(engine.AttentionConfig(head_dim=128, block_q=128,
+                                                        block_k=128), H200)
+    assert bool(small.fits.iloc[0]) and not bool(big.fits.iloc[0])
+    ok, bad = charts_tiling.smem_chart(small).to_dict(), charts_tiling.smem_chart(big).to_dict()
+    assert ALARM not in json.dumps(ok) and ALARM in json.dumps(bad)
+    assert "Too big" in json.dumps(bad)
+    parts = next(iter(charts_tiling.smem_chart(big).to_dict()["datasets"].values()))
+    assert sum(p["bytes"] for p in parts) == iomodel.smem_budget(
+        engine.AttentionConfig(head_dim=128, block_q=128, block_k=128), H200).total
+
+
+@pytest.mark.parametrize("cfg", CONFIGS + [engine.AttentionConfig(batch=8, heads=16,
+                                                                  seq_q=4096, seq_k=4096)])
+def test_waves_place_every_block(cfg):
+    w = tiling_data.waves(cfg, H200)
+    per_sm = iomodel.smem_budget(cfg, H200).blocks_per_sm
+    assert w.blocks == cfg.bh * cfg.Tr and w.per_sm == per_sm
+    assert w.waves == -(-w.blocks // (H200.sms * per_sm))
+    if w.shown == w.waves:
+        assert w.table.blocks.sum() == w.blocks
+    assert (w.table.groupby("wave").blocks.sum() <= H200.sms * per_sm).all()
+    assert (w.table.blocks <= per_sm).all()
+    chart = charts_tiling.waves_chart(w.table, H200.sms)
+    assert largest_dataset(chart) <= MAX_MARKS
