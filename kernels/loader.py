@@ -86,13 +86,44 @@ def read_source(name: str) -> str:
     return expand_includes(source_path(name))
 
 
+def _ptx_module(code: str, name: str, options: tuple[str, ...], arch: str):
+    """code built by NVRTC as PTX for `arch` (compute_75, compute_80) and loaded through the
+    driver, which compiles that PTX for the GPU it runs on: an older GPU's code path (the
+    kernels' __CUDA_ARCH__ branches) on a newer GPU."""
+    import os
+    import tempfile
+    import cupy
+    from cupy_backends.cuda.libs import nvrtc
+    program = nvrtc.createProgram(code, os.path.basename(name), [], [])
+    try:
+        try:
+            nvrtc.compileProgram(program, [*options, f"-arch={arch}"])
+        except nvrtc.NVRTCError as exc:
+            raise RuntimeError(f"{exc}\n{nvrtc.getProgramLog(program)}") from exc
+        ptx = nvrtc.getPTX(program)
+    finally:
+        nvrtc.destroyProgram(program)
+    with tempfile.NamedTemporaryFile("wb", suffix=".ptx", delete=False) as f:
+        f.write(ptx if isinstance(ptx, bytes) else ptx.encode())
+    try:
+        return cupy.RawModule(path=f.name)
+    finally:
+        os.unlink(f.name)
+
+
 @functools.lru_cache(maxsize=128)
 def load_module(name: str, options: tuple[str, ...] = ()):
-    """The compiled cupy.RawModule of kernels/<name> for these compiler options."""
+    """The compiled cupy.RawModule of kernels/<name> for these compiler options; a build that
+    names no -arch of its own is built as PTX for FA_LAB_PTX_ARCH when that is set
+    (engine.gpu.runtime.ptx_arch)."""
+    import os
     import cupy
     code = read_source(name)
-    module = cupy.RawModule(code=code, options=tuple(options))
+    arch = os.environ.get("FA_LAB_PTX_ARCH", "").strip()
     try:
+        if arch and not any(o.startswith("-arch") for o in options):
+            return _ptx_module(code, name, tuple(options), arch)
+        module = cupy.RawModule(code=code, options=tuple(options))
         module.compile()
     except Exception as exc:  # cupy's CompileException, or NVRTC missing or failing
         log = str(exc).strip()

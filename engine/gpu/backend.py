@@ -13,7 +13,7 @@ import numpy as np
 from ..model.config import AttentionConfig, ConfigError
 from .lock import GPU_LOCK
 from ..model import catalog, registry
-from .runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
+from .runtime import GpuRunError, check_arch, device_is_hopper, gpu_failures, live_gpu
 from ..model.tiles import processed_tiles
 from ..results import (BACKWARD_TRACE_FIELDS, BLOCK_FIELDS, TRACE_FIELDS, BackwardTrace,
                        Gradients, Result, Schedule, Trace)
@@ -81,6 +81,7 @@ def run(cfg: AttentionConfig, q, k, v, algorithm: str = "flash", kernel: str = "
     from . import naive as gpu_naive
     what = f"{algorithm} attention on the GPU" + (f" ({kernel} kernel)" if algorithm == "flash"
                                                   else "")
+    check_arch(cfg.dtype, kernel if algorithm == "flash" else None)
     with GPU_LOCK, gpu_failures(what):
         Q, K, V = (to_device(cfg, x) for x in (q, k, v))
         if algorithm == "naive":
@@ -178,6 +179,7 @@ def run_backward(cfg: AttentionConfig, q, k, v, dout, algorithm: str = "flash",
     from . import naive as gpu_naive
     what = (f"{algorithm} attention's backward pass on the GPU"
             + (f" ({kernel} kernel)" if algorithm == "flash" else ""))
+    check_arch(cfg.dtype, kernel if algorithm == "flash" else None, "backward")
     with GPU_LOCK, gpu_failures(what):
         Q, K, V, dO = (to_device(cfg, x) for x in (q, k, v, dout))
         if algorithm == "naive":

@@ -10,7 +10,7 @@ from ..model.guards import HEADROOM
 from ..model.iomodel import decode_peak_memory, format_bytes
 from ..results import DecodeResult, DecodeTrace
 from .lock import GPU_LOCK
-from .runtime import GpuRunError, gpu_failures
+from .runtime import GpuRunError, check_arch, gpu_failures
 
 
 def check_decode_fits(cfg: DecodeConfig, num_splits: int, trace: bool) -> None:
@@ -37,6 +37,7 @@ def device_inputs(cfg: DecodeConfig, q, k_cache, v_cache, table):
 def run_decode(cfg: DecodeConfig, q, k_cache, v_cache, table: np.ndarray, num_splits: int,
                trace: bool) -> DecodeResult:
     from .launchers import decode as launcher
+    check_arch(cfg.dtype, "decode", "decode")
     with GPU_LOCK, gpu_failures("Flash-Decoding step"):
         Q, K, V, T = device_inputs(cfg, q, k_cache, v_cache, table)
         out = launcher.launch(cfg, Q, K, V, T, num_splits, trace)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
+from ..model.arch import GENERATIONS, cc_number, refusal
 from ..model.devices import GpuProfile
 from ..devices import device_info
 
@@ -26,14 +27,48 @@ def live_gpu() -> GpuProfile:
     return info.gpu
 
 
-def device_is_hopper() -> bool:
-    """True when CuPy's current CUDA device has compute capability 9.x (Hopper: wgmma, TMA);
-    False without CuPy or a usable GPU."""
+def ptx_arch() -> str | None:
+    """FA_LAB_PTX_ARCH ("compute_75", "compute_80"): build every kernel but the Hopper ones
+    as PTX for that architecture and let the driver compile it for this GPU, so a Hopper
+    GPU runs the Turing or Ampere code path of each build (kernels/loader.py); None: builds
+    for this GPU, as always. Dispatch then behaves as on a GPU of that compute capability."""
+    import os
+    value = os.environ.get("FA_LAB_PTX_ARCH", "").strip()
+    if not value:
+        return None
+    if value not in {f"compute_{g.cc.replace('.', '')}" for g in GENERATIONS}:
+        raise GpuRunError(f"FA_LAB_PTX_ARCH must be one of "
+                          f"{', '.join('compute_' + g.cc.replace('.', '') for g in GENERATIONS)}"
+                          f"; got {value!r}.")
+    return value
+
+
+def device_cc() -> float:
+    """The compute capability the kernels are built for: CuPy's current device's (7.5,
+    8.6, 9.0), or FA_LAB_PTX_ARCH's when that is lower; 0.0 without CuPy or a usable GPU."""
     try:
         import cupy
-        return cupy.cuda.Device().compute_capability.startswith("9")
-    except Exception:  # no CuPy, no driver, no device: no Hopper either
-        return False
+        cc = cc_number(cupy.cuda.Device().compute_capability)
+    except Exception:  # no CuPy, no driver, no device
+        return 0.0
+    override = ptx_arch()
+    return min(cc, cc_number(override.removeprefix("compute_"))) if override else cc
+
+
+def device_is_hopper() -> bool:
+    """True when the kernels are built for compute capability 9.x (Hopper: wgmma, TMA);
+    False without CuPy or a usable GPU, or under an older FA_LAB_PTX_ARCH."""
+    return device_cc() >= 9.0
+
+
+def check_arch(dtype: str, family: str | None, direction: str = "forward") -> None:
+    """ConfigError, before any compile, when no build of the request runs on this GPU
+    (engine.model.arch words what it lacks and what runs instead). family: a kernel= value,
+    or None for naive attention."""
+    from ..model.config import ConfigError
+    message = refusal(live_gpu().name, device_cc(), dtype, family, direction)
+    if message:
+        raise ConfigError(message)
 
 
 def check_fits(cfg, algorithm: str, trace: bool, direction: str = "forward") -> None:

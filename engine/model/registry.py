@@ -22,9 +22,9 @@ ALL_DTYPES = ("float32", "float16", "bfloat16")
 
 @dataclass(frozen=True)
 class Kernel:
-    """One kernel build. min_cc: the lowest compute capability on which the build runs in
-    every dtype it takes (cp.async, mma.sync and the bfloat16 conversions need 8.0, wgmma and
-    TMA 9.0a)."""
+    """One kernel build. min_cc: the lowest compute capability on which the build runs (7.5,
+    Turing, for every build but the Hopper ones: wgmma and TMA need 9.0a); bfloat16 needs 8.0
+    on top (engine.model.arch, which holds the whole gate)."""
 
     key: str
     direction: str                    # "forward", "backward" or "decode"
@@ -83,13 +83,13 @@ class Family:
 KERNELS = (
     Kernel("teaching", "forward", "teaching/flash_teaching.cu", ("flash_teaching",),
            "engine.gpu.launchers.teaching",
-           "Teaching kernel (forward, CUDA cores)", ALL_DTYPES, 8.0,
+           "Teaching kernel (forward, CUDA cores)", ALL_DTYPES, 7.5,
            traceable=True, family="teaching", smem_layout="teaching"),
     # Four warps per block, each owning block_q / 4 query rows; every build keeps its values
     # in registers (no spills), traced or not (lab/NOTES.md has the ptxas figures).
     Kernel("mma.sync", "forward", "ampere/flash_tensorcore.cu", ("flash_tensorcore",),
            "engine.gpu.launchers.mma",
-           "Tensor-core kernel, mma.sync (forward)", TC_DTYPES, 8.0,
+           "Tensor-core kernel, mma.sync (forward)", TC_DTYPES, 7.5,
            traceable=True, family="tensorcore", smem_layout="mma.sync",
            chart_name="flash, tensor core (mma.sync)",
            shapes=((64, 64, 32), (64, 64, 64), (64, 64, 128), (64, 128, 32), (64, 128, 64),
@@ -103,11 +103,11 @@ KERNELS = (
            chart_name="flash, tensor core (wgmma)",
            shapes=((64, 128, 128), (128, 128, 64), (128, 128, 128))),
     Kernel("naive_softmax", "forward", "baselines/naive_softmax.cu", ("row_softmax",),
-           "engine.gpu.naive", "Naive attention: row softmax (forward)", ALL_DTYPES, 8.0),
+           "engine.gpu.naive", "Naive attention: row softmax (forward)", ALL_DTYPES, 7.5),
     Kernel("backward teaching", "backward", "teaching/flash_backward_teaching.cu",
            ("flash_backward_teaching", "backward_delta", "cast_rows"),
            "engine.gpu.launchers.backward_teaching",
-           "Teaching kernel (backward)", ALL_DTYPES, 8.0,
+           "Teaching kernel (backward)", ALL_DTYPES, 7.5,
            traceable=True, family="teaching", smem_layout="backward teaching"),
     # One block per key tile of block_k rows, block_k / 16 warps of 16 keys each, query tiles
     # of block_q rows; the shapes whose dK_j, dV_j, S_ijᵀ and dP_ijᵀ fit in registers without
@@ -115,7 +115,7 @@ KERNELS = (
     Kernel("backward mma.sync", "backward", "ampere/flash_backward_mma.cu",
            ("flash_backward_mma", "backward_delta", "backward_dq_cast"),
            "engine.gpu.launchers.backward_mma",
-           "Tensor-core kernel, mma.sync (backward)", TC_DTYPES, 8.0,
+           "Tensor-core kernel, mma.sync (backward)", TC_DTYPES, 7.5,
            family="tensorcore", smem_layout="backward mma.sync",
            shapes=((64, 64, 64), (64, 64, 128), (64, 128, 128), (128, 64, 128))),
     # One producer warpgroup (bulk tensor copies of Q_i, dO_i) and block_k / 64 consumer
@@ -128,13 +128,13 @@ KERNELS = (
            hopper_only=True, family="tensorcore", smem_layout="backward wgmma",
            shapes=((64, 128, 128), (128, 64, 128))),
     Kernel("naive_backward", "backward", "baselines/naive_backward.cu", ("softmax_backward",),
-           "engine.gpu.naive", "Naive attention: softmax backward", ALL_DTYPES, 8.0),
+           "engine.gpu.naive", "Naive attention: softmax backward", ALL_DTYPES, 7.5),
     # One block per (split, KV head, sequence), the last of each (KV head, sequence) to
     # finish merging the splits, in one launch; compiled per head_dim, dtype, query rows per
     # block, query tokens and page size.
     Kernel("decode", "decode", "decode/flash_decode.cu", ("flash_decode_split",),
            "engine.gpu.launchers.decode",
-           "Flash-Decoding (one decode step)", ALL_DTYPES, 8.0,
+           "Flash-Decoding (one decode step)", ALL_DTYPES, 7.5,
            traceable=True, head_dims=(16, 32, 64, 128, 256)),
 )
 BY_KEY = {k.key: k for k in KERNELS}

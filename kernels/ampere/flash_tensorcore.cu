@@ -93,6 +93,20 @@ __device__ __forceinline__ void mma_two_tiles(float (&C)[MT][NT][4], const unsig
     }
 }
 
+// f(x, h, o) for every O_acc register o: its row x of a stream-K slot, its thread row h. A
+// function template, not a generic lambda: NVRTC 12 takes a lambda's templated call operator
+// for host code.
+template <int NT, class F>
+__device__ __forceinline__ void each_o(float (&O_acc)[MT][NT][4], F f) {
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+        #pragma unroll
+        for (int n = 0; n < NT; ++n)
+            #pragma unroll
+            for (int e = 0; e < 4; ++e)
+                f((mt * NT + n) * 4 + e, 2 * mt + (e >> 1), O_acc[mt][n][e]);
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS)
 flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                  const half_t* __restrict__ V, half_t* __restrict__ O, float* __restrict__ lse,
@@ -343,20 +357,10 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         // per thread in a row of THREADS), then take the item's ticket; the part that draws the
         // last one merges, the others are done.
         if (j_hi - j_lo != work.tiles(i)) {
-            // f(x, h, o) for every O_acc register o: its row x of the slot, its thread row h
-            auto each_o = [&](auto f) {
-                #pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-                    #pragma unroll
-                    for (int n = 0; n < O_TILES; ++n)
-                        #pragma unroll
-                        for (int e = 0; e < 4; ++e)
-                            f((mt * O_TILES + n) * 4 + e, 2 * mt + (e >> 1), O_acc[mt][n][e]);
-            };
             const int first = work.first_part(r.start);
             const int last = work.last_part(r.start, work.tiles(i));
             float* const mine = sk_part + (u64)work.slot(blockIdx.x, r.start) * SK_SLOT + tid;
-            each_o([&](int x, int, float& o) { mine[x * THREADS] = o; });
+            each_o(O_acc, [&](int x, int, float& o) { mine[x * THREADS] = o; });
             #pragma unroll
             for (int h = 0; h < RT; ++h) {
                 mine[(O_FLOATS + h) * THREADS] = m_i[h];
@@ -379,7 +383,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                 for (int h = 0; h < RT; ++h)
                     m_i[h] = fmaxf(m_i[h], __ldcg(part + (O_FLOATS + h) * THREADS));
             }
-            each_o([](int, int, float& o) { o = 0.f; });
+            each_o(O_acc, [](int, int, float& o) { o = 0.f; });
             for (int b = first; b <= last; ++b) {
                 const float* part = sk_part + (u64)work.slot(b, r.start) * SK_SLOT + tid;
                 float w[RT];
@@ -388,7 +392,7 @@ flash_tensorcore(const half_t* __restrict__ Q, const half_t* __restrict__ K,
                     w[h] = part_weight(__ldcg(part + (O_FLOATS + h) * THREADS), m_i[h], scale_log2);
                     l_i[h] = fmaf(w[h], __ldcg(part + (O_FLOATS + RT + h) * THREADS), l_i[h]);
                 }
-                each_o([&](int x, int h, float& o) {
+                each_o(O_acc, [&](int x, int h, float& o) {
                     o = fmaf(w[h], __ldcg(part + x * THREADS), o);
                 });
             }

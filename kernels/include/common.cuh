@@ -31,7 +31,12 @@ __device__ __forceinline__ void store_as(half_bits* p, float x) {
 // two floats -> one register of two float16 (lo in the low half), as mma operands want them
 __device__ __forceinline__ unsigned pack_half2(float lo, float hi) {
     unsigned r;
+#if __CUDA_ARCH__ >= 800
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else   // Turing has no paired conversion: two conversions, then the halves side by side
+    asm("{ .reg .f16 l, h; cvt.rn.f16.f32 l, %1; cvt.rn.f16.f32 h, %2; mov.b32 %0, {l, h}; }"
+        : "=r"(r) : "f"(lo), "f"(hi));
+#endif
     return r;
 }
 // the same for two bfloat16
@@ -119,7 +124,7 @@ __device__ __forceinline__ void sts_f2(unsigned addr, float x, float y) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(x), "f"(y) : "memory");
 }
 
-// ---- tensor-core building blocks (mma.sync kernels, sm_80 and later) ----
+// ---- tensor-core building blocks (mma.sync kernels: sm_80 and later, and Turing, sm_75) ----
 // Shared-memory tiles are rows of CHUNKS 16-byte chunks, chunk index XOR (row mod 8), so the
 // 8 rows an ldmatrix reads sit in 8 different bank groups (CHUNKS >= 8).
 template <int CHUNKS>
@@ -127,23 +132,42 @@ __device__ __forceinline__ int swizzle(int row, int chunk) {
     return row * CHUNKS + (chunk ^ (row & 7));
 }
 
-// Copy 16 (or 4) bytes global -> shared; zero-fill when `valid` is false.
+// Copy 16 (or 4) bytes global -> shared; zero-fill when `valid` is false. From sm_80 the copy
+// is asynchronous (cp.async: it lands by the matching cp_async_wait); Turing has no cp.async,
+// so there the copy goes through registers and is done when the call returns, and commit and
+// wait have nothing left to do. Either way the kernels' __syncthreads() after the wait make
+// the tile visible to the whole block.
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
     int n = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
                  :: "r"(dst), "l"(src), "r"(n) : "memory");
+#else
+    uint4 v = valid ? __ldcg(static_cast<const uint4*>(src)) : make_uint4(0, 0, 0, 0);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};"
+                 :: "r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+#endif
 }
 __device__ __forceinline__ void cp_async4(unsigned dst, const void* src, bool valid) {
+#if __CUDA_ARCH__ >= 800
     int n = valid ? 4 : 0;
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;"
                  :: "r"(dst), "l"(src), "r"(n) : "memory");
+#else
+    unsigned v = valid ? *static_cast<const unsigned*>(src) : 0u;
+    asm volatile("st.shared.u32 [%0], %1;" :: "r"(dst), "r"(v) : "memory");
+#endif
 }
 __device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
 }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_group %0;" :: "n"(N) : "memory");
+#endif
 }
 
 // ROWS x COLS tile (16-bit elements) of a (seq, COLS) matrix into swizzled shared memory,
@@ -173,10 +197,23 @@ __device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4
 }
 
 // c += a (16x16, row) · b (16x8, col), float32 accumulators; inputs float16, or bfloat16
-// when IsBf16.
+// when IsBf16. Turing's tensor cores take k = 8 per instruction (m16n8k8, float16 only): there
+// the product is two of them, k 0-7 from a[0], a[1], b0 and k 8-15 from a[2], a[3], b1, which
+// is how the m16n8k16 fragments split, so every caller keeps one register layout.
 template <bool IsBf16>
 __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], unsigned b0,
                                          unsigned b1) {
+#if __CUDA_ARCH__ < 800
+    static_assert(!IsBf16, "bfloat16 tensor-core products need sm_80 or later");
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b0));
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 "
+        "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[2]), "r"(a[3]), "r"(b1));
+#else
     if constexpr (IsBf16) {
         asm volatile(
             "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -190,6 +227,7 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4], 
             : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
             : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
+#endif
 }
 
 // Two floats -> one register of the mma input type (float16, or bfloat16 when IsBf16).

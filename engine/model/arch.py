@@ -1,0 +1,165 @@
+"""GPU generations and what each can run: the compute-capability gate that dispatch, the
+engine's errors, the sidebar and README's table read. Pure Python.
+
+A build runs on a GPU when the GPU's compute capability reaches the build's `min_cc` (the
+registry row) and, in bfloat16, also BF16_MIN_CC: Turing (7.5) has float16 tensor cores
+(mma.sync m16n8k8) and ldmatrix, but no bfloat16 conversions or products and no cp.async
+(the mma.sync builds copy tiles through registers there, kernels/include/common.cuh);
+warpgroup MMA and the tensor memory accelerator are Hopper's (9.0a).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .registry import FAMILIES, KERNELS, Kernel, builds
+
+BF16_MIN_CC = 8.0       # cvt.rn.bf16 and the bfloat16 mma.sync shapes need sm_80
+
+
+@dataclass(frozen=True)
+class Generation:
+    cc: str              # "7.5"
+    name: str            # "Turing"
+    examples: str        # GPUs of it a class or a speaker may have
+    smem_optin: int      # bytes of shared memory one block may use (CUDA C++ Programming
+    #                      Guide, "Technical Specifications per Compute Capability")
+
+    @property
+    def arch(self) -> str:
+        return "sm_" + self.cc.replace(".", "")
+
+
+GENERATIONS = (
+    Generation("7.5", "Turing", "T4, RTX 20xx", 64 * 1024),
+    Generation("8.0", "Ampere", "A100", 163 * 1024),
+    Generation("8.6", "Ampere", "A10G, RTX 30xx", 99 * 1024),
+    Generation("8.9", "Ada Lovelace", "L4, RTX 40xx", 99 * 1024),
+    Generation("9.0", "Hopper", "H100, H200", 227 * 1024),
+)
+OLDEST_CC = float(GENERATIONS[0].cc)
+
+
+def cc_number(cc) -> float:
+    """7.5 from "7.5", "75", 7.5 or (7, 5)."""
+    if isinstance(cc, tuple):
+        return cc[0] + cc[1] / 10
+    text = str(cc)
+    if "." not in text and text.isdigit():
+        return int(text[:-1]) + int(text[-1]) / 10
+    return float(text)
+
+
+def generation(cc) -> Generation:
+    """The newest generation at or below compute capability cc (the oldest for older ones)."""
+    number = cc_number(cc)
+    return next((g for g in reversed(GENERATIONS) if float(g.cc) <= number), GENERATIONS[0])
+
+
+def min_cc(kernel: Kernel, dtype: str) -> float:
+    """The lowest compute capability on which `kernel` runs in `dtype`."""
+    return max(kernel.min_cc, BF16_MIN_CC if dtype == "bfloat16" else 0.0)
+
+
+def runs_on(kernel: Kernel, dtype: str, cc) -> bool:
+    return dtype in kernel.dtypes and cc_number(cc) >= min_cc(kernel, dtype)
+
+
+def _lacks(kernel: Kernel, dtype: str, cc: float) -> str:
+    """What a GPU of compute capability cc lacks for `kernel` in `dtype`, in words."""
+    if cc < kernel.min_cc:
+        if kernel.hopper_only:
+            return "warpgroup MMA and the tensor memory accelerator (Hopper, 9.0)"
+        return f"what the build needs (compute capability {kernel.min_cc:.1f})"
+    return f"bfloat16 arithmetic (compute capability {BF16_MIN_CC:.1f}, Ampere, or later)"
+
+
+def _family_builds(family: str | None, direction: str) -> tuple[Kernel, ...]:
+    """The builds a request reaches: a kernel= family's in dispatch order, or a naive one."""
+    if family is None:
+        key = "naive_softmax" if direction == "forward" else "naive_backward"
+        return tuple(k for k in KERNELS if k.key == key)
+    if direction == "decode":
+        return tuple(k for k in KERNELS if k.direction == "decode")
+    return builds(family, direction)
+
+
+def what_runs(cc, direction: str = "forward") -> list[str]:
+    """Every kernel a GPU of compute capability cc runs in `direction`, with its dtypes, in
+    words ("the teaching kernel in float32 or float16")."""
+    if direction == "decode":
+        groups = [("Flash-Decoding kernel", _family_builds("decode", "decode"))]
+    else:
+        groups = [(f.name, builds(key, direction)) for key, f in FAMILIES.items()]
+        groups.append(("naive attention", _family_builds(None, direction)))
+    out = []
+    gen = generation(cc_number(cc))
+    for name, ks in groups:
+        dtypes = [d for d in ("float32", "float16", "bfloat16")
+                  if any(runs_on(k, d, cc) and shapes_on(k, gen) != () for k in ks)]
+        if dtypes:
+            article = "" if name == "naive attention" else "the "
+            out.append(f"{article}{name} in {' or '.join(dtypes)}")
+    return out
+
+
+def refusal(gpu_name: str, cc, dtype: str, family: str | None,
+            direction: str = "forward") -> str | None:
+    """None when some build of the request runs on this GPU in dtype; else the message that
+    names the GPU, what it lacks and what runs on it instead. family: a kernel= value, or None
+    for naive attention."""
+    ks = _family_builds(family, direction)
+    number = cc_number(cc)
+    gen = generation(number)
+    if not ks or any(runs_on(k, dtype, number) and shapes_on(k, gen) != () for k in ks):
+        return None
+    takes = [k for k in ks if dtype in k.dtypes]
+    if not takes:
+        return None                     # a dtype refusal, which the catalog words itself
+    first = takes[-1]                   # the most widely runnable build of the request
+    lacks = (_lacks(first, dtype, number) if not runs_on(first, dtype, number) else
+             f"the shared memory its tiles need (a block may use "
+             f"{gen.smem_optin // 1024} KiB on compute capability {gen.cc})")
+    what = ("the Flash-Decoding kernel" if direction == "decode" else
+            f"the {FAMILIES[family].name}" if family else "naive attention")
+    if direction == "backward" and family:
+        what += "'s backward pass"
+    instead = "; ".join(what_runs(number, direction))
+    return (f"The {gpu_name} (compute capability {number:.1f}) cannot run {what} in "
+            f"{dtype}: it lacks {lacks}. On this GPU run instead: "
+            f"{instead or 'nothing of this project'}.")
+
+
+def shape_fits(kernel: Kernel, shape: tuple[int, int, int], smem_optin: int,
+               dtype: str = "float16") -> bool:
+    """Whether the build's tiles (head_dim, block_q, block_k) fit a block's shared memory."""
+    if not kernel.smem_layout:
+        return True
+    from .config import AttentionConfig
+    from .iomodel import smem_parts
+    d, bq, bk = shape
+    cfg = AttentionConfig(batch=1, heads=1, seq_q=bq, seq_k=bk, head_dim=d, block_q=bq,
+                          block_k=bk, dtype=dtype)
+    return sum(smem_parts(cfg, kernel.smem_layout).values()) <= smem_optin
+
+
+def shapes_on(kernel: Kernel, generation: Generation) -> tuple | None:
+    """The catalogued shapes of a build that fit the generation's shared memory (None: the
+    build takes any shape that fits, as the teaching kernel)."""
+    if kernel.shapes is None:
+        return None
+    return tuple(s for s in kernel.shapes if shape_fits(kernel, s, generation.smem_optin))
+
+
+def generation_table() -> list[dict]:
+    """One row per GPU generation: which builds run there, in which dtypes and (tensor-core
+    builds) how many of their catalogued shapes fit its shared memory (README's table)."""
+    rows = []
+    for g in GENERATIONS:
+        runs = {}
+        for k in KERNELS:
+            dts = [d for d in k.dtypes if runs_on(k, d, g.cc)]
+            shapes = shapes_on(k, g)
+            if dts and shapes != ():
+                runs[k.key] = {"dtypes": dts, "shapes": shapes}
+        rows.append({"generation": g, "runs": runs})
+    return rows
