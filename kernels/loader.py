@@ -90,6 +90,7 @@ def _ptx_module(code: str, name: str, options: tuple[str, ...], arch: str):
     """code built by NVRTC as PTX for `arch` (compute_75, compute_80) and loaded through the
     driver, which compiles that PTX for the GPU it runs on: an older GPU's code path (the
     kernels' __CUDA_ARCH__ branches) on a newer GPU."""
+    import hashlib
     import os
     import tempfile
     import cupy
@@ -103,12 +104,15 @@ def _ptx_module(code: str, name: str, options: tuple[str, ...], arch: str):
         ptx = nvrtc.getPTX(program)
     finally:
         nvrtc.destroyProgram(program)
-    with tempfile.NamedTemporaryFile("wb", suffix=".ptx", delete=False) as f:
-        f.write(ptx if isinstance(ptx, bytes) else ptx.encode())
-    try:
-        return cupy.RawModule(path=f.name)
-    finally:
-        os.unlink(f.name)
+    # RawModule reads its file when a kernel is first taken from it: the file stays, named
+    # by its content, in one folder per user
+    data = ptx if isinstance(ptx, bytes) else ptx.encode()
+    folder = Path(tempfile.gettempdir()) / f"fa-lab-ptx-{os.getuid()}"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    path = folder / f"{hashlib.sha256(data).hexdigest()[:32]}.ptx"
+    if not path.is_file():
+        path.write_bytes(data)
+    return cupy.RawModule(path=str(path))
 
 
 @functools.lru_cache(maxsize=128)

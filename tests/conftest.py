@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from seeds import FUZZING, SEED
@@ -29,6 +31,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under FA_LAB_PTX_ARCH (an older GPU's code path on this GPU), a run the engine refuses
+    for that GPU generation (what it lacks: bfloat16, wgmma, shared memory) is a skip that
+    says so, not a failure: the refusal is the behaviour tests/test_arch.py checks."""
+    outcome = yield
+    report = outcome.get_result()
+    if (report.when == "call" and report.failed and os.environ.get("FA_LAB_PTX_ARCH")
+            and call.excinfo is not None
+            and "(compute capability " in str(call.excinfo.value)
+            and " cannot run " in str(call.excinfo.value)):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0,
+                           f"refused on this generation: {call.excinfo.value}")
 
 
 def pytest_report_header(config):

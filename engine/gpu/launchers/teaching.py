@@ -12,7 +12,7 @@ from ...model.config import AttentionConfig
 from ...model.devices import GpuProfile
 from ...model.launch import TEACHING_THREADS
 from ...model.registry import BY_KEY
-from ..runtime import ELEM_TYPES, live_gpu
+from ..runtime import ELEM_TYPES, check_arch, live_gpu
 from . import core
 
 SOURCE = BY_KEY["teaching"].source             # teaching/flash_teaching.cu
@@ -38,7 +38,9 @@ def build(cfg: AttentionConfig, trace: bool, gpu: GpuProfile) -> core.Build:
 
 def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = None,
             poison: bool = False):
-    """(run, outputs): run() enqueues the kernel, writing into outputs. Compiles on first use."""
+    """(run, outputs): run() enqueues the kernel, writing into outputs. Compiles on first use,
+    after the compute-capability gate (engine.model.arch)."""
+    check_arch(cfg.dtype, "teaching")
     gpu = live_gpu()
     b = build(cfg, trace, gpu)
     bh, d, Tr = cfg.bh, cfg.head_dim, cfg.Tr
