@@ -19,7 +19,7 @@ from ...model.config import AttentionConfig
 from ...model.iomodel import smem_bytes
 from ...model import catalog
 from ...model.launch import backward_mma_threads
-from ..runtime import device_is_hopper
+from ..runtime import check_arch, device_is_hopper
 from . import backward_helpers, backward_wgmma, core
 
 FUNCTION = catalog.BACKWARD_MMA.function
@@ -29,6 +29,7 @@ HOPPER_WGMMA = 1
 
 def chosen(cfg: AttentionConfig) -> catalog.TensorCoreBuild:
     """The backward build that runs cfg on this machine's GPU (ConfigError when none takes it)."""
+    check_arch(cfg.dtype, "tensorcore", "backward")   # before any compile (engine.model.arch)
     return catalog.backward_build(cfg, bool(HOPPER_WGMMA) and device_is_hopper())
 
 

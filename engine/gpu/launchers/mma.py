@@ -14,7 +14,7 @@ from ...model.stream_k import (MMA_SYNC_COSTS, MMA_SYNC_HEAD, blocks, total_tile
                                workspace_floats)
 from ...model import catalog
 from ...model.launch import MMA_SYNC_THREADS
-from ..runtime import GpuRunError, device_is_hopper, gpu_failures, live_gpu
+from ..runtime import check_arch, GpuRunError, device_is_hopper, gpu_failures, live_gpu
 from . import core, wgmma
 
 FUNCTION = catalog.MMA_SYNC.function
@@ -37,6 +37,7 @@ RUN_FIELDS = len(RUN_RECORD)  # u64 fields of one record of the RUNS build's run
 
 def chosen(cfg: AttentionConfig) -> catalog.TensorCoreBuild:
     """The build that runs cfg on this machine's GPU (ConfigError when none takes it)."""
+    check_arch(cfg.dtype, "tensorcore", "forward")   # before any compile (engine.model.arch)
     return catalog.tensorcore_build(cfg, device_is_hopper())
 
 
