@@ -40,6 +40,9 @@ class PageRow:
     # ranges also depend on the config, so the page narrows them: app.core.ui.linked_number;
     # here are the widest)
     controls: tuple[Control, ...] = ()
+    # the engine path its runs take ("forward", "backward" or "decode"): whose builds the
+    # sidebar checks against the GPU's compute capability (app/core/arch_notice.py)
+    direction: str = "forward"
 
     @property
     def script(self) -> str:
@@ -86,7 +89,8 @@ PAGES = (
             "and its cost against naive's.",
             charts=7, browser_chart=True,
             controls=(Control("bw_row", "int", None, 0, MAX_SEQ_UI - 1),
-                      Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1))),
+                      Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1)),
+            direction="backward"),
     PageRow("decoding", "Decoding", DECODING,
             "one new token against a long KV cache: Flash-Decoding's splits merged by "
             "their log-sum-exps, a paged cache and grouped-query heads.",
@@ -96,7 +100,8 @@ PAGES = (
                       Control("dec_kv_heads", "int", None, 1, MAX_HEADS),
                       Control("dec_splits", "choice", None, choices=SPLIT_CHOICES),
                       Control("dec_page", "choice", None, choices=PAGE_CHOICES),
-                      Control("dec_head", "int", None, 0, MAX_HEADS - 1))),
+                      Control("dec_head", "int", None, 0, MAX_HEADS - 1)),
+            direction="decode"),
 )
 
 

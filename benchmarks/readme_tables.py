@@ -1,6 +1,7 @@
 """The result tables of README.md and docs/RESULTS.md, made from the files the app reads
 (benchmarks/results/) through engine.recorded's loaders, so a table never disagrees with
-the file it names.
+the file it names; and README's table of which kernels each GPU generation runs, made from
+the kernel registry through engine.model.arch.generation_table, the gate the engine applies.
 
     python -m benchmarks.readme_tables          # rewrites every table in place
     python -m benchmarks.readme_tables --check  # exit 1 and name each table that is stale
@@ -10,7 +11,8 @@ Each table sits between a begin and an end marker, e.g.
     <!-- results:forward end -->
 and nothing outside the markers is touched. Every table reads the newest file of its kind
 (engine.recorded sorts them newest first), float16 lines only; a new recording therefore
-makes --check fail until the tables are written again.
+makes --check fail until the tables are written again, as does a change of the registry or
+of the gate for the GPU table.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import sys
 from pathlib import Path
 
 from engine import AttentionConfig, recorded
-from engine.model import devices, tilemodel
+from engine.model import arch, devices, registry, tilemodel
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -245,9 +247,58 @@ def tiles(results: Path = RESULTS) -> str:
     return "\n".join(out)
 
 
+_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+
+def _build_name(k: registry.Kernel) -> str:
+    """A build as the GPU table names it: teaching, mma.sync, wgmma, naive, decode."""
+    return "naive" if k.launcher == "engine.gpu.naive" else k.key.removeprefix("backward ")
+
+
+def _runs_cell(row: dict, direction: str) -> str:
+    """The builds of one direction a generation runs, grouped by their dtypes, with how many
+    catalogued shapes fit where not all do, and the tensor-core builds no shape fits."""
+    gen, runs = row["generation"], row["runs"]
+    groups: dict[tuple, list[str]] = {}
+    for k in registry.KERNELS:
+        if k.direction != direction or k.key not in runs:
+            continue
+        fit = runs[k.key]["shapes"]
+        name = _build_name(k) + ("" if fit is None or len(fit) == len(k.shapes) else
+                                 f" ({len(fit)} of {len(k.shapes)} shapes)")
+        dtypes = tuple(_SHORT[d] for d in runs[k.key]["dtypes"])
+        names = groups.setdefault(dtypes, [])
+        if name not in names:
+            names.append(name)
+    parts = [f"{', '.join(names)}: {' '.join(dtypes)}" for dtypes, names in groups.items()]
+    for k in registry.KERNELS:
+        if (k.direction == direction and k.key not in runs and k.shapes
+                and any(arch.runs_on(k, d, gen.cc) for d in k.dtypes)):
+            parts.append(f"no {registry.FAMILIES[k.family].name} (no {_build_name(k)} shape "
+                         f"fits {gen.smem_optin // 1024} KiB)")
+    return "; ".join(parts)
+
+
+def gpus(results: Path = RESULTS) -> str:
+    """README's table of GPU generations: the kernel builds each runs, in which dtypes
+    (engine.model.arch.generation_table; `results` is not read)."""
+    rows = []
+    for row in arch.generation_table():
+        gen = row["generation"]
+        rows.append([f"{gen.name} {gen.cc} ({gen.examples})", _runs_cell(row, "forward"),
+                     _runs_cell(row, "backward"), _runs_cell(row, "decode").removeprefix("decode: ")])
+    out = _table(["generation (compute capability)", "forward", "backward", "decode"], rows)
+    out += ["", "f32, f16, bf16: float32, float16, bfloat16. The tensor-core kernel's builds "
+            "(mma.sync; wgmma on Hopper) take catalogued tile shapes: a cell counts those that "
+            "fit where not all do. From the kernel registry through `engine.model.arch`, the "
+            "gate the engine applies before any compile."]
+    return "\n".join(out)
+
+
 # table name -> (file, builder)
 TABLES = {
     "summary": ("README.md", summary),
+    "gpus": ("README.md", gpus),
     "forward": ("docs/RESULTS.md", forward),
     "backward": ("docs/RESULTS.md", backward),
     "tiles": ("docs/RESULTS.md", tiles),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -98,3 +99,35 @@ def test_figures_come_from_the_recorded_lines():
     assert float(cells[5]) == pytest.approx(line["median_ms"], abs=5e-4)
     assert float(cells[6]) == pytest.approx(line["tflops"], rel=5e-3)
     assert doc["file"] in readme_tables.forward()
+
+
+def _gpu_rows() -> dict[str, list[str]]:
+    """README's GPU table as {compute capability: cells}, read from the committed README."""
+    block = readme_tables.committed_block((ROOT / "README.md").read_text(), "gpus")
+    rows = [r for r in block.splitlines() if r.startswith("| ") and r[2].isalpha()][1:]
+    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+    return {re.search(r"\d\.\d", c[0]).group(): c for c in cells}
+
+
+def test_the_gpu_table_has_every_generation_and_follows_the_gate():
+    from engine.model import arch
+    rows = _gpu_rows()
+    assert list(rows) == [g.cc for g in arch.GENERATIONS]
+    turing = rows["7.5"]
+    assert "bf16" not in " ".join(turing) and "T4" in turing[0]
+    assert "mma.sync" in turing[1]                               # float16 tensor cores
+    assert "no tensor-core kernel (no mma.sync shape fits 64 KiB)" in turing[2]
+    for cc, (_, fwd, bwd, decode) in rows.items():
+        assert ("wgmma" in fwd) == ("wgmma" in bwd) == (cc == "9.0"), cc
+        assert ("bf16" in decode) == (float(cc) >= arch.BF16_MIN_CC), cc
+    assert "(2 of 4 shapes)" in rows["8.6"][2] and "shapes" not in rows["8.0"][2]
+
+
+def test_check_names_a_stale_gpu_table(copy, capsys):
+    root, results = copy
+    path = root / "README.md"
+    path.write_text(path.read_text().replace("no mma.sync shape fits 64 KiB",
+                                             "no mma.sync shape fits 96 KiB"))
+    assert readme_tables.main(["--check"], root=root, results=results) == 1
+    out = capsys.readouterr().out
+    assert "README.md: table 'gpus'" in out and "'summary'" not in out

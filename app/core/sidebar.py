@@ -8,9 +8,11 @@ import streamlit as st
 
 import engine
 from engine.model import catalog
+from app.core import arch_notice
 from app.core.figures import device_sentence
 from app.core.controls import BACKEND_LABELS, CONTROLS, PRESETS, kernel_label
 from app.core.url_params import PAGE_CONTROLS, parse_value, to_text
+from app.page_list import PAGES
 
 CONFIG_FIELDS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block_k", "dtype",
                  "causal", "inputs", "logit_scale", "seed")
@@ -29,6 +31,8 @@ class Settings:
     profile: str
     device: engine.DeviceInfo
     talk: bool = False                   # talk mode: main chart first, sized for 1280×720
+    arch_refusal: str | None = None      # why the selected GPU (emulated or live) cannot run
+    #                                      this page's runs of the config (engine.model.arch)
 
     @property
     def on_gpu(self) -> bool:
@@ -171,6 +175,12 @@ def _widgets() -> None:
     choice(st, "GPU profile to emulate on CPU", "profile")
 
 
+def _direction() -> str:
+    """The engine path of the page being shown (its row's direction; forward elsewhere)."""
+    url_path = st.session_state.get(PAGE_KEY)
+    return next((row.direction for row in PAGES if row.url_path == url_path), "forward")
+
+
 def render() -> Settings:
     """Draw the sidebar and return the settings; never raises on bad values."""
     ss = st.session_state
@@ -190,5 +200,10 @@ def render() -> Settings:
         error = (f"GPU (CuPy) was chosen, but no GPU can be used here: "
                  f"{device_sentence(device.reason)} Choose 'auto' or 'CPU emulation' to run the NumPy emulation of "
                  f"{ss['profile']}.")
+    refused = arch_notice.refusal(device.gpu, ss["dtype"], ss["kernel"], _direction())
+    with st.sidebar:              # below the device controls (on a GPU the refused runs of
+        #                           the page show the engine's same message: ui.guarded)
+        arch_notice.show(refused, ss["profile"], backend == "cupy")
     return Settings(cfg=cfg, error=error, url_errors=tuple(url_errors), backend=backend,
-                    kernel=ss["kernel"], profile=ss["profile"], device=device, talk=ss["talk"])
+                    kernel=ss["kernel"], profile=ss["profile"], device=device, talk=ss["talk"],
+                    arch_refusal=refused)

@@ -2,7 +2,7 @@
 without an exception (in bfloat16 and in talk mode too), a tampered URL shows messages, a
 changed control computes the new config once; and what the shared sidebar and core do on
 any page: URL parameters, the GPU backend without a GPU, the loop player's buttons, talk
-mode."""
+mode, the compute-capability notice."""
 from __future__ import annotations
 
 import collections
@@ -12,7 +12,9 @@ import pytest
 
 import engine
 from apptest_helpers import (CHARTS, HEADINGS, ON_GPU, PAGES, assert_clean, config_heading,
-                             loop_spec_index, open_page, shown_step, specs)
+                             loop_spec_index, open_page, shown_step, specs, texts, url)
+from app.core import arch_notice
+from engine.model.devices import PROFILES
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -162,3 +164,124 @@ def test_talk_toggle_goes_into_the_url_and_back_out():
     assert at.query_params["talk"] == "true" and loop_spec_index(at) == 0
     at.toggle(key="talk").set_value(False).run()
     assert "talk" not in at.query_params and loop_spec_index(at) == 1
+
+
+# ---- the compute-capability notice (app/core/arch_notice.py, engine.model.arch) --------
+def sidebar_notice(at) -> str:
+    return " ".join(w.value for w in at.sidebar.warning)
+
+
+@pytest.mark.parametrize("page", ["overview", "online_softmax", "timings", "backward"])
+def test_an_emulated_t4_in_bfloat16_says_why_and_what_runs_while_the_emulation_runs(page):
+    at = open_page(page, backend="numpy", profile="T4", dtype="bfloat16")
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    notice = sidebar_notice(at)
+    assert notice.startswith("On a T4 this config would not run:"), notice
+    assert "Tesla T4 (compute capability 7.5)" in notice
+    assert "cannot run the teaching kernel" in notice and "bfloat16" in notice
+    instead = notice.split("run instead:")[1]
+    assert "the teaching kernel in float32 or float16" in instead
+    assert "bfloat16" not in instead
+    assert len(at.get("vega_lite_chart")) >= CHARTS[page]      # the emulation still draws
+
+
+def test_the_emulation_runs_on_a_t4_in_bfloat16():
+    at = open_page("online_softmax", backend="numpy", profile="T4", dtype="bfloat16")
+    assert "Values computed by the CPU emulation" in texts(at) and "Tesla T4" in texts(at)
+
+
+@pytest.mark.parametrize("page,params", [
+    ("overview", dict(profile="T4", dtype="float16")),                # Turing's float16
+    ("backward", dict(profile="T4", dtype="float16")),                # the teaching backward
+    ("overview", dict(profile="T4", dtype="float16", kernel="tensorcore")),
+    ("overview", dict(profile="A100 80GB", dtype="bfloat16", kernel="tensorcore")),
+    ("backward", dict(profile="A100 80GB", dtype="bfloat16", kernel="tensorcore")),
+    ("backward", dict(profile="L4", dtype="float16", kernel="tensorcore")),
+    ("decoding", dict(profile="T4", dtype="float16")),
+])
+def test_no_notice_where_the_config_runs(page, params):
+    at = open_page(page, backend="numpy", **params)
+    assert_clean(at)
+    assert not sidebar_notice(at) and not at.error
+
+
+def test_the_backward_page_names_the_tensor_core_backward_that_no_t4_shape_fits():
+    at = open_page("backward", backend="numpy", profile="T4", dtype="float16",
+                   kernel="tensorcore")
+    assert_clean(at)
+    notice = sidebar_notice(at)
+    assert "cannot run the tensor-core kernel's backward pass in float16" in notice
+    assert "shared memory" in notice and "64 KiB" in notice
+    assert "the teaching kernel in float32 or float16" in notice.split("instead:")[1]
+    # the forward of the same config runs on a T4: no notice on a forward page
+    at.switch_page("features/online_softmax/page.py").run()
+    assert_clean(at)
+    assert not sidebar_notice(at)
+
+
+def test_the_decoding_page_checks_the_decode_kernel():
+    at = open_page("decoding", backend="numpy", profile="T4", dtype="bfloat16")
+    assert_clean(at)
+    notice = sidebar_notice(at)
+    assert "cannot run the Flash-Decoding kernel in bfloat16" in notice
+    assert "the Flash-Decoding kernel in float32 or float16" in notice.split("instead:")[1]
+
+
+def test_choosing_a_t4_shows_the_notice_and_the_url_keeps_the_choice():
+    at = open_page("overview", backend="numpy", dtype="bfloat16")
+    assert not sidebar_notice(at)                                     # the H200 runs it
+    at.selectbox(key="profile").set_value("T4").run()
+    assert_clean(at)
+    assert sidebar_notice(at).startswith("On a T4 this config would not run:")
+    assert url(at)["profile"] == "T4" and url(at)["dtype"] == "bfloat16"
+    at.selectbox(key="dtype").set_value("float16").run()              # float16 runs there
+    assert not sidebar_notice(at)
+
+
+@pytest.fixture
+def live_t4(monkeypatch):
+    """The app on a live Tesla T4 (faked): the device the sidebar finds, and an engine whose
+    runs apply the GPU backend's own gate (engine.gpu.runtime.check_arch) before anything."""
+    from engine.gpu import runtime
+    t4 = PROFILES["T4"]
+    monkeypatch.setattr(runtime, "live_gpu", lambda: t4)
+    monkeypatch.setattr(runtime, "device_cc", lambda: 7.5)
+    cpu = engine.device_info
+    monkeypatch.setattr(engine, "device_info", lambda profile=None, prefer_gpu=True: (
+        engine.DeviceInfo("gpu", t4.name, t4, None, "a T4 (faked by the test)")
+        if prefer_gpu else cpu(profile, prefer_gpu)))
+
+    def run(cfg, q=None, k=None, v=None, backend="auto", algorithm="flash",
+            kernel="teaching", trace=False):
+        runtime.check_arch(cfg.dtype, kernel if algorithm == "flash" else None)
+        raise AssertionError("the gate let a run through that this GPU cannot make")
+    monkeypatch.setattr(engine, "run", run)
+
+
+def test_a_live_t4_refuses_bfloat16_as_an_error_not_a_traceback(live_t4):
+    at = open_page("online_softmax", dtype="bfloat16")
+    assert_clean(at)
+    assert not sidebar_notice(at)
+    sidebar = " ".join(e.value for e in at.sidebar.error)
+    assert sidebar.startswith("This config cannot run on this GPU: The Tesla T4 (compute "
+                              "capability 7.5) cannot run the teaching kernel in bfloat16")
+    assert "CPU emulation (NumPy)" in sidebar
+    main = " ".join(e.value for e in at.main.error)
+    assert "Tesla T4 (compute capability 7.5) cannot run the teaching kernel in bfloat16" in main
+
+
+def test_the_kernel_page_compiles_no_build_this_gpu_cannot_run():
+    a100, t4 = PROFILES["A100 80GB"], PROFILES["T4"]
+    assert "compute capability 9.0" in arch_notice.build_refusal(a100, "wgmma", "float16")
+    assert arch_notice.build_refusal(a100, "mma.sync", "bfloat16") is None
+    assert "compute capability 8.0" in arch_notice.build_refusal(t4, "teaching", "bfloat16")
+    assert "shared memory" in arch_notice.build_refusal(t4, "backward mma.sync", "float16")
+    assert arch_notice.build_refusal(t4, "mma.sync", "float16") is None
+    assert arch_notice.build_refusal(t4, "mma.sync", "float32") is None   # the compile says
+
+
+@pytest.mark.parametrize("profile,article", [("T4", "a"), ("H200", "an"), ("A100 80GB", "an"),
+                                             ("L4", "an"), ("RTX 4090", "an")])
+def test_the_notice_reads_aloud(profile, article):
+    assert arch_notice.notice("…", profile, False).startswith(f"On {article} {profile} ")

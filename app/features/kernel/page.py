@@ -4,6 +4,7 @@ import streamlit as st
 
 from app.core import runner
 from app.features.kernel.charts import timeline_chart
+from app.core.arch_notice import build_refusal
 from app.core.controls import kernel_label
 from app.features.kernel.data import (BY_KEY, KERNEL_SOURCES, facts_table, kernel_that_runs,
                                       recorded_facts_table, recorded_how, recorded_label,
@@ -44,7 +45,10 @@ if res is not None and res.info and key == ran:
 else:
     if s.on_gpu:
         from engine.facade import facts_of
-        live = guarded(facts_of, key, cfg, False, show=st.caption)
+        not_here = build_refusal(s.device.gpu, key, cfg.dtype)
+        if not_here:
+            st.caption(not_here)
+        live = None if not_here else guarded(facts_of, key, cfg, False, show=st.caption)
         if live is not None:
             st.caption(f"Compiled now on {s.device.name} for this config (untraced build).")
             st.dataframe(facts_table(live), hide_index=True)
