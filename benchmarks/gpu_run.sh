@@ -44,7 +44,16 @@ if [ -n "${WHEELS:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site "$WHEELS"/*.whl \
     && export PYTHONPATH=/tmp/site:$PWD
 fi
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | awk '{print tolower($NF)}')
+# The GPU's short name in the files' names: its model number, lowercased ("NVIDIA H100 80GB
+# HBM3" -> h100, "Tesla T4" -> t4, "NVIDIA A100-SXM4-40GB" -> a100); the name's last word
+# when it has none ("NVIDIA GeForce RTX 4090" -> 4090).
+short_gpu_name() {
+  local model
+  model=$(grep -oE '[A-Z]{1,2}[0-9]{1,4}' <<< "$1" | head -1)
+  if [ -n "$model" ]; then tr '[:upper:]' '[:lower:]' <<< "$model"
+  else awk '{print tolower($NF)}' <<< "$1"; fi
+}
+gpu=$(short_gpu_name "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)")
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   python3 -c "import cupy, numpy, torch; print('cupy', cupy.__version__, 'numpy', numpy.__version__, 'torch', torch.__version__)"
   date -u; } > "$OUT/env.txt" 2>&1

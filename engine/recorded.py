@@ -5,12 +5,16 @@ name (FileKind.pattern). SCHEMAS below declares each kind's fields: the loaders 
 file against it and raise RecordFormatError, naming the file and the field, for a file that
 is not JSON, has another version, or lacks a field or holds one of the wrong type. Fields not
 declared are allowed (notes, provenance). The recording jobs of benchmarks/ write the files.
+closest_recorded picks, among the files of one kind, those of the recorded GPU closest to the
+one a page shows (an emulated profile or the live GPU) and says which it is.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .model.devices import datasheet_profile
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 MAX_FILE_BYTES = 32 << 20
@@ -231,12 +235,135 @@ def load_schedule(directory: Path = BENCH_DIR) -> dict | None:
     return found[0] if found else None
 
 
+def load_kernel_facts_files(directory: Path = BENCH_DIR) -> list[dict]:
+    """Every recorded compile-facts file, newest date first, each with its 'file' name
+    added."""
+    return _newest_first(_load_all(directory, "kernel_facts"))
+
+
 def load_kernel_facts(directory: Path = BENCH_DIR) -> dict | None:
     """The newest recorded compile-facts file (with its 'file' name), or None."""
-    return max(_load_all(directory, "kernel_facts"), key=lambda d: d["date"], default=None)
+    return next(iter(load_kernel_facts_files(directory)), None)
 
 
 def load_decode_benchmarks(directory: Path = BENCH_DIR) -> list[dict]:
     """Every decode file (decode_*.json), newest date first, each with its 'file' name
     added."""
     return _newest_first(_load_all(directory, "decode"))
+
+
+# --- The recorded GPU closest to the one a page shows ------------------------------------
+
+@dataclass(frozen=True)
+class Target:
+    """The GPU a page shows: an emulated profile, or the live GPU the app runs on."""
+
+    name: str                    # as the driver names it ("NVIDIA H100 80GB HBM3")
+    compute_capability: str      # "9.0"
+    short: str = ""              # how the page calls it: the profile's key ("H100 SXM"), else name
+    live: bool = False           # the GPU the app runs on, not an emulated profile
+
+    @property
+    def called(self) -> str:
+        return self.short or self.name
+
+
+@dataclass(frozen=True)
+class RecordedDevice:
+    """Which recorded GPU closest_recorded chose, and how it relates to the target."""
+
+    name: str
+    compute_capability: str | None   # None when neither its files nor a profile state it
+    date: str                        # its newest file's date
+    exact: bool                      # the target itself (the same device name)
+    match: str                       # one of MATCHES
+    label: str                       # one line saying so, for a caption
+
+
+MATCHES = ("name", "compute capability", "nearest compute capability", "unknown")
+
+
+def file_device(data: dict) -> str:
+    """The name of the GPU a results file was recorded on."""
+    return str((data.get("device") or {}).get("name", "?"))
+
+
+def _capability(text) -> int | None:
+    """"9.0" -> 90, "7.5" -> 75, "10.0" -> 100; None when it is not major.minor."""
+    try:
+        major, minor = str(text).split(".")
+        return int(major) * 10 + int(minor)
+    except ValueError:
+        return None
+
+
+def _device_capability(files: list[dict]) -> str | None:
+    """The compute capability a device's files state, else its datasheet profile's."""
+    for f in files:
+        cc = (f.get("device") or {}).get("compute_capability")
+        if _capability(cc) is not None:
+            return str(cc)
+    profile = datasheet_profile(file_device(files[0]))
+    return profile.compute_capability if profile else None
+
+
+def _rank(name: str, cc: str | None, target: Target) -> tuple:
+    """Sort key of a recorded device: the target's own name first; then the same compute
+    capability; then the nearest one, the newer of two equally near; then a device whose
+    compute capability is unknown. Its first item indexes MATCHES."""
+    mine, theirs = _capability(target.compute_capability), _capability(cc)
+    if name == target.name:
+        step, distance = 0, 0
+    elif theirs is None or mine is None:
+        step, distance = 3, 0
+    elif theirs == mine:
+        step, distance = 1, 0
+    else:
+        step, distance = 2, abs(theirs - mine)
+    return step, distance, -(theirs or 0)
+
+
+def _label(name: str, cc: str | None, date: str, match: str, target: Target,
+           where: str) -> str:
+    head = f"Recorded on {name} ({date})"
+    if match == "name":
+        return head + (": the GPU this app runs on." if target.live
+                       else ": the chosen profile itself.")
+    why = {"compute capability": f"same compute capability, {cc}",
+           "nearest compute capability": f"compute capability {cc}, the nearest to its "
+                                         f"{target.compute_capability}",
+           "unknown": "its compute capability is not recorded"}[match]
+    to = (f"this machine's {target.called}" if target.live
+          else f"the {target.called} profile")
+    own = ("the ones measured live on it" if target.live else "the model's")
+    return (f"{head}, the closest recorded GPU to {to} ({why}); no {target.called} recording "
+            f"is in {where}. The {target.called}'s own figures on this page are {own}.")
+
+
+def closest_recorded(files: list[dict], target: Target, where: str = "benchmarks/results/"
+                     ) -> tuple[list[dict], RecordedDevice | None]:
+    """The files, of one kind, recorded on the GPU closest to target, newest date first, and
+    which GPU that is (None when there are no files). Closest: the same device name; else
+    the same compute capability; else the nearest compute capability, the newer of two
+    equally near (a newer GPU runs every build an older one does); a device whose compute
+    capability neither its files nor a datasheet profile state comes last. Several devices
+    equally close: the one recorded most recently, then by name. `where` names the folder in
+    the label."""
+    by_device: dict[str, list[dict]] = {}
+    for f in files:
+        by_device.setdefault(file_device(f), []).append(f)
+    if not by_device:
+        return [], None
+    facts = {}
+    for name, mine in by_device.items():
+        facts[name] = (_device_capability(mine), max(str(f.get("date", "?")) for f in mine))
+    order = sorted(by_device)                                    # by name,
+    order.sort(key=lambda n: facts[n][1], reverse=True)          # the newest first,
+    order.sort(key=lambda n: _rank(n, facts[n][0], target))      # the closest first
+    name = order[0]
+    cc, newest = facts[name]
+    step = _rank(name, cc, target)[0]
+    match = MATCHES[step]
+    chosen = _newest_first(by_device[name])
+    return chosen, RecordedDevice(name, cc, newest, step == 0, match,
+                                  _label(name, cc, newest, match, target, where))

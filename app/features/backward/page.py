@@ -8,6 +8,7 @@ from app.features.backward.data import (dkv_growth, dq_growth, hbm_parts, loop_v
 from app.features.backward.charts import (growth_chart, hbm_parts_chart, loop_chart, peak_chart,
                                           price_chart, rowsum_chart)
 from app.features.timings.charts import config_chart, memory_chart, sweep_chart
+from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.features.timings.data import (memory_table, memory_wall, recorded_speedup, recorded_table,
                                        sweep_lengths, timing_table, with_builds)
@@ -151,12 +152,14 @@ else:
     st.caption(f"No GPU is in use here ({s.device.reason}). Press the button to time the NumPy "
                f"emulation on this CPU; the GPU figures below were recorded on a real GPU.")
 
-files = recorded.load_benchmarks(bench_dir(), direction="backward")
+files, shown = closest_files(recorded.load_benchmarks(bench_dir(), direction="backward"),
+                             s.device)
 if not files:
     st.info("No recorded backward results are present in benchmarks/results/ yet (a file "
             "with \"direction\": \"backward\"); they will appear here once a GPU run is "
             "recorded.")
 else:
+    st.caption(shown.label)
     table = recorded_speedup(with_builds(recorded_table(files), files))
     names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
              for f in files]

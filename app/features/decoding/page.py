@@ -16,6 +16,7 @@ from app.core.ui import (chart, guarded, linked_choice, linked_number, loop_play
 from engine.facade import recorded
 from engine.model import iomodel
 from engine.model.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
+from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 
 st.title("Decoding")
@@ -149,7 +150,7 @@ if s.on_gpu:
                    f"kernel (splits and merge in one launch), L2 flushed between repetitions, "
                    f"median of at least 20.")
 else:
-    files = recorded.load_decode_benchmarks(bench_dir())
+    files, shown = closest_files(recorded.load_decode_benchmarks(bench_dir()), s.device)
     table = recorded_table(files)
     if table.empty:
         st.info("No recorded H200 decode results exist yet: benchmarks/results/ holds no "
@@ -157,6 +158,7 @@ else:
                 "decode-sweep` on a GPU, records them). The chart shows the model only.")
         chart(splits_chart, model, f"Model of {gpu.name} (not measured)", auto)
     else:
+        st.caption(shown.label)
         names = sorted(table.file.unique())
         pick = st.selectbox("recorded decode file", names, key="dec_rec_file")
         rows = table[table.file == pick]

@@ -10,6 +10,7 @@ from app.features.kernel.data import (BY_KEY, KERNEL_SOURCES, facts_table, kerne
                                       recorded_facts_table, recorded_how, recorded_label,
                                       schedule_summary, schedule_table, source_text,
                                       timeline_caption)
+from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.core.ui import chart, guarded, notes, on_stage, stage, usable_settings
 from engine.facade import recorded
@@ -52,7 +53,9 @@ else:
         if live is not None:
             st.caption(f"Compiled now on {s.device.name} for this config (untraced build).")
             st.dataframe(facts_table(live), hide_index=True)
-    rec_facts = recorded.load_kernel_facts(bench_dir())
+    facts_files, facts_gpu = closest_files(recorded.load_kernel_facts_files(bench_dir()),
+                                           s.device)
+    rec_facts = facts_files[0] if facts_files else None
     table = recorded_facts_table(rec_facts, key, cfg) if rec_facts else None
     if table is None or table.empty:
         st.caption("No compile facts of this kernel are recorded in benchmarks/results/.")
@@ -61,6 +64,7 @@ else:
         st.caption(f"Recorded on {dev}, {rec_facts.get('date', '?')} ({rec_facts['file']}), "
                    f"float16, from the compiled module: spilled bytes are local memory per "
                    f"thread; blocks / SM from CUDA's occupancy calculator.")
+        st.caption(facts_gpu.label)
         st.dataframe(table, hide_index=True)
 
 with on_stage(slot):
@@ -69,7 +73,8 @@ with on_stage(slot):
     options = {}
     if res is not None and res.schedule is not None:
         options[f"this config, live on {s.device.name} ({name})"] = ("live", res.schedule)
-    for rec in recorded.load_schedules(bench_dir()):
+    schedules, schedules_gpu = closest_files(recorded.load_schedules(bench_dir()), s.device)
+    for rec in schedules:
         options[recorded_label(rec)] = ("recorded", rec)
     if not options:
         st.info("No block-to-SM schedule to show: none was recorded by a GPU run here, and none "
@@ -91,6 +96,7 @@ with on_stage(slot):
             with notes(above):
                 if kind == "recorded":
                     st.caption(recorded_how(sched_src))
+                    st.caption(schedules_gpu.label)
                 c1, c2, c3, c4 = st.columns(4)
                 c1.metric("thread blocks drawn", f"{summary['blocks']:,}",
                           help=(f"in {summary['runs']:,} runs" if summary["runs"] !=

@@ -21,7 +21,7 @@ st.markdown(
     "rounding; the memory drops from N² to N, and the HBM traffic shrinks but, as K and V "
     "are read once per query tile, still grows as N² (see the config's figures below).")
 
-rows, subtitle = recorded_headline(bench_dir())
+rows, subtitle, shown = recorded_headline(bench_dir(), settings().device)
 with on_stage(slot):
     if rows.empty:
         st.info("No GPU results are recorded in benchmarks/ yet: the headline chart appears "
@@ -34,6 +34,7 @@ with on_stage(slot):
                    f"Timings page has the method, every recorded file and the causal runs."
                    + (" Batch shrinks as N grows, so the flash kernels' peak memory stays flat "
                       "while naive's S and P grow as N²." if rows.batch.nunique() > 1 else ""))
+        st.caption(shown.label)
 
 st.subheader("The pages")
 st.markdown("\n".join(f"- **{name}**: {line}" for name, line in PAGE_GUIDE))

@@ -5,6 +5,7 @@ import streamlit as st
 from app.features.tile_sizes import data as td
 from app.features.tile_sizes.charts import SELECTION, placement_chart, pyramid_chart, tile_heatmap
 from app.core.sidebar import choose_tiles
+from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.core.ui import chart, guarded, notes, on_stage, picking_chart, stage, usable_settings
 from engine.facade import recorded, sweep_tiles
@@ -111,13 +112,15 @@ for kernel in ("teaching", "tensorcore"):
 answer = (table, cfg, gpu, f"measured on {s.device.name}")
 if not on_gpu:
     st.subheader("Measured on a GPU: recorded grids")
-    rows = td.recorded_rows(recorded.load_tile_grids(bench_dir()))
+    grids, shown = closest_files(recorded.load_tile_grids(bench_dir()), s.device)
+    rows = td.recorded_rows(grids)
     configs = td.recorded_configs(rows)
     if not configs:
         st.info("No recorded tile grid is in benchmarks/results/ (files tiles_*.json), so there "
                 "is no measurement to show here: the figures above are the model only. A GPU "
                 "records one with `OUT=<folder> bash benchmarks/gpu_run.sh tile-grid`.")
     else:
+        st.caption(shown.label)
         labels = [td.recorded_label(c) for c in configs]
         pick = st.selectbox("recorded grid", labels, index=td.closest_config(configs, cfg),
                             key="tiles_recorded")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 import engine
+from app.core.recorded_gpu import folder_text, recorded_target
 from app.core.style import kernel_name
 from engine.facade import recorded
 from engine.model import catalog, iomodel
@@ -240,16 +241,22 @@ def file_stamps(directory: Path, pattern: str) -> tuple:
                  for p in sorted(Path(directory).glob(pattern)) for st in [p.stat()])
 
 
-@functools.lru_cache(maxsize=4)
-def _headline_of(directory: str, stamps: tuple) -> tuple[pd.DataFrame, str]:
-    return headline(recorded.load_benchmarks(Path(directory)))
+@functools.lru_cache(maxsize=16)
+def _headline_of(directory: str, stamps: tuple, target: recorded.Target
+                 ) -> tuple[pd.DataFrame, str, recorded.RecordedDevice | None]:
+    files, shown = recorded.closest_recorded(recorded.load_benchmarks(Path(directory)), target,
+                                             folder_text(Path(directory)))
+    return (*headline(files), shown)
 
 
-def recorded_headline(directory: Path) -> tuple[pd.DataFrame, str]:
-    """headline() of the forward results recorded in `directory`, read and tabulated once per
-    state of its files and shared by every session (about 60 ms a run otherwise); the rows
-    are shared, so callers only read them."""
-    return _headline_of(str(directory), file_stamps(directory, "bench_*.json"))
+def recorded_headline(directory: Path, device: engine.DeviceInfo
+                      ) -> tuple[pd.DataFrame, str, recorded.RecordedDevice | None]:
+    """headline() of the forward results recorded in `directory` on the GPU closest to
+    `device` (engine.recorded.closest_recorded), with that GPU; read and tabulated once per
+    state of its files and GPU, shared by every session (about 60 ms a run otherwise); the
+    rows are shared, so callers only read them."""
+    return _headline_of(str(directory), file_stamps(directory, "bench_*.json"),
+                        recorded_target(device))
 
 
 CEILINGS = re.compile(r"ceilings \(([\d.]+) TFLOP/s, ([\d.]+) TB/s\)")

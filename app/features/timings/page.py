@@ -8,6 +8,7 @@ from app.features.timings.charts import (config_chart, hbm_chart, memory_chart, 
                                          sweep_chart)
 from app.core.figures import gib, hbm_text
 from app.features.timings.sweep import run_sweep
+from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.features.timings.data import (add_speedup, ceilings_note, fastest, in_kernel_order,
                                        memory_table, naive_limit, recorded_table, stage_table,
@@ -110,10 +111,11 @@ st.caption("Both from the memory and IO model of this exact config (engine.model
            "measured. Naive's peak grows as N², flash's as N. " + hbm_text(cfg, gpu))
 
 st.subheader("Recorded on real GPUs")
-files = recorded.load_benchmarks(bench_dir())
+files, shown = closest_files(recorded.load_benchmarks(bench_dir()), s.device)
 if not files:
     st.info("No GPU results are recorded in benchmarks/ yet.")
 else:
+    st.caption(shown.label)
     table = with_builds(recorded_table(files), files)
     names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
              for f in files]
