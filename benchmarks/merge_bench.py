@@ -7,6 +7,7 @@ joined.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -14,14 +15,25 @@ from .bench_sweep import print_table
 from .recording import job_parser, run_job, write_json
 
 
+# The plausibility ceilings a method names come from the clock read at the start of each
+# sweep, so two sweeps of one run may differ there and nowhere else.
+CEILINGS = re.compile(r"\(([\d.]+ TFLOP/s, [\d.]+ TB/s)\)")
+
+
 def merge_bench(parts: list[dict]) -> dict:
     """One bench record from several of the same device, direction and method: their results
-    and skipped lines in order, their commands joined; ValueError when they differ."""
+    and skipped lines in order, their commands joined, each sweep's ceilings named in the
+    method; ValueError when they differ otherwise."""
     first = parts[0]
-    for key in ("device", "direction", "method", "schema_version"):
+    for key in ("device", "direction", "schema_version"):
         if any(p.get(key) != first.get(key) for p in parts[1:]):
             raise ValueError(f"the files differ in {key!r}; only files of one run can be merged")
-    return {**first, "date": max(p["date"] for p in parts),
+    methods = [p.get("method", "") for p in parts]
+    if len({CEILINGS.sub("()", m) for m in methods}) > 1:
+        raise ValueError("the files differ in 'method'; only files of one run can be merged")
+    seen = list(dict.fromkeys(c for m in methods for c in CEILINGS.findall(m)))
+    method = CEILINGS.sub(f"({'; '.join(seen)})", methods[0], count=1) if seen else methods[0]
+    return {**first, "method": method, "date": max(p["date"] for p in parts),
             "command": " ; ".join(p["command"] for p in parts),
             "results": [r for p in parts for r in p["results"]],
             "skipped": [r for p in parts for r in p.get("skipped", [])]}

@@ -119,6 +119,19 @@ def test_merge_joins_the_sweeps_of_one_run_and_refuses_others(tmp_path):
     assert json.loads((tmp_path / "m.json").read_text())["results"] == merged["results"]
 
 
+def test_merge_names_each_sweeps_ceilings_and_refuses_another_method():
+    from benchmarks.merge_bench import merge_bench
+    ceiling = "t; Figures above the GPU's ceilings ({} TFLOP/s, 3.3 TB/s) are refused as bugs."
+    base = {"schema_version": recorded.SCHEMA_VERSION, "kind": "bench", "device": {"name": "G"},
+            "direction": "backward", "date": "2026-11-25", "command": "c", "results": []}
+    merged = merge_bench([{**base, "method": ceiling.format(990)},
+                          {**base, "method": ceiling.format(983)}])
+    assert "(990 TFLOP/s, 3.3 TB/s; 983 TFLOP/s, 3.3 TB/s)" in merged["method"]
+    with pytest.raises(ValueError, match="method"):
+        merge_bench([{**base, "method": ceiling.format(990)},
+                     {**base, "method": "another " + ceiling.format(990)}])
+
+
 def test_backward_parity_table(tmp_path, capsys):
     """benchmarks/backward_parity.py: per shape the builds' and PyTorch's ms and FA2 ÷ the
     faster wgmma build from the bench files of the runs; only the tensor-core line of an

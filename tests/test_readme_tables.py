@@ -89,7 +89,8 @@ def test_a_newer_recording_makes_the_tables_stale_and_writing_them_fixes_it(copy
 def test_figures_come_from_the_recorded_lines():
     """A row of the forward table against the recorded line it names, by value."""
     from engine import recorded
-    doc = recorded.load_benchmarks(readme_tables.RESULTS, "forward")[0]
+    doc = readme_tables._of_device(recorded.load_benchmarks(readme_tables.RESULTS, "forward"))[0]
+    assert doc["device"]["name"] == readme_tables.DEVICE
     line = next(r for r in doc["results"] if r["kernel"] == "tensorcore"
                 and r["dtype"] == "float16" and (r["seq_q"], r["head_dim"], r["causal"])
                 == (8192, 128, True))
