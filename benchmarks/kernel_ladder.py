@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from engine import AttentionConfig, recorded
-from engine.model import catalog
+from engine.model import arch, catalog
 from engine.model.registry import KERNELS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,7 +148,9 @@ def ladder_block(results: Path = RESULTS) -> str:
                         f"{fig['device']}, {fig['date']})")
         else:
             measured = "no line in benchmarks/results/"
-        cc = f"{k.min_cc:.1f}" + (" (Hopper only)" if k.hopper_only else "")
+        bf16 = arch.min_cc(k, "bfloat16") if "bfloat16" in k.dtypes else k.min_cc
+        cc = (f"{k.min_cc:.1f}" + (" (Hopper only)" if k.hopper_only else "")
+              + (f" (bfloat16 {bf16:.1f})" if bf16 > k.min_cc else ""))
         out.append(f"| {_cell(k.label)} | `{k.source}` | `{k.key}` | {cc} | "
                    f"{_cell(ADDS.get(k.key, ''))} | {_cell(measured)} |")
     out += ["", "Shared headers and helpers (not registry rows; paths under kernels/):", ""]
