@@ -22,7 +22,7 @@ from ...model.devices import GpuProfile
 from ...model.launch import DECODE_THREADS
 from ...model.iomodel import decode_smem_parts, format_bytes
 from ...model.catalog import decode_build
-from ..runtime import ELEM_TYPES, live_gpu
+from ..runtime import ELEM_TYPES, check_arch, live_gpu
 from . import core
 
 NUM_THREADS = DECODE_THREADS       # NUM_THREADS in the source (engine.model.launch)
@@ -84,6 +84,7 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
     d) and the caches (cfg.cache_shape) in cfg.dtype; table (B, pages_per_seq) int32 when
     paged (None or ignored when contiguous). Compiles on first use. The counters are the
     outputs' own, so runs of one prepare() go one after another on one stream."""
+    check_arch(cfg.dtype, "decode", "decode")     # before any compile (engine.model.arch)
     if (not isinstance(num_splits, int) or not 1 <= num_splits <= MAX_SPLITS
             or not splits_without_empty(cfg.seq_k, num_splits)):
         raise ConfigError(f"num_splits must be a whole number from 1 to {MAX_SPLITS} that leaves "
