@@ -66,7 +66,10 @@ def check_arch(dtype: str, family: str | None, direction: str = "forward") -> No
     (engine.model.arch words what it lacks and what runs instead). family: a kernel= value,
     or None for naive attention."""
     from ..model.config import ConfigError
-    message = refusal(live_gpu().name, device_cc(), dtype, family, direction)
+    cc = device_cc()
+    if not cc:              # no GPU here: nothing is compiled, and live_gpu() says why later
+        return
+    message = refusal(live_gpu().name, cc, dtype, family, direction)
     if message:
         raise ConfigError(message)
 

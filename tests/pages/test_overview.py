@@ -76,7 +76,8 @@ def test_device_box_speaks_plainly():
 
 # ---- its tables and figures, without a server -----------------------------------------
 def test_headline_has_naive_flash_and_pytorch_with_device_and_date():
-    files = recorded.load_benchmarks(recorded.BENCH_DIR)
+    files = [f for f in recorded.load_benchmarks(recorded.BENCH_DIR)    # the H200's files
+             if f["device"]["name"] == "NVIDIA H200"]
     rows, subtitle = timing_data.headline(files)
     names = set(rows.name)
     assert {"naive", "flash, tensor core (wgmma)", "PyTorch flash", "PyTorch cuDNN"} <= names
