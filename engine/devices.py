@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 from dataclasses import asdict, dataclass
 
+from .model.arch import ptx_override_cc
 from .model.devices import DEFAULT_PROFILE, PROFILES, GpuProfile, datasheet_profile
 
 
@@ -58,6 +59,11 @@ def _live_gpu() -> DeviceInfo:
     p = cupy.cuda.runtime.getDeviceProperties(dev.id)
     name = p["name"].decode() if isinstance(p["name"], bytes) else str(p["name"])
     cc = f"{p['major']}.{p['minor']}"
+    built_for = ptx_override_cc()           # FA_LAB_PTX_ARCH: an older generation's code path
+    ptx_note = ""
+    if built_for is not None and built_for < float(cc):
+        cc = f"{built_for:.1f}"
+        ptx_note = f"; kernels built for compute capability {cc} (FA_LAB_PTX_ARCH)"
     sheet = datasheet_profile(name)
     clock_khz = p.get("clockRate")        # gone from the runtime's properties in CUDA 13
     sheet_figures = {} if sheet is None else dict(
@@ -79,7 +85,8 @@ def _live_gpu() -> DeviceInfo:
         max_threads_per_sm=int(p["maxThreadsPerMultiProcessor"]),
         compute_capability=cc,
         source="cudaGetDeviceProperties on this machine"
-               + (f"; rates and links from {sheet.source}" if sheet is not None else ""),
+               + (f"; rates and links from {sheet.source}" if sheet is not None else "")
+               + ptx_note,
         regs_per_sm=int(p.get("regsPerMultiprocessor", 64 * 1024)), **sheet_figures)
     drv = cupy.cuda.runtime.driverGetVersion()
     rt = cupy.cuda.runtime.runtimeGetVersion()

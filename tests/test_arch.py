@@ -81,3 +81,11 @@ def test_an_unknown_ptx_arch_is_refused(monkeypatch):
         runtime.ptx_arch()
     monkeypatch.setenv("FA_LAB_PTX_ARCH", "compute_80")
     assert runtime.ptx_arch() == "compute_80"
+
+
+def test_the_ptx_override_names_a_generation_or_nothing(monkeypatch):
+    monkeypatch.setenv("FA_LAB_PTX_ARCH", "compute_75")
+    assert arch.ptx_override_cc() == 7.5
+    for value in ("", "compute_61", "sm_75"):
+        monkeypatch.setenv("FA_LAB_PTX_ARCH", value)
+        assert arch.ptx_override_cc() is None

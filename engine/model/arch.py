@@ -49,6 +49,18 @@ def cc_number(cc) -> float:
     return float(text)
 
 
+def ptx_override_cc() -> float | None:
+    """The compute capability FA_LAB_PTX_ARCH names (compute_75 -> 7.5): the generation whose
+    code path the kernels are built for on a newer GPU (kernels/loader.py); None when unset
+    or not a generation's (engine.gpu.runtime.ptx_arch refuses that with a message)."""
+    import os
+    value = os.environ.get("FA_LAB_PTX_ARCH", "").strip()
+    for g in GENERATIONS:
+        if value == "compute_" + g.cc.replace(".", ""):
+            return float(g.cc)
+    return None
+
+
 def generation(cc) -> Generation:
     """The newest generation at or below compute capability cc (the oldest for older ones)."""
     number = cc_number(cc)
