@@ -2,7 +2,8 @@
 check that nothing raised and the charts are drawn, step a loop and check the chart changes,
 follow a link's page controls into the page and back into the URL, check every page is
 legible at 1280×720 and 1500 px wide (no sideways scroll, no chart cut off, no overlapping
-elements), and capture every page: at full length 1600 px wide (full/), at 1280×720 (1280/)
+elements), that no page logs a Vega warning or error and no chart is drawn without its marks
+(axes and no bars), with and without talk mode, and capture every page: at full length 1600 px wide (full/), at 1280×720 (1280/)
 and in talk mode (talk/), in the capture folder, never in the repository (CAPTURES below).
 scripts/update_screenshots.sh copies them, made small, into docs/screenshots/ on purpose."""
 from __future__ import annotations
@@ -82,8 +83,60 @@ def _settle(page, quiet_polls: int = 4, timeout_s: float = 60):
     raise AssertionError(f"the page did not settle: {last}")
 
 
+# ---- Vega's own complaints and empty charts ----------------------------------------------
+# Vega logs through the console as "WARN <message>" or "ERROR <message>" (vega-util's logger)
+VEGA_LOG = re.compile(r"^(WARN|ERROR)\b|vega", re.IGNORECASE)
+
+# Per chart: its title, whether Vega drew it as SVG and shown, and how many items of its data
+# marks (Vega's SVG gives each mark a group of class role-mark; axes, legends, headers and
+# titles have other roles) are drawn with some extent: a line, rule or text in either
+# direction, a bar, area or symbol in both. A bar that starts at log(0) is drawn as
+# "M0,1h0v18h0Z": a chart of those shows its axes and labels and nothing else. A canvas chart
+# (Streamlit picks canvas for large data) keeps its marks out of the DOM, and a chart in a
+# closed expander has no layout: neither is counted.
+MARKS = """() => [...document.querySelectorAll('.vega-embed')].map(e => {
+    const svg = e.querySelector('svg.marks');
+    const title = [...((svg || e).querySelectorAll('.role-title-text text, .role-title-text'))]
+                  .map(t => t.textContent).find(t => t) || e.getAttribute('aria-label') || '';
+    if (!svg || !svg.checkVisibility() || !svg.getBoundingClientRect().width)
+        return {title, shown: false, items: 0, drawn: 0};
+    const thin = /\\bmark-(rule|line|trail|text)\\b/;
+    let items = 0, drawn = 0;
+    for (const group of svg.querySelectorAll('g.role-mark')) {
+        const either = thin.test(group.getAttribute('class'));
+        for (const item of group.children) {
+            items += 1;
+            const b = item.getBBox ? item.getBBox() : {width: 0, height: 0};
+            const w = Number.isFinite(b.width) && b.width > 0;
+            const h = Number.isFinite(b.height) && b.height > 0;
+            if (either ? (w || h) : (w && h)) drawn += 1;
+        }
+    }
+    return {title, shown: true, items, drawn};
+})"""
+
+
+def _new_page(browser, **kwargs):
+    """A page that keeps Vega's console warnings and errors in `page.vega_log`."""
+    page = browser.new_page(**kwargs)
+    page.vega_log = []
+    page.on("console", lambda msg: page.vega_log.append(f"{msg.type}: {msg.text}")
+            if msg.type in ("warning", "error") and VEGA_LOG.search(msg.text) else None)
+    return page
+
+
+def _assert_vega_clean(page, where: str, charts: bool = True) -> None:
+    """No Vega warning or error in the console so far, and (with `charts`) every chart
+    drawn with some of its marks."""
+    assert not page.vega_log, f"{where}: Vega logged {page.vega_log}"
+    if charts:
+        empty = [f"chart {i + 1} ({c['title'] or 'untitled'})" for i, c in enumerate(page.evaluate(MARKS))
+                 if c["shown"] and c["drawn"] == 0]
+        assert not empty, f"{where}: charts drawn with axes but no marks: {empty}"
+
+
 def _open(browser, url: str):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page = _new_page(browser, viewport={"width": 1600, "height": 1000})
     page.goto(url)
     page.wait_for_selector("h1", timeout=30000)
     _settle(page)
@@ -108,21 +161,27 @@ def test_page_renders_without_exception(browser, server, name):
         _settle(page)
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / f"{name}.png"))
+        _assert_vega_clean(page, f"/{path}")
     finally:
         page.close()
 
 
 def test_every_page_url_opens_its_page(browser, server):
-    """Every URL the app names opens its page with no "Page not found": the root and each
-    page's url_path (the Overview's "/overview" included); the root and "/overview" in talk
-    mode too, whose query parameters survive the root's hop to "/overview"."""
+    """Every URL the app names opens its page with no "Page not found" and no Vega warning:
+    the root and each page's url_path (the Overview's "/overview" included); the root,
+    "/overview" and the pages without a chart in talk mode too, whose query parameters
+    survive the root's hop to "/overview"."""
     from app.core import navigation
     paths = navigation.url_paths()
     assert "overview" in paths and set(paths) >= {path for path, _ in PAGES.values()}
-    visits = [(p, "") for p in paths] + [(p, "?talk=true&seq_q=512") for p in ("", "overview")]
+    # talk mode: the root and "/overview", and the pages without a chart (the talk-mode test
+    # below opens those with one)
+    talk = ["", "overview"] + [path for path, draws in PAGES.values()
+                               if not draws and path != "overview"]
+    visits = [(p, "") for p in paths] + [(p, "?talk=true&seq_q=512") for p in talk]
     for path, query in visits:
         talk = bool(query)
-        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page = _new_page(browser, viewport={"width": 1280, "height": 720})
         try:
             page.goto(f"{server}/{path}{query}")
             page.wait_for_selector("h1", timeout=30000)
@@ -133,6 +192,7 @@ def test_every_page_url_opens_its_page(browser, server):
                 assert "talk=true" in page.url and "seq_q=512" in page.url, (path, page.url)
             if path == "":
                 assert page.url.split("?")[0].endswith("/overview"), page.url
+            _assert_vega_clean(page, f"/{path}{query}")
         finally:
             page.close()
 
@@ -332,7 +392,7 @@ def test_page_is_legible_at_projector_sizes(browser, server, name):
     elements on top of each other (text over a chart, or text over text)."""
     first, *others = SIZES
     width, height = SIZES[first]
-    page = browser.new_page(viewport={"width": width, "height": height})
+    page = _new_page(browser, viewport={"width": width, "height": height})
     try:
         page.goto(f"{server}/{VARIANTS[name]}")
         page.wait_for_selector("h1", timeout=30000)
@@ -353,6 +413,7 @@ def test_page_is_legible_at_projector_sizes(browser, server, name):
             page.wait_for_function(f"() => window.innerWidth === {width}")
             _settle(page)
             _check_layout(page, name, size)
+        _assert_vega_clean(page, f"/{VARIANTS[name]}")
     finally:
         page.close()
 
@@ -379,7 +440,7 @@ def test_talk_mode_fits_the_main_chart_on_one_screen(browser, server, name):
     """?talk=true at 1280×720: the sidebar folded away, the page's main chart (its first)
     whole on the first screen, and the chart's own controls (Play, speed, loop step) there
     too; nothing overlaps and nothing scrolls sideways."""
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page = _new_page(browser, viewport={"width": 1280, "height": 720})
     try:
         path = PAGES[name][0]
         page.goto(f"{server}/{path}?talk=true")
@@ -400,6 +461,7 @@ def test_talk_mode_fits_the_main_chart_on_one_screen(browser, server, name):
             for b in leaves[i + 1:]:
                 assert _overlap(a["b"], b["b"]) <= 4, f"{name}: {a['text']!r} over {b['text']!r}"
         assert page.locator('[data-testid="stException"]').count() == 0
+        _assert_vega_clean(page, f"/{path}?talk=true")
         SHOTS_TALK.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS_TALK / f"{name}.png"))
     finally:

@@ -4,7 +4,9 @@ through AppTest) equals what the app sent before charts were cached in their sen
 Altair on a cache miss; the Backward pass and Tile sizes pages' charts re-recorded on
 2026-11-24, when their long titles were wrapped, and the Tile sizes page's again on 2026-11-25,
 when the kernel registry named the placement chart's tensor-core row by its build, "flash,
-tensor core (mma.sync)"; the other pages' entries kept), and the cached and templated builds of
+tensor core (mma.sync)", and both pages' again later on 2026-11-25, when the placement chart's
+bars got a set log domain and baseline and the gradient-growth chart a set norm domain (Vega
+drew no bars, and warned of an infinite extent); the other pages' entries kept), and the cached and templated builds of
 app.core.specs equal Altair's own spec for random inputs.
 
 Re-record (only when a chart is meant to change): python tests/test_chart_specs.py

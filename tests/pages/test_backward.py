@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -200,6 +201,53 @@ def test_gradient_growth_tables_carry_over_skipped_tiles():
     assert (dkv[dkv.tile < 3].norm == 0).all() and (dkv[dkv.tile >= 3].norm > 0).all()
     spec = json.dumps(charts_backward.growth_chart(dq, dkv).to_dict())
     assert "query tile i" in spec and "key tile j" in spec
+
+
+def growth_panels(spec: dict) -> list[dict]:
+    """Each panel of the growth chart: its y scale and its layers' datasets."""
+    panels = []
+    for panel in spec["hconcat"]:
+        layers = panel.get("layer", [panel])
+        panels.append({"y": layers[0]["encoding"]["y"]["scale"],
+                       "data": [spec["datasets"][layer["data"]["name"]] for layer in layers]})
+    return panels
+
+
+@pytest.mark.parametrize("cfg", [
+    CONFIGS[0], CONFIGS[1],
+    engine.AttentionConfig(seq_q=1, seq_k=1),
+    engine.AttentionConfig(seq_q=1, seq_k=1, causal=True),
+    engine.AttentionConfig(seq_q=257, seq_k=300, block_q=64, block_k=32, causal=True),
+    engine.AttentionConfig(seq_q=1, seq_k=512, causal=True)])
+def test_growth_chart_norm_axis_is_set_and_finite_with_no_empty_layer(cfg):
+    """At every row and key the page can pick, both panels carry a set, finite norm domain
+    from 0 over every norm, and no layer is empty (an empty layer's extent is infinite: Vega
+    warns and the axis has no domain)."""
+    tr = backward_trace(cfg)
+    for r in {0, cfg.seq_q - 1, min(cfg.seq_q - 1, cfg.block_q + 5)}:
+        for c in {0, cfg.seq_k - 1, min(cfg.seq_k - 1, 3)}:
+            dq = backward_data.dq_growth(tr, cfg, 0, 0, r)
+            dkv = backward_data.dkv_growth(tr, cfg, 0, 0, c)
+            spec = charts_backward.growth_chart(dq, dkv).to_dict()
+            for panel, table in zip(growth_panels(spec), (dq, dkv)):
+                low, high = panel["y"]["domain"]
+                assert low == 0 and np.isfinite(high) and high >= table.norm.max()
+                assert all(len(rows) > 0 for rows in panel["data"]), (r, c)
+                norms = [row["norm"] for rows in panel["data"] for row in rows]
+                assert np.isfinite(norms).all()
+            layers = [len(p["data"]) for p in growth_panels(spec)]
+            assert layers == [1 + bool((~t.processed).any()) for t in (dq, dkv)], (r, c)
+
+
+def test_growth_chart_leaves_out_norms_that_are_not_finite():
+    dq = pd.DataFrame({"tile": [0, 1, 2], "norm": [np.nan, np.inf, 1.5],
+                       "processed": [True, True, False], "what": "‖dQ_r‖"})
+    dkv = pd.DataFrame({"tile": [0, 0], "norm": [np.nan, np.nan], "processed": [True, True],
+                        "what": ["‖dK_c‖", "‖dV_c‖"]})
+    left, right = growth_panels(charts_backward.growth_chart(dq, dkv).to_dict())
+    assert left["y"]["domain"] == [0.0, pytest.approx(1.5 * 1.05)]
+    assert [row["norm"] for row in left["data"][0]] == [1.5]
+    assert right["y"]["domain"] == [0.0, 1.0]      # nothing finite: a set domain all the same
 
 
 @pytest.mark.parametrize("cfg", CONFIGS)

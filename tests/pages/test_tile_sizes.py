@@ -233,6 +233,36 @@ def test_placement_agrees_with_the_io_models_other_counts():
     charts_tiles.placement_chart(places).to_dict()
 
 
+@pytest.mark.parametrize("cfg", [CFG, engine.AttentionConfig(seq_q=1, seq_k=1),
+                                 engine.AttentionConfig(batch=8, heads=16, seq_q=16384,
+                                                        seq_k=16384)])
+def test_placement_bars_start_inside_their_log_axis(cfg):
+    """The log axis has no zero: its domain is set, starts above 0 and below every array, and
+    every bar runs from that start (not from Vega-Lite's 0, which draws no bar at all), not
+    stacked; its tick labels are powers of ten in the page's decimal byte units."""
+    places = td.placement_table(cfg)
+    spec = charts_tiles.placement_chart(places).to_dict()
+    x = spec["encoding"]["x"]
+    low, high = x["scale"]["domain"]
+    assert x["scale"]["type"] == "log" and x["stack"] is None
+    assert 0 < low < places.bytes.min() and places.bytes.max() <= high
+    assert spec["encoding"]["x2"] == {"datum": low}
+    data = next(iter(spec["datasets"].values()))
+    assert len(data) == len(places) and all(row["bytes"] > low for row in data)
+    ticks = x["axis"]["values"]
+    assert ticks[0] == low and ticks[-1] <= high and 2 <= len(ticks) <= 6
+    assert all(np.log10(t) == round(np.log10(t)) for t in ticks)
+    assert "' kB'" in x["axis"]["labelExpr"] and "' GB'" in x["axis"]["labelExpr"]
+
+
+def test_byte_axis_domain_is_never_zero_and_never_touches_an_array():
+    sizes = pd.Series([100.0, 256.0, 1e9])
+    assert charts_tiles.byte_axis_domain(sizes) == [10.0, 1e9]
+    assert charts_tiles.byte_axis_domain(pd.Series([8.0])) == [1.0, 10.0]
+    assert charts_tiles.byte_axis_domain(pd.Series([], dtype=float)) == [1.0, 10.0]
+    assert charts_tiles.byte_ticks([100.0, 1e12]) == [1e2, 1e4, 1e6, 1e8, 1e10, 1e12]
+
+
 def test_recorded_grid_rows_keep_device_date_and_pick_the_closest_config():
     rows = td.recorded_rows(recorded.load_tile_grids(FIXTURES))
     assert set(rows.device) == {"Test fixture GPU (not a measurement)"}

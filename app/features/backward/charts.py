@@ -6,6 +6,7 @@ step in the browser, so moving it never re-runs Python.
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 from app.features.sram_tiling.charts import STATE_COLORS, STATES, step_param
@@ -175,22 +176,36 @@ def rowsum_chart(mass: pd.DataFrame, width: int = 440) -> alt.LayerChart:
     return finish(chart, width=width)
 
 
+def norm_domain(norms: pd.Series) -> list[float]:
+    """A panel's norm axis, [0, a little over the largest finite norm] ([0, 1] when there is
+    none): set, so Vega never takes the extent of an empty layer (the hollow points where the
+    mask skipped nothing) and warns of an infinite one."""
+    top = float(norms[np.isfinite(norms)].max()) if np.isfinite(norms).any() else 0.0
+    return [0.0, top * 1.05 if top > 0 else 1.0]
+
+
 def growth_chart(dq: pd.DataFrame, dkv: pd.DataFrame, width: int = 280) -> alt.HConcatChart:
     """‖dQ_r‖ as the key tiles add to it, beside ‖dK_c‖ and ‖dV_c‖ as the query tiles do;
-    hollow points mark tiles the causal mask skipped (the value carries)."""
+    hollow points mark tiles the causal mask skipped (the value carries). Rows without a
+    finite norm are left out; the hollow points are drawn only where some tile was skipped."""
+    dq, dkv = (t[np.isfinite(t.norm)] for t in (dq, dkv))
+
     def panel(data: pd.DataFrame, axis: str, title: str, names: dict):
-        n = int(data.tile.max()) + 1
+        n = int(data.tile.max()) + 1 if len(data) else 1
         x = alt.X("tile:Q", title=axis, scale=alt.Scale(domain=[-0.5, n - 0.5]),
                   axis=alt.Axis(tickMinStep=1, format="d"))
+        y = alt.Y("norm:Q", title="norm", scale=alt.Scale(domain=norm_domain(data.norm)))
         color = alt.Color("what:N", title=None, legend=alt.Legend(orient="bottom"),
                           scale=alt.Scale(domain=list(names), range=list(names.values())))
         line = alt.Chart(data).mark_line(strokeWidth=3, point=alt.OverlayMarkDef(
             size=90, filled=True)).encode(
-            x=x, y=alt.Y("norm:Q", title="norm"), color=color,
+            x=x, y=y, color=color,
             tooltip=["what:N", "tile:Q", alt.Tooltip("norm:Q", format=".5g"), "processed:N"])
-        skipped = alt.Chart(data[~data.processed]).mark_point(
-            size=160, color=INK, shape="circle", filled=False).encode(x=x, y="norm:Q")
-        return (line + skipped).properties(width=width, height=260, title=title)
+        skipped = data[~data.processed.astype(bool)]
+        if len(skipped):
+            line += alt.Chart(skipped).mark_point(
+                size=160, color=INK, shape="circle", filled=False).encode(x=x, y=y)
+        return line.properties(width=width, height=260, title=title)
 
     left = panel(dq, "key tile j", ["dQ_r grows in HBM,", "one key-tile block at a time"],
                  {"‖dQ_r‖": GRADIENT_COLORS["dQ_i"]})

@@ -92,10 +92,43 @@ def pyramid_chart(levels: pd.DataFrame) -> alt.LayerChart:
     return finish(chart)
 
 
+# Axis labels in the decimal units of iomodel.format_bytes (the page's sizes): 100 B, 10 kB, 1 GB
+BYTE_LABELS = ("datum.value >= 1e9 ? format(datum.value / 1e9, '~g') + ' GB' : "
+               "datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' MB' : "
+               "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' kB' : "
+               "format(datum.value, '~g') + ' B'")
+
+
+def byte_axis_domain(sizes: pd.Series) -> list[float]:
+    """A log axis's domain for these byte counts (all positive): from the power of ten
+    below the smallest, so its bar is never of zero length, to the power of ten at or above
+    the largest ([1, 10] for none)."""
+    if not len(sizes):
+        return [1.0, 10.0]
+    low, high = float(sizes.min()), float(sizes.max())
+    return [10.0 ** (math.ceil(math.log10(low)) - 1), 10.0 ** math.ceil(math.log10(high))]
+
+
+def byte_ticks(domain: list[float], most: int = 6) -> list[float]:
+    """Powers of ten across a byte_axis_domain, every one or every few decades: at most
+    `most` labels (more collide in 400 px)."""
+    low, high = (round(math.log10(v)) for v in domain)
+    step = max(1, math.ceil((high - low) / (most - 1)))
+    return [10.0 ** k for k in range(low, high + 1, step)]
+
+
 def placement_chart(places: pd.DataFrame) -> alt.Chart:
-    """Bytes of each array of this config by where it lives (log scale), naive and flash."""
+    """Bytes of each array of this config by where it lives (log scale), naive and flash.
+    Each bar runs from the axis's left end, a power of ten below the smallest array, to the
+    array's bytes: a log scale has no zero to start a bar from (Vega-Lite's default baseline
+    and its stacking both start at 0, and draw nothing)."""
+    places = places[places.bytes > 0]
+    domain = byte_axis_domain(places.bytes)
     chart = alt.Chart(places).mark_bar(height=18).encode(
-        x=alt.X("bytes:Q", title="bytes (log scale)", scale=alt.Scale(type="log")),
+        x=alt.X("bytes:Q", title="bytes (log scale)", stack=None,
+                scale=alt.Scale(type="log", domain=domain, nice=False),
+                axis=alt.Axis(labelExpr=BYTE_LABELS, values=byte_ticks(domain))),
+        x2=alt.datum(domain[0]),
         y=alt.Y("what:N", title=None, sort=list(dict.fromkeys(places.what)),
                 axis=alt.Axis(labelLimit=240)),
         color=alt.Color("where:N", title="kept in",
