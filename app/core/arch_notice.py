@@ -60,12 +60,8 @@ def build_refusal(gpu: GpuProfile, key: str, dtype: str) -> str | None:
     build = registry.BY_KEY.get(key)
     if build is None or dtype not in build.dtypes:
         return None
-    cc = gpu.compute_capability
-    if not arch.runs_on(build, dtype, cc):
-        return (f"Not compiled here: the {gpu.name} (compute capability {cc}) cannot run this "
-                f"build in {dtype} (it needs compute capability "
-                f"{arch.min_cc(build, dtype):.1f}).")
-    if arch.shapes_on(build, arch.generation(cc)) == ():
-        return (f"Not compiled here: none of this build's tile shapes fits the shared memory "
-                f"one block may use on the {gpu.name}.")
-    return None
+    missing = arch.lacks(build, dtype, gpu.compute_capability)
+    if missing is None:
+        return None
+    return (f"Not compiled here: the {gpu.name} (compute capability "
+            f"{gpu.compute_capability}) lacks {missing}.")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from ..model.arch import GENERATIONS, cc_number, refusal
+from ..model.arch import GENERATIONS, cc_number, ptx_override_cc, refusal
 from ..model.devices import GpuProfile
 from ..devices import device_info
 
@@ -34,13 +34,10 @@ def ptx_arch() -> str | None:
     for this GPU, as always. Dispatch then behaves as on a GPU of that compute capability."""
     import os
     value = os.environ.get("FA_LAB_PTX_ARCH", "").strip()
-    if not value:
-        return None
-    if value not in {f"compute_{g.cc.replace('.', '')}" for g in GENERATIONS}:
-        raise GpuRunError(f"FA_LAB_PTX_ARCH must be one of "
-                          f"{', '.join('compute_' + g.cc.replace('.', '') for g in GENERATIONS)}"
-                          f"; got {value!r}.")
-    return value
+    if value and ptx_override_cc() is None:
+        names = ", ".join("compute_" + g.cc.replace(".", "") for g in GENERATIONS)
+        raise GpuRunError(f"FA_LAB_PTX_ARCH must be one of {names}; got {value!r}.")
+    return value or None
 
 
 def device_cc() -> float:
@@ -51,8 +48,9 @@ def device_cc() -> float:
         cc = cc_number(cupy.cuda.Device().compute_capability)
     except Exception:  # no CuPy, no driver, no device
         return 0.0
-    override = ptx_arch()
-    return min(cc, cc_number(override.removeprefix("compute_"))) if override else cc
+    ptx_arch()                                    # a wrong value is refused, not ignored
+    override = ptx_override_cc()
+    return min(cc, override) if override else cc
 
 
 def device_is_hopper() -> bool:

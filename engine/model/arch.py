@@ -9,6 +9,8 @@ warpgroup MMA and the tensor memory accelerator are Hopper's (9.0a).
 """
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 
 from .registry import FAMILIES, KERNELS, Kernel, builds
@@ -53,7 +55,6 @@ def ptx_override_cc() -> float | None:
     """The compute capability FA_LAB_PTX_ARCH names (compute_75 -> 7.5): the generation whose
     code path the kernels are built for on a newer GPU (kernels/loader.py); None when unset
     or not a generation's (engine.gpu.runtime.ptx_arch refuses that with a message)."""
-    import os
     value = os.environ.get("FA_LAB_PTX_ARCH", "").strip()
     for g in GENERATIONS:
         if value == "compute_" + g.cc.replace(".", ""):
@@ -76,13 +77,23 @@ def runs_on(kernel: Kernel, dtype: str, cc) -> bool:
     return dtype in kernel.dtypes and cc_number(cc) >= min_cc(kernel, dtype)
 
 
-def _lacks(kernel: Kernel, dtype: str, cc: float) -> str:
-    """What a GPU of compute capability cc lacks for `kernel` in `dtype`, in words."""
-    if cc < kernel.min_cc:
+def lacks(kernel: Kernel, dtype: str, cc) -> str | None:
+    """What a GPU of compute capability cc lacks to run `kernel` in `dtype`, in words (a
+    newer generation, bfloat16, or the shared memory for any catalogued shape); None when it
+    runs it. Whether the build takes dtype at all is the catalog's question."""
+    number = cc_number(cc)
+    if number < kernel.min_cc:
         if kernel.hopper_only:
-            return "warpgroup MMA and the tensor memory accelerator (Hopper, 9.0)"
+            return ("warpgroup MMA and the tensor memory accelerator (compute capability "
+                    f"{kernel.min_cc:.1f}, Hopper)")
         return f"what the build needs (compute capability {kernel.min_cc:.1f})"
-    return f"bfloat16 arithmetic (compute capability {BF16_MIN_CC:.1f}, Ampere, or later)"
+    if number < min_cc(kernel, dtype):
+        return f"bfloat16 arithmetic (compute capability {BF16_MIN_CC:.1f}, Ampere, or later)"
+    gen = generation(number)
+    if shapes_on(kernel, gen) == ():
+        return (f"the shared memory its tiles need (a block may use "
+                f"{gen.smem_optin // 1024} KiB on compute capability {gen.cc})")
+    return None
 
 
 def _family_builds(family: str | None, direction: str) -> tuple[Kernel, ...]:
@@ -104,16 +115,16 @@ def what_runs(cc, direction: str = "forward") -> list[str]:
         groups = [(f.name, builds(key, direction)) for key, f in FAMILIES.items()]
         groups.append(("naive attention", _family_builds(None, direction)))
     out = []
-    gen = generation(cc_number(cc))
     for name, ks in groups:
         dtypes = [d for d in ("float32", "float16", "bfloat16")
-                  if any(runs_on(k, d, cc) and shapes_on(k, gen) != () for k in ks)]
+                  if any(d in k.dtypes and lacks(k, d, cc) is None for k in ks)]
         if dtypes:
             article = "" if name == "naive attention" else "the "
             out.append(f"{article}{name} in {' or '.join(dtypes)}")
     return out
 
 
+@functools.lru_cache(maxsize=256)
 def refusal(gpu_name: str, cc, dtype: str, family: str | None,
             direction: str = "forward") -> str | None:
     """None when some build of the request runs on this GPU in dtype; else the message that
@@ -121,23 +132,19 @@ def refusal(gpu_name: str, cc, dtype: str, family: str | None,
     for naive attention."""
     ks = _family_builds(family, direction)
     number = cc_number(cc)
-    gen = generation(number)
-    if not ks or any(runs_on(k, dtype, number) and shapes_on(k, gen) != () for k in ks):
-        return None
     takes = [k for k in ks if dtype in k.dtypes]
     if not takes:
         return None                     # a dtype refusal, which the catalog words itself
-    first = takes[-1]                   # the most widely runnable build of the request
-    lacks = (_lacks(first, dtype, number) if not runs_on(first, dtype, number) else
-             f"the shared memory its tiles need (a block may use "
-             f"{gen.smem_optin // 1024} KiB on compute capability {gen.cc})")
+    if any(lacks(k, dtype, number) is None for k in takes):
+        return None
+    missing = lacks(takes[-1], dtype, number)   # the most widely runnable build's
     what = ("the Flash-Decoding kernel" if direction == "decode" else
             f"the {FAMILIES[family].name}" if family else "naive attention")
     if direction == "backward" and family:
         what += "'s backward pass"
     instead = "; ".join(what_runs(number, direction))
     return (f"The {gpu_name} (compute capability {number:.1f}) cannot run {what} in "
-            f"{dtype}: it lacks {lacks}. On this GPU run instead: "
+            f"{dtype}: it lacks {missing}. On this GPU run instead: "
             f"{instead or 'nothing of this project'}.")
 
 
