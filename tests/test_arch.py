@@ -2,8 +2,8 @@
 runs, the message for what it cannot, and the engine applying it before any compile."""
 import pytest
 
-from engine.model import arch, registry
-from engine.model.config import ConfigError
+from engine.model import arch, iomodel, registry
+from engine.model.config import AttentionConfig, ConfigError
 from engine.model.devices import PROFILES
 
 
@@ -28,20 +28,38 @@ def test_turing_refuses_bfloat16_and_says_what_runs(family, direction):
     assert "bfloat16" not in message.split("instead:")[1]
 
 
-def test_turing_runs_the_tensor_core_forward_in_float16_but_not_its_backward():
+def test_turing_runs_the_tensor_core_backward_at_head_dim_64_with_one_query_buffer():
     t4 = PROFILES["T4"]
+    build = registry.BY_KEY["backward mma.sync"]
     assert arch.refusal(t4.name, "7.5", "float16", "tensorcore", "forward") is None
-    message = arch.refusal(t4.name, "7.5", "float16", "tensorcore", "backward")
-    assert "64 KiB" in message and "teaching kernel" in message.split("instead:")[1]
+    assert arch.refusal(t4.name, "7.5", "float16", "tensorcore", "backward") is None
+    assert arch.shapes_on(build, arch.generation("7.5")) == ((64, 64, 64),)
+    cfg = AttentionConfig(seq_q=64, seq_k=64, head_dim=64, block_q=64, block_k=64,
+                          dtype="float16")
+    # Two buffers each of Q_i and dO_i need 64.5 KiB: one more than Turing's 64 KiB block.
+    assert iomodel.smem_bytes(cfg, build.smem_layout) > t4.smem_per_block_optin
+    budget = iomodel.smem_budget(cfg, t4, build.smem_layout)
+    assert budget.fits and "Q_i" in budget.parts and "Q_i (2 buffers)" not in budget.parts
 
 
-def test_99_kib_gpus_keep_the_backward_shapes_that_fit():
-    l4 = PROFILES["L4"]
+def test_99_kib_gpus_run_head_dim_128_backward_at_64_by_64_with_one_query_buffer():
+    l4, h100 = PROFILES["L4"], PROFILES["H100 SXM"]
+    build = registry.BY_KEY["backward mma.sync"]
     assert arch.refusal(l4.name, l4.compute_capability, "float16", "tensorcore",
                         "backward") is None
-    gen = arch.generation(l4.compute_capability)
-    fitting = arch.shapes_on(registry.BY_KEY["backward mma.sync"], gen)
-    assert fitting and set(fitting) < set(registry.BY_KEY["backward mma.sync"].shapes)
+    fitting = arch.shapes_on(build, arch.generation(l4.compute_capability))
+    assert (128, 64, 64) in fitting and (128, 64, 128) not in fitting
+    assert set(fitting) < set(build.shapes)
+    cfg = AttentionConfig(seq_q=64, seq_k=64, head_dim=128, block_q=64, block_k=64,
+                          dtype="bfloat16")
+    assert iomodel.fitting_layout(cfg, build.smem_layout, l4.smem_per_block_optin) \
+        == build.smem_fallback
+    assert iomodel.fitting_layout(cfg, build.smem_layout, h100.smem_per_block_optin) \
+        == build.smem_layout
+    one = iomodel.smem_bytes(cfg, build.smem_fallback)
+    two = iomodel.smem_bytes(cfg, build.smem_layout)
+    assert one <= l4.smem_per_block_optin < two
+    assert two - one == 2 * 64 * 128 * 2 + 2 * 64 * 4     # one Q_i, dO_i, lse_i, D_i less
 
 
 def test_the_generations_agree_with_the_profiles():

@@ -89,6 +89,18 @@ def test_every_backward_shape_fits_one_h200_block_and_takes_both_dtypes():
             assert backward_mma.build(cfg).threads == bk // 16 * 32
 
 
+def test_the_backward_build_takes_one_query_buffer_where_two_do_not_fit():
+    from engine.gpu.launchers import backward_mma
+    from engine.model.devices import PROFILES
+    l4 = PROFILES["L4"].smem_per_block_optin
+    cfg = config(head_dim=128, block_q=64, block_k=64, dtype="bfloat16")
+    two, one = backward_mma.build(cfg, H200.smem_per_block_optin), backward_mma.build(cfg, l4)
+    assert "-DQUERY_STAGES=2" in two.options and "-DQUERY_STAGES=1" in one.options
+    assert one.smem == iomodel.smem_bytes(cfg, catalog.BACKWARD_MMA.smem_fallback) <= l4 < two.smem
+    with pytest.raises(ValueError, match="shared memory"):
+        backward_mma.build(config(head_dim=128, block_q=64, block_k=128), l4)
+
+
 def test_wgmma_backward_shapes_run_on_wgmma_only_on_hopper():
     from engine.gpu.launchers import backward_wgmma
     assert catalog.BACKWARD_WGMMA.hopper_only
@@ -147,7 +159,7 @@ def test_backward_shared_memory_worked_by_hand():
 
 @pytest.mark.parametrize("changes,named", [
     (dict(dtype="float32"), "dtype=float32"),
-    (dict(head_dim=128, block_k=64), "head_dim=128, block_q=64, block_k=64"),
+    (dict(head_dim=128, block_q=128, block_k=64), "head_dim=128, block_q=128, block_k=64"),
     (dict(head_dim=32), "head_dim=32"),
     (dict(block_q=128, block_k=64), "block_q=128, block_k=64")])
 def test_unsupported_backward_configs_are_refused_with_the_list(changes, named):

@@ -101,6 +101,26 @@ def test_tensorcore_gradients_match_float64(changes):
     check_against_float64(cfg, g, q, k, v, dout)
 
 
+# The build with one buffer each of Q_i, dO_i, lse_i and D_i (what a 64 KiB or 99 KiB block
+# gets where two do not fit), forced here on a GPU that holds two: every catalogued shape.
+ONE_BUFFER_CASES = [dict(dtype=dt, head_dim=d, causal=c, seq_q=q, seq_k=k, block_q=bq, block_k=bk)
+                    for d, bq, bk in catalog.BACKWARD_MMA.shapes
+                    for dt, c, q, k in (("float16", True, 300, 200), ("bfloat16", False, 130, 333))]
+
+
+@pytest.mark.parametrize("changes", ONE_BUFFER_CASES)
+def test_one_query_buffer_gradients_match_float64(monkeypatch, changes):
+    from engine.gpu.launchers import backward_mma
+    tensorcore_backward()
+    monkeypatch.setattr(backward_mma, "QUERY_STAGES", 1)
+    monkeypatch.setattr(backward_mma, "HOPPER_WGMMA", 0)
+    cfg = config(**changes)
+    assert "-DQUERY_STAGES=1" in backward_mma.build(cfg).options
+    q, k, v, dout = inputs(cfg)
+    g = backend.run_backward(cfg, q, k, v, dout, "flash", "tensorcore")
+    check_against_float64(cfg, g, q, k, v, dout)
+
+
 def test_tensorcore_refuses_the_trace():
     tensorcore_backward()
     cfg = config(**TENSORCORE_CASES[0])

@@ -101,10 +101,20 @@ def wgmma_examples():
 
 
 def backward_mma_examples():
-    """Every catalogued build of the tensor-core backward, in both dtypes."""
+    """Every catalogued build of the tensor-core backward, in both dtypes, with two query
+    buffers, and with one where some generation's block holds only that (the build that
+    runs there)."""
     from engine.gpu.launchers import backward_mma
-    return [backward_mma.compile_options(cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt))
-            for d, bq, bk in catalog.BACKWARD_MMA.shapes for dt in catalog.BACKWARD_MMA.dtypes]
+    from engine.model import arch
+    out = []
+    for d, bq, bk in catalog.BACKWARD_MMA.shapes:
+        for dt in catalog.BACKWARD_MMA.dtypes:
+            c = cfg(head_dim=d, block_q=bq, block_k=bk, dtype=dt)
+            stages = {backward_mma.query_stages(c, g.smem_optin) for g in arch.GENERATIONS
+                      if arch.runs_on(catalog.BACKWARD_MMA, dt, g.cc)
+                      and arch.shape_fits(catalog.BACKWARD_MMA, (d, bq, bk), g.smem_optin)}
+            out += [backward_mma.kernel_options(c, s) for s in sorted(stages | {2}, reverse=True)]
+    return out
 
 
 def backward_wgmma_examples():
@@ -180,8 +190,10 @@ def test_every_kernel_source_compiles_for_sm90(source):
 
 # (source, kernel function, options) of every backward build whose registers are checked, and
 # of the forward's STREAM_K builds (the walk and the merge beside the main loop's registers)
+# (the one-query-buffer builds run on 64 KiB and 99 KiB blocks only: test_nvrtc_builds checks
+# them on those targets)
 BACKWARD_BUILDS = ([(SRC["backward mma.sync"], "flash_backward_mma", o)
-                    for o in backward_mma_examples()]
+                    for o in backward_mma_examples() if "-DQUERY_STAGES=1" not in o]
                    + [(SRC["backward wgmma"], "flash_backward_wgmma", o)
                       for o in backward_wgmma_examples()]
                    + [(SRC["mma.sync"], "flash_tensorcore", o)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.model import arch as gpu_arch
+from engine.model.config import AttentionConfig
 from engine.model.registry import KERNELS
 from kernels.loader import read_source
 from test_kernel_sources import examples_of
@@ -82,9 +83,19 @@ def define(options, name: str) -> int | None:
     return next((int(o.split("=")[1]) for o in options if o.startswith(f"-D{name}=")), None)
 
 
+def query_stages_on(shape, options, gen) -> int:
+    """The tensor-core backward's query buffers on a block of the generation's size."""
+    from engine.gpu.launchers import backward_mma
+    d, bq, bk = shape
+    dtype = "bfloat16" if "-DBF16=1" in options else "float16"
+    c = AttentionConfig(seq_q=bq, seq_k=bk, head_dim=d, block_q=bq, block_k=bk, dtype=dtype)
+    return backward_mma.query_stages(c, gen.smem_optin)
+
+
 def builds_for(kernel, target: str) -> list[tuple]:
     """The build's checked compile options on `target`: every example, less bfloat16 where the
-    generation has none and less the catalogued tiles its shared memory cannot hold."""
+    generation has none, less the catalogued tiles its shared memory cannot hold, and (the
+    tensor-core backward) with the query buffers the launcher picks there."""
     gen = gpu_arch.generation(int(target[3:5]) / 10)
     out = []
     for o in examples_of(kernel.source):
@@ -92,6 +103,9 @@ def builds_for(kernel, target: str) -> list[tuple]:
             continue
         shape = (define(o, "HEAD_DIM"), define(o, "BLOCK_Q"), define(o, "BLOCK_K"))
         if kernel.shapes and not gpu_arch.shape_fits(kernel, shape, gen.smem_optin):
+            continue
+        stages = define(o, "QUERY_STAGES")
+        if stages is not None and stages != query_stages_on(shape, o, gen):
             continue
         out.append(o)
     return out
@@ -102,11 +116,14 @@ def builds_for(kernel, target: str) -> list[tuple]:
 # float32 (32 rows × 256 float32 accumulators over 128 threads: more than registers hold, on
 # every GPU; a class runs it to see the limit, not for speed), its paged head_dim 128 build
 # with NVRTC 12 on sm_86/89, and on Turing the traced mma.sync build of head_dim 128 at
-# 128×32 (the trace's extra stores; the timed, untraced build does not spill).
+# 128×32 (the trace's extra stores; the timed, untraced build does not spill), and the
+# head_dim 128 tensor-core backward with one query buffer (the 99 KiB blocks of sm_86/89),
+# which NVRTC 12 builds with a few spilled bytes where nvcc 13 spills none.
 KNOWN_SPILLS = {
     ("decode", "-DHEAD_DIM=256", "-DELEM_T=float", "-DQUERY_ROWS=32"): 12560,
     ("decode", "-DHEAD_DIM=128", "-DQUERY_ROWS=4", "-DPAGE_SIZE=16"): 4,
     ("mma.sync", "-DHEAD_DIM=128", "-DBLOCK_Q=128", "-DBLOCK_K=32", "-DTRACE=1"): 12,
+    ("backward mma.sync", "-DHEAD_DIM=128", "-DQUERY_STAGES=1"): 16,
 }
 
 

@@ -117,18 +117,17 @@ def test_the_gpu_table_has_every_generation_and_follows_the_gate():
     turing = rows["7.5"]
     assert "bf16" not in " ".join(turing) and "T4" in turing[0]
     assert "mma.sync" in turing[1]                               # float16 tensor cores
-    assert "no tensor-core kernel (no mma.sync shape fits 64 KiB)" in turing[2]
+    assert "mma.sync (1 of 5 shapes): f16" in turing[2]            # one query buffer, d = 64
     for cc, (_, fwd, bwd, decode) in rows.items():
         assert ("wgmma" in fwd) == ("wgmma" in bwd) == (cc == "9.0"), cc
         assert ("bf16" in decode) == (float(cc) >= arch.BF16_MIN_CC), cc
-    assert "(2 of 4 shapes)" in rows["8.6"][2] and "shapes" not in rows["8.0"][2]
+    assert "(3 of 5 shapes)" in rows["8.6"][2] and "shapes" not in rows["8.0"][2]
 
 
 def test_check_names_a_stale_gpu_table(copy, capsys):
     root, results = copy
     path = root / "README.md"
-    path.write_text(path.read_text().replace("no mma.sync shape fits 64 KiB",
-                                             "no mma.sync shape fits 96 KiB"))
+    path.write_text(path.read_text().replace("(1 of 5 shapes)", "(2 of 5 shapes)"))
     assert readme_tables.main(["--check"], root=root, results=results) == 1
     out = capsys.readouterr().out
     assert "README.md: table 'gpus'" in out and "'summary'" not in out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 
-from ..model.arch import GENERATIONS, cc_number, ptx_override_cc, refusal
+from ..model.arch import GENERATIONS, cc_number, generation, ptx_override_cc, refusal
 from ..model.devices import GpuProfile
 from ..devices import device_info
 
@@ -51,6 +51,14 @@ def device_cc() -> float:
     ptx_arch()                                    # a wrong value is refused, not ignored
     override = ptx_override_cc()
     return min(cc, override) if override else cc
+
+
+def block_smem_optin() -> int:
+    """Bytes of shared memory one thread block may use on this GPU, or on the generation
+    FA_LAB_PTX_ARCH names where that is less (its code path and limits are what runs)."""
+    limit = live_gpu().smem_per_block_optin
+    override = ptx_override_cc()
+    return min(limit, generation(override).smem_optin) if override else limit
 
 
 def device_is_hopper() -> bool:

@@ -150,15 +150,16 @@ def refusal(gpu_name: str, cc, dtype: str, family: str | None,
 
 def shape_fits(kernel: Kernel, shape: tuple[int, int, int], smem_optin: int,
                dtype: str = "float16") -> bool:
-    """Whether the build's tiles (head_dim, block_q, block_k) fit a block's shared memory."""
+    """Whether the build's tiles (head_dim, block_q, block_k) fit a block's shared memory
+    (in its own layout, or in its leaner fallback where it has one)."""
     if not kernel.smem_layout:
         return True
     from .config import AttentionConfig
-    from .iomodel import smem_parts
+    from .iomodel import fitting_layout, smem_bytes
     d, bq, bk = shape
     cfg = AttentionConfig(batch=1, heads=1, seq_q=bq, seq_k=bk, head_dim=d, block_q=bq,
                           block_k=bk, dtype=dtype)
-    return sum(smem_parts(cfg, kernel.smem_layout).values()) <= smem_optin
+    return smem_bytes(cfg, fitting_layout(cfg, kernel.smem_layout, smem_optin)) <= smem_optin
 
 
 def shapes_on(kernel: Kernel, generation: Generation) -> tuple | None:

@@ -44,7 +44,8 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     L_i and D_i in float32.
     "backward mma.sync" (kernels/ampere/flash_backward_mma.cu): K_j, V_j, two buffers each of Q_i,
     dO_i and dS_ijᵀ (16-bit), two buffers each of lse_i and D_i (float32); dK_j, dV_j, S_ij
-    and dP_ij live in registers.
+    and dP_ij live in registers. "backward mma.sync, one query buffer": the same build with
+    one buffer each of Q_i, dO_i, lse_i and D_i (-DQUERY_STAGES=1), for smaller blocks.
     "backward wgmma" (kernels/hopper/flash_backward_wgmma.cu): the same tiles, Q_i, dO_i, lse_i and
     D_i in a two-stage ring that bulk tensor copies fill, the 16-bit ones in the 128-byte
     swizzle; a float32 staging tile of dQ_i (rows padded by 8 floats against bank
@@ -60,6 +61,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
         return {"K_j": Bc * row, "V_j": Bc * row, "Q_i": Br * row, "dO_i": Br * row,
                 "dK_j": Bc * d * 4, "dV_j": Bc * d * 4, "P_ij": Br * Bc * 4,
                 "dS_ij": Br * Bc * 4, "L_i": Br * 4, "D_i": Br * 4}
+    if kernel == "backward mma.sync, one query buffer":
+        return {"K_j": Bc * d * 2, "V_j": Bc * d * 2, "Q_i": Br * d * 2, "dO_i": Br * d * 2,
+                "dS_ij (2 buffers)": 2 * Bc * Br * 2, "lse_i": Br * 4, "D_i": Br * 4}
     if kernel in ("backward mma.sync", "backward wgmma"):
         tiles = {"K_j": Bc * d * 2, "V_j": Bc * d * 2, "Q_i (2 buffers)": 2 * Br * d * 2,
                  "dO_i (2 buffers)": 2 * Br * d * 2, "dS_ij (2 buffers)": 2 * Bc * Br * 2,
@@ -85,8 +89,21 @@ def smem_bytes(cfg: AttentionConfig, kernel: str = "teaching") -> int:
     return sum(smem_parts(cfg, kernel).values())
 
 
+def fitting_layout(cfg: AttentionConfig, kernel: str, smem_optin: int) -> str:
+    """The layout a build of `kernel`'s layout compiles to for cfg on a block of smem_optin
+    bytes: its own, or its leaner fallback (registry smem_fallback) where only that fits."""
+    fallback = next((k.smem_fallback for k in BY_KEY.values()
+                     if k.smem_layout == kernel and k.smem_fallback), None)
+    if (fallback and smem_bytes(cfg, kernel) > smem_optin
+            and smem_bytes(cfg, fallback) <= smem_optin):
+        return fallback
+    return kernel
+
+
 def smem_budget(cfg: AttentionConfig, gpu: GpuProfile, kernel: str = "teaching") -> SmemBudget:
-    parts = smem_parts(cfg, kernel)
+    """Shared memory of one block of `kernel` on `gpu`: its parts (in the layout the build
+    compiles to there, see fitting_layout), total, limit and blocks per SM."""
+    parts = smem_parts(cfg, fitting_layout(cfg, kernel, gpu.smem_per_block_optin))
     total = sum(parts.values())
     fits = total <= gpu.smem_per_block_optin
     per_block = total + RESERVED_SMEM_PER_BLOCK

@@ -38,6 +38,8 @@ class Kernel:
     traceable: bool = False           # writes the trace (trace=True)
     family: str | None = None         # the engine.run kernel= value that reaches it
     smem_layout: str | None = None    # its layout in engine.model.iomodel.smem_parts
+    smem_fallback: str | None = None  # a leaner layout it compiles to where a block cannot
+    #                                   hold smem_layout (fewer buffers, less overlap)
     chart_name: str | None = None     # its own series name in the charts, if it has one
     shapes: tuple[tuple[int, int, int], ...] | None = None   # (head_dim, block_q, block_k);
     #                                   None: any that fits shared memory
@@ -111,13 +113,18 @@ KERNELS = (
            traceable=True, family="teaching", smem_layout="backward teaching"),
     # One block per key tile of block_k rows, block_k / 16 warps of 16 keys each, query tiles
     # of block_q rows; the shapes whose dK_j, dV_j, S_ijᵀ and dP_ijᵀ fit in registers without
-    # spills. Its delta and dQ-cast kernels serve both tensor-core backward builds.
+    # spills. Its delta and dQ-cast kernels serve both tensor-core backward builds. Where a
+    # block's shared memory cannot hold two buffers each of Q_i, dO_i, lse_i and D_i (99 KiB
+    # at head_dim 128 on sm_86 / sm_89, 64 KiB on Turing) it is built with one of each
+    # (-DQUERY_STAGES=1); 128×64×64 is the head_dim 128 shape that then fits 99 KiB.
     Kernel("backward mma.sync", "backward", "ampere/flash_backward_mma.cu",
            ("flash_backward_mma", "backward_delta", "backward_dq_cast"),
            "engine.gpu.launchers.backward_mma",
            "Tensor-core kernel, mma.sync (backward)", TC_DTYPES, 7.5,
            family="tensorcore", smem_layout="backward mma.sync",
-           shapes=((64, 64, 64), (64, 64, 128), (64, 128, 128), (128, 64, 128))),
+           smem_fallback="backward mma.sync, one query buffer",
+           shapes=((64, 64, 64), (64, 64, 128), (64, 128, 128), (128, 64, 128),
+                   (128, 64, 64))),
     # One producer warpgroup (bulk tensor copies of Q_i, dO_i) and block_k / 64 consumer
     # warpgroups of 64 keys each, the products on warpgroup MMA; the shapes whose dK_j, dV_j,
     # S_ijᵀ and dP_ijᵀ fit a consumer's registers.
@@ -147,7 +154,8 @@ FAMILIES = {
                          ("wgmma", "mma.sync"), ("backward wgmma", "backward mma.sync")),
 }
 
-SMEM_LAYOUTS = tuple(k.smem_layout for k in KERNELS if k.smem_layout)
+SMEM_LAYOUTS = (tuple(k.smem_layout for k in KERNELS if k.smem_layout)
+                + tuple(k.smem_fallback for k in KERNELS if k.smem_fallback))
 
 
 def kernel(key: str) -> Kernel:

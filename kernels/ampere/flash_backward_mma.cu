@@ -6,7 +6,9 @@
 //                       blockIdx.y = bh. K_j, V_j sit in shared memory; each of the Bc / 16
 //                       warps owns 16 keys and keeps their dK_j, dV_j rows in registers. The
 //                       block loops over query tiles i (causal: from the first that sees
-//                       tile j), Q_i, dO_i, lse_i, D_i double-buffered with cp.async:
+//                       tile j), Q_i, dO_i, lse_i, D_i double-buffered with cp.async
+//                       (or, where the GPU's shared memory takes only one buffer, loaded
+//                       after the last warp is done with the tile before):
 //                         S_ijᵀ = K_j Q_iᵀ,  P_ijᵀ = exp2(S·scale·log2e − lse·log2e)
 //                         dP_ijᵀ = V_j dO_iᵀ, dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i)
 //                         dV_j += P_ijᵀ dO_i,  dK_j += dS_ijᵀ Q_i
@@ -19,13 +21,19 @@
 //   backward_dq_cast    dQ = scale · accumulator, in the input dtype.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 64 or 128), BLOCK_K (Bc: 64
-// or 128, Bc / 16 warps), BF16 (0: float16, 1: bfloat16).
+// or 128, Bc / 16 warps), BF16 (0: float16, 1: bfloat16), QUERY_STAGES (2, the default: the
+// next query tile loads while this one computes; 1: one buffer each of Q_i, dO_i, lse_i and
+// D_i, for GPUs whose block cannot hold two, as head_dim 128 on a 99 KiB block).
 
 #include "tile_shape.cuh"
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;
 constexpr int Bc = BLOCK_K;
+#ifndef QUERY_STAGES
+#define QUERY_STAGES 2
+#endif
+constexpr int Q_STAGES = QUERY_STAGES;  // buffers of Q_i, dO_i, lse_i, D_i
 constexpr int WARPS = Bc / 16;           // each warp owns 16 keys of K_j
 constexpr int THREADS = WARPS * 32;
 constexpr int CHUNKS = d / 8;            // 16-byte chunks per row of Q, K, V, dO
@@ -51,21 +59,22 @@ static_assert(Br == 64 || Br == 128, "BLOCK_Q must be 64 or 128");
 static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
 static_assert(DQ_UNITS % WARPS == 0 && DQ_N % 16 == 0, "dQ units must split over the warps");
 static_assert(2 * Br <= THREADS, "one thread per lse_i and D_i element");
+static_assert(Q_STAGES == 1 || Q_STAGES == 2, "QUERY_STAGES must be 1 or 2");
 
 #include "common.cuh"
 #include "causal_tiles.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
-// Shared-memory layout (bytes): K_j, V_j, two buffers each of Q_i, dO_i and dS_ijᵀ, then two
-// buffers each of lse_i and D_i (float32).
+// Shared-memory layout (bytes): K_j, V_j, Q_STAGES buffers each of Q_i and dO_i, two of dS_ijᵀ,
+// then Q_STAGES buffers each of lse_i and D_i (float32).
 constexpr int SMEM_K = 0;
 constexpr int SMEM_V = SMEM_K + Bc * ROW_BYTES;
 constexpr int SMEM_Q = SMEM_V + Bc * ROW_BYTES;
-constexpr int SMEM_DO = SMEM_Q + 2 * Br * ROW_BYTES;
-constexpr int SMEM_DS = SMEM_DO + 2 * Br * ROW_BYTES;
+constexpr int SMEM_DO = SMEM_Q + Q_STAGES * Br * ROW_BYTES;
+constexpr int SMEM_DS = SMEM_DO + Q_STAGES * Br * ROW_BYTES;
 constexpr int SMEM_L = SMEM_DS + 2 * Bc * S_ROW_BYTES;
-constexpr int SMEM_D = SMEM_L + 2 * Br * 4;
+constexpr int SMEM_D = SMEM_L + Q_STAGES * Br * 4;
 
 __device__ __forceinline__ float elem_f32(unsigned short bits) {
 #if BF16
@@ -246,19 +255,21 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
         for (int e = 0; e < 4; ++e) dK_acc[n][e] = dV_acc[n][e] = 0.f;
 
     for (int i = i_first; i < Tr; ++i) {
-        const int buf = (i - i_first) & 1;
+        const int buf = (i - i_first) & 1;               // the dS_ijᵀ buffer
+        const int qbuf = Q_STAGES == 2 ? buf : 0;        // the Q_i, dO_i, lse_i, D_i buffer
         const int q0 = i * Br;
-        const unsigned sQ = sbase + SMEM_Q + buf * Br * ROW_BYTES;
-        const unsigned sdO = sbase + SMEM_DO + buf * Br * ROW_BYTES;
-        const float* sL = (const float*)(smem + SMEM_L) + buf * Br;
-        const float* sD = (const float*)(smem + SMEM_D) + buf * Br;
+        const unsigned sQ = sbase + SMEM_Q + qbuf * Br * ROW_BYTES;
+        const unsigned sdO = sbase + SMEM_DO + qbuf * Br * ROW_BYTES;
+        const float* sL = (const float*)(smem + SMEM_L) + qbuf * Br;
+        const float* sD = (const float*)(smem + SMEM_D) + qbuf * Br;
         const auto [a_off, b_off, t_off, s_off] = lane_offsets();
         cp_async_wait<0>();
         // Tile i has landed for every thread; every warp is done with tile i − 1 (its Q_i,
         // dO_i buffer may be overwritten, its dS_ijᵀ is complete) and with dQ_{i−2} (whose
         // dS buffer tile i overwrites).
         __syncthreads();
-        if (i + 1 < Tr) load_query_tile(sbase, buf ^ 1, i + 1, Qb, dOb, Lb, Db, seq_q, tid);
+        if (Q_STAGES == 2 && i + 1 < Tr)
+            load_query_tile(sbase, buf ^ 1, i + 1, Qb, dOb, Lb, Db, seq_q, tid);
         cp_async_commit();
 
         // dQ_{i−1} from the other dS buffer, deferred to this tile so that one barrier per
@@ -364,6 +375,12 @@ flash_backward_mma(const half_t* __restrict__ Q, const half_t* __restrict__ K,
 
         if (DQ_AFTER_DK && i > i_first)
             dq_tile(sbase, buf ^ 1, q0 - Br, dQb, seq_q, warp, lane, s_off, t_off);
+
+        if (Q_STAGES == 1 && i + 1 < Tr) {
+            __syncthreads();   // every warp is done reading Q_i, dO_i, lse_i and D_i
+            load_query_tile(sbase, 0, i + 1, Qb, dOb, Lb, Db, seq_q, tid);
+            cp_async_commit();
+        }
     }
     __syncthreads();   // every warp's keys of the last dS_ijᵀ are in shared memory
     if (i_first < Tr) {

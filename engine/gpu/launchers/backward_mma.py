@@ -16,15 +16,27 @@ from __future__ import annotations
 import numpy as np
 
 from ...model.config import AttentionConfig
-from ...model.iomodel import smem_bytes
+from ...model import arch
+from ...model.iomodel import fitting_layout, smem_bytes
 from ...model import catalog
 from ...model.launch import backward_mma_threads
-from ..runtime import check_arch, device_is_hopper
+from ..runtime import block_smem_optin, check_arch, device_cc, device_is_hopper, live_gpu
 from . import backward_helpers, backward_wgmma, core
 
 FUNCTION = catalog.BACKWARD_MMA.function
 # 1: on Hopper the wgmma backward runs the shapes it takes; 0: the mma.sync backward always.
 HOPPER_WGMMA = 1
+# Buffers of Q_i, dO_i, lse_i and D_i: None chooses by the GPU's shared memory (two where a
+# block holds them, else one: -DQUERY_STAGES of the kernel); 1 or 2 forces it (the tests).
+QUERY_STAGES = None
+
+
+def query_stages(cfg: AttentionConfig, smem_optin: int) -> int:
+    """The kernel's query-tile buffers for cfg on a block of smem_optin bytes."""
+    if QUERY_STAGES is not None:
+        return QUERY_STAGES
+    layout = catalog.BACKWARD_MMA.smem_layout
+    return 2 if fitting_layout(cfg, layout, smem_optin) == layout else 1
 
 
 def chosen(cfg: AttentionConfig) -> catalog.TensorCoreBuild:
@@ -41,12 +53,38 @@ def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
     return backward_helpers.compile_options(cfg)
 
 
-def build(cfg: AttentionConfig) -> core.Build:
-    """The mma.sync backward kernel of cfg's shape (ConfigError with the supported list if
-    it does not take cfg)."""
+def too_big(cfg: AttentionConfig, smem: int, smem_optin: int) -> str:
+    """Why cfg's tiles cannot run on this GPU, and the catalogued shapes that can."""
+    fit = [s for s in catalog.BACKWARD_MMA.shapes
+           if arch.shape_fits(catalog.BACKWARD_MMA, s, smem_optin, cfg.dtype)]
+    shapes = "; ".join(f"head_dim {d} with {bq}×{bk}" for d, bq, bk in fit) or "none"
+    gpu = (f"The {live_gpu().name} (compute capability {device_cc():.1f})" if device_cc()
+           else "A GPU")
+    return (f"{gpu} cannot run the tensor-core backward at head_dim {cfg.head_dim} with "
+            f"block_q×block_k {cfg.block_q}×{cfg.block_k}: its tiles need {smem:,} bytes of "
+            f"shared memory per block even with one query buffer, and a block may use "
+            f"{smem_optin:,}. Shapes that fit: {shapes}.")
+
+
+def kernel_options(cfg: AttentionConfig, stages: int) -> tuple[str, ...]:
+    """The -D options of the backward kernel itself: its helpers' and -DQUERY_STAGES."""
+    return compile_options(cfg) + (f"-DQUERY_STAGES={stages}",)
+
+
+def build(cfg: AttentionConfig, smem_optin: int | None = None) -> core.Build:
+    """The mma.sync backward kernel of cfg's shape for a block of smem_optin bytes (None: this
+    GPU's, or two query buffers where there is no GPU); ConfigError with the supported list
+    if it does not take cfg, SharedMemoryError when its tiles do not fit."""
     b = catalog.backward_build(cfg, hopper=False)
-    return core.Build(b.source, FUNCTION, compile_options(cfg), threads=backward_mma_threads(cfg),
-                      smem=smem_bytes(cfg, b.name))
+    if smem_optin is None and device_cc():
+        smem_optin = block_smem_optin()
+    stages = query_stages(cfg, smem_optin) if smem_optin else QUERY_STAGES or 2
+    layout = b.smem_layout if stages == 2 else b.smem_fallback
+    smem = smem_bytes(cfg, layout)
+    if smem_optin and smem > smem_optin:
+        raise core.SharedMemoryError(too_big(cfg, smem, smem_optin))
+    return core.Build(b.source, FUNCTION, kernel_options(cfg, stages),
+                      threads=backward_mma_threads(cfg), smem=smem)
 
 
 def kernel_facts(cfg: AttentionConfig) -> dict:
