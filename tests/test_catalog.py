@@ -97,8 +97,11 @@ def test_the_backward_build_takes_one_query_buffer_where_two_do_not_fit():
     two, one = backward_mma.build(cfg, H200.smem_per_block_optin), backward_mma.build(cfg, l4)
     assert "-DQUERY_STAGES=2" in two.options and "-DQUERY_STAGES=1" in one.options
     assert one.smem == iomodel.smem_bytes(cfg, catalog.BACKWARD_MMA.smem_fallback) <= l4 < two.smem
-    with pytest.raises(ValueError, match="shared memory"):
-        backward_mma.build(config(head_dim=128, block_q=64, block_k=128), l4)
+    big = config(head_dim=128, block_q=64, block_k=128)
+    one_buffer = iomodel.smem_bytes(big, catalog.BACKWARD_MMA.smem_fallback)
+    with pytest.raises(ValueError, match=f"need {one_buffer:,} bytes .* even with one query "
+                                         f"buffer.*Shapes that fit: .*head_dim 128 with 64×64"):
+        backward_mma.build(big, l4)
 
 
 def test_wgmma_backward_shapes_run_on_wgmma_only_on_hopper():

@@ -82,7 +82,7 @@ def build(cfg: AttentionConfig, smem_optin: int | None = None) -> core.Build:
     layout = b.smem_layout if stages == 2 else b.smem_fallback
     smem = smem_bytes(cfg, layout)
     if smem_optin and smem > smem_optin:
-        raise core.SharedMemoryError(too_big(cfg, smem, smem_optin))
+        raise core.SharedMemoryError(too_big(cfg, smem_bytes(cfg, b.smem_fallback), smem_optin))
     return core.Build(b.source, FUNCTION, kernel_options(cfg, stages),
                       threads=backward_mma_threads(cfg), smem=smem)
 
