@@ -11,7 +11,7 @@ import pandas as pd
 import engine
 from engine.model import iomodel, registry, tilemodel
 from engine.model.devices import PROFILES, datasheet_profile, memory_levels
-from engine.model.iomodel import format_bytes
+from engine.model.units import format_bandwidth, format_bytes
 
 CONFIG_KEYS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal")
 FAMILY_NAMES = registry.family_names()     # kernel= value -> "teaching kernel", ...
@@ -191,9 +191,7 @@ def pyramid_table(gpu: engine.GpuProfile) -> pd.DataFrame:
                      for lv in levels],
         "capacity_bytes": [lv.capacity_bytes for lv in levels],
         "capacity source": [lv.capacity_source for lv in levels],
-        "bandwidth": [f"{lv.bandwidth_bytes_s / 1e12:.3g} TB/s" if lv.bandwidth_bytes_s
-                      and lv.bandwidth_bytes_s >= 1e12 else
-                      f"{lv.bandwidth_bytes_s / 1e9:.3g} GB/s" if lv.bandwidth_bytes_s else "—"
+        "bandwidth": [format_bandwidth(lv.bandwidth_bytes_s) if lv.bandwidth_bytes_s else "—"
                       for lv in levels],
         "bandwidth source": [lv.bandwidth_source for lv in levels]})
 
