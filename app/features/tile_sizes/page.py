@@ -55,7 +55,7 @@ with on_stage(slot):
              (td.waves_cells(table, cfg, gpu), f"Waves over {gpu.sms} SMs"
               + ("" if cuda_occupancy else " (model)"), "waves", "tiles_waves",
               dict(scheme="oranges")),
-             (td.hbm_cells(table), "HBM bytes moved (K and V once per query tile)", "MB",
+             (td.hbm_cells(table), "HBM bytes moved (K and V once per query tile)", "MiB",
               "tiles_hbm", dict(scheme="purples", log=True))]
     for first in (0, 2):
         for col, (data, title, legend, key, kw) in zip(st.columns(2), cells[first:first + 2]):
