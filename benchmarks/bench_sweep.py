@@ -17,6 +17,7 @@ from pathlib import Path
 
 from engine.inputs import make_dout, make_inputs
 from engine.model.config import BLOCK_SIZES, DIRECTIONS, DTYPES, AttentionConfig
+from engine.model.units import format_bytes
 from engine.results import timing_record
 
 from .recording import (Progress, causal_choice, command_line, device_record, ints, job_parser,
@@ -98,8 +99,8 @@ def sweep(args) -> int:
                 need = naive_need(cfg, args.direction)
                 if need > 0.8 * free:
                     held = "P, dP and dS" if backward else "S and P"
-                    reason = (f"naive {held} would need {need / 1e9:.1f} GB; "
-                              f"{free / 1e9:.1f} GB free")
+                    reason = (f"naive {held} would need {format_bytes(need)}; "
+                              f"{format_bytes(free)} free")
             if reason is None:
                 try:
                     timing = bench_one(cfg, line, args, inputs)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 from engine import AttentionConfig, recorded
 from engine.model import arch, devices, registry, tilemodel
+from engine.model.devices import datasheet_profile
+from engine.model.rates import hbm_floor_bandwidth
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -193,6 +195,14 @@ def backward(results: Path = RESULTS) -> str:
     return "\n".join(out)
 
 
+def _floor_share(r: dict, floor) -> float:
+    """The record's fraction of the one HBM floor (engine.model.rates.hbm_floor_bandwidth),
+    recomputed from kv_bytes and the median; the file's own where the GPU has no profile."""
+    if floor is None:
+        return r["floor_fraction"]
+    return r["kv_bytes"] / floor.bytes_per_s / (r["median_ms"] * 1e-3)
+
+
 def decode(results: Path = RESULTS) -> str:
     docs = _of_device(recorded.load_decode_benchmarks(results))
     if not docs:
@@ -203,19 +213,23 @@ def decode(results: Path = RESULTS) -> str:
     auto = {(r["seq_k"], r["batch"]): r for r in flash if r["auto_splits"]}
     one = {(r["seq_k"], r["batch"]): r for r in flash if r["num_splits"] == 1}
     batches = sorted({b for _, b in auto})
+    gpu = datasheet_profile(doc.get("device", {}).get("name", ""))
+    floor = hbm_floor_bandwidth(gpu) if gpu is not None else None
     rows = []
     for seq in sorted({s for s, _ in auto}):
         cells = []
         for b in batches:
             r, base = auto.get((seq, b)), one.get((seq, b))
-            cells.append("–" if r is None else f"{r['floor_fraction']:.0%} / "
+            cells.append("–" if r is None else f"{_floor_share(r, floor):.0%} / "
                          + (_times(base["median_ms"], r["median_ms"], 1) if base else "–"))
         rows.append([_tokens(seq), *cells])
     splits = ", ".join(str(auto[(min(s for s, _ in auto), b)]["num_splits"]) for b in batches)
     first = next(iter(auto.values()))
     out = _table(["seq_k", *(f"batch {b}" for b in batches)], rows)
-    out += ["", "Each cell: share of the HBM floor (K and V bytes at the measured copy "
-            "bandwidth) / times faster than num_splits=1."
+    floor_text = (f"K and V bytes at {floor.label}" if floor is not None else
+                  "the file's own floor_fraction")
+    out += ["", f"Each cell: share of the HBM floor ({floor_text}) / times faster than "
+            "num_splits=1."
             f" The auto split count ({splits} splits at batch "
             f"{', '.join(map(str, batches))}); heads {first['heads']}, kv_heads "
             f"{first['kv_heads']}, d {first['head_dim']}, {DTYPE}, one query token, contiguous "

@@ -69,7 +69,10 @@ def _live_gpu() -> DeviceInfo:
     sheet_figures = {} if sheet is None else dict(
         fp32_tflops=sheet.fp32_tflops, l1_smem_per_sm=sheet.l1_smem_per_sm,
         host_link=sheet.host_link, host_gbps=sheet.host_gbps, host_source=sheet.host_source,
-        sm_clock_mhz=sheet.sm_clock_mhz, clock_source=sheet.clock_source)
+        sm_clock_mhz=sheet.sm_clock_mhz, clock_source=sheet.clock_source,
+        fp8_tflops=sheet.fp8_tflops, measured_copy_gbps=sheet.measured_copy_gbps,
+        measured_matmul_tflops=sheet.measured_matmul_tflops,
+        measured_source=sheet.measured_source)
     if clock_khz:
         sheet_figures.update(sm_clock_mhz=clock_khz / 1e3,
                              clock_source="cudaGetDeviceProperties on this machine")
@@ -79,14 +82,14 @@ def _live_gpu() -> DeviceInfo:
         smem_per_sm=int(p["sharedMemPerMultiprocessor"]),
         smem_per_block_optin=int(p["sharedMemPerBlockOptin"]),
         l2_bytes=int(p["l2CacheSize"]), memory_bytes=int(p["totalGlobalMem"]),
-        hbm_gbps=sheet.hbm_gbps if sheet is not None and hbm != hbm else hbm,
+        hbm_gbps=sheet.hbm_gbps if sheet is not None else hbm,   # one figure: the datasheet's
         fp16_tflops=sheet.fp16_tflops if sheet is not None else float("nan"),
         max_blocks_per_sm=int(p.get("maxBlocksPerMultiProcessor", 32)),
         max_threads_per_sm=int(p["maxThreadsPerMultiProcessor"]),
         compute_capability=cc,
-        source="cudaGetDeviceProperties on this machine"
-               + (f"; rates and links from {sheet.source}" if sheet is not None else "")
+        source=(sheet.source if sheet is not None else "no datasheet profile of this GPU")
                + ptx_note,
+        props_source="cudaGetDeviceProperties on this machine",
         regs_per_sm=int(p.get("regsPerMultiprocessor", 64 * 1024)), **sheet_figures)
     drv = cupy.cuda.runtime.driverGetVersion()
     rt = cupy.cuda.runtime.runtimeGetVersion()

@@ -58,7 +58,7 @@ def test_limits_name_the_limit_the_value_and_the_variable(monkeypatch):
     with pytest.raises(engine.LimitError) as exc:
         engine.run(cfg, backend="numpy", algorithm="naive")
     msg = str(exc.value)
-    assert "naive_bytes" in msg and "FA_LAB_MAX_NAIVE_BYTES" in msg and "GB" in msg
+    assert "naive_bytes" in msg and "FA_LAB_MAX_NAIVE_BYTES" in msg and "GiB" in msg
     monkeypatch.setenv("FA_LAB_MAX_QKV_ELEMENTS", "1000")
     small = engine.AttentionConfig(seq_q=64, seq_k=64, head_dim=16)
     with pytest.raises(engine.LimitError, match="FA_LAB_MAX_QKV_ELEMENTS"):
@@ -101,8 +101,9 @@ def test_device_memory_guard_names_both_needs():
     with pytest.raises(engine.LimitError) as exc:
         check_device_memory(cfg, "naive", False, free_bytes=12_100_000_000)
     msg = str(exc.value)
-    # S and P: 2 · 64 · 32768² · 2 bytes = 274.9 GB, written to three significant digits
-    assert "275 GB" in msg and "for S and P" in msg and "12.1 GB free" in msg
+    # S and P: 2 · 64 · 32768² · 2 bytes = 256 GiB; 12.1e9 bytes free = 11.27 GiB, written to
+    # three significant digits (engine.model.units)
+    assert "256 GiB" in msg and "for S and P" in msg and "11.3 GiB free" in msg
     check_device_memory(cfg, "flash", False, free_bytes=12_100_000_000)
     check_sweep(10)
     with pytest.raises(engine.LimitError, match="FA_LAB_MAX_SWEEP_POINTS"):

@@ -42,7 +42,7 @@ def test_oversized_request_refused_then_next_succeeds(monkeypatch):
     monkeypatch.setenv("FA_LAB_MAX_QKV_ELEMENTS", str(10**12))
     huge = engine.AttentionConfig(batch=4, heads=16, seq_q=65536, seq_k=65536, head_dim=64,
                                   dtype="float16")
-    with pytest.raises(engine.LimitError, match="for S and P.*GB free"):
+    with pytest.raises(engine.LimitError, match="for S and P.*GiB free"):
         engine.run(huge, backend="cupy", algorithm="naive")
     small = engine.AttentionConfig(seq_q=256, seq_k=256, dtype="float16",
                                    seed=int(RNG.integers(1e9)))

@@ -1,23 +1,24 @@
 """Figures the sidebar and several pages show: the Overview's key figures for a config on a GPU
-(model figures, exact for the config) and its guide to every page, sizes in KiB and GiB, the
-HBM traffic in words, why no GPU is used as a plain sentence."""
+(model figures, exact for the config) and its guide to every page, the device's figures with
+their sources (sizes and rates in the one unit system of engine.model.units), the HBM traffic
+in words, why no GPU is used as a plain sentence."""
 from __future__ import annotations
 
 import engine
 from engine.model import iomodel
+from engine.model.devices import device_facts
 from engine.model.tiles import processed_count
+from engine.model.units import format_bytes
 
 from app.page_list import PAGES
 
 
-def kib(n: float) -> str:
-    """Shared-memory sizes, in KiB as the CUDA guide gives them."""
-    return f"{n / 1024:.1f} KiB"
-
-
-def gib(n: float) -> str:
-    """Device memory, in GiB as vendors size it (an H200 has 141 GiB)."""
-    return f"{n / 2**30:.0f} GiB"
+def device_table(gpu: engine.GpuProfile) -> list[dict]:
+    """Every figure of `gpu` (engine.model.devices.device_facts) as table rows: its value in
+    the one unit system and whether it is a datasheet figure, a CUDA attribute, the CUDA
+    guide's or measured."""
+    return [{"figure": f.label, "value": f.text, "kind": f.kind, "source": f.source}
+            for f in device_facts(gpu)]
 
 
 def key_figures(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> list[tuple[str, str, str]]:
@@ -41,8 +42,8 @@ def key_figures(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> list[tup
         ("thread blocks", f"{blocks:,}",
          f"one per batch·head and query tile; {-(-blocks // slots)} wave(s) on {gpu.sms} SMs"
          if slots else "none can launch: the tiles do not fit in shared memory"),
-        ("shared memory per block", kib(budget.total),
-         f"limit {kib(budget.limit)}: " + ("fits" if budget.fits else "does NOT fit")),
+        ("shared memory per block", format_bytes(budget.total),
+         f"limit {format_bytes(budget.limit)}: " + ("fits" if budget.fits else "does NOT fit")),
     ]
 
 

@@ -8,23 +8,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.decode_config import DecodeConfig, block_table
-from ..model.iomodel import decode_kv_bytes, decode_floor_ms, format_bytes
+from ..model.iomodel import decode_kv_bytes, decode_floor_ms
+from ..model.rates import hbm_floor_bandwidth
+from ..model.units import format_bandwidth, format_bytes
 from .lock import GPU_LOCK
 from .runtime import gpu_failures, live_gpu
 from .timing import HOLD_NS, ImplausibleTimingError, ceilings, time_stages
 
-# The HBM floor's bandwidth: on the H200 the copy bandwidth measured by this project (engine.
-# gpu.timing.KNOWN_CEILINGS: 4.3 TB/s counting bytes read and written); elsewhere the datasheet.
-FLOOR_BYTES_PER_S = {"H200": 4.3e12}
-
-
 def floor_bandwidth() -> tuple[float, str]:
-    """(bytes/s, where the figure comes from) of the live GPU's floor."""
-    gpu = live_gpu()
-    for key, bw in FLOOR_BYTES_PER_S.items():
-        if key in gpu.name:
-            return bw, f"{bw / 1e12:.1f} TB/s, the copy bandwidth measured on the {key}"
-    return gpu.hbm_gbps * 1e9, f"{gpu.hbm_gbps / 1e3:.2f} TB/s, the datasheet figure"
+    """(bytes/s, where the figure comes from) of the live GPU's HBM floor: the one floor of
+    engine.model.rates.hbm_floor_bandwidth, the datasheet's bandwidth."""
+    bw = hbm_floor_bandwidth(live_gpu())
+    return bw.bytes_per_s, bw.label
 
 
 def decode_record(cfg: DecodeConfig, line: str, num_splits: int | None, times: list,
@@ -101,9 +96,9 @@ def decode_method(reps: int, warmup: int) -> str:
             f"SDPA call on the contiguous cache (enable_gqa); {warmup} warm-up run(s) first "
             f"(compilation stays out); {reps} repetitions (fewer when cut to a time budget, "
             f"never under 20), median with p10/p90; before each, the L2 cache "
-            f"({gpu.l2_bytes / 2**20:.0f} MiB) is flushed (a buffer twice its size written, then "
+            f"({format_bytes(gpu.l2_bytes)}) is flushed (a buffer twice its size written, then "
             f"read back) and a "
             f"{HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead stays "
             f"outside the events. HBM floor: the K and V bytes at {floor_source}; "
             f"floor_fraction = floor / median. Times reading K and V faster than "
-            f"{ceil.bytes_per_s / 1e12:.1f} TB/s are refused as bugs.")
+            f"{format_bandwidth(ceil.bytes_per_s)} are refused as bugs.")

@@ -7,6 +7,7 @@ measures its peak device memory and refuses figures above the GPU's measured cei
 from __future__ import annotations
 
 import functools
+import math
 import time
 from dataclasses import dataclass
 
@@ -18,7 +19,9 @@ from ..model.config import BACKWARD_FLOP_FACTOR, DIRECTIONS, AttentionConfig, Co
 from .lock import GPU_LOCK
 from .runtime import check_fits, gpu_failures, live_gpu
 from ..inputs import make_dout, make_inputs
+from ..model.devices import PROFILES
 from ..model.iomodel import compulsory_bytes
+from ..model.units import format_bandwidth, format_bytes, format_gbps, format_tflops
 from ..results import Timing
 
 MIN_REPS = 20
@@ -38,16 +41,18 @@ class Ceiling:
     source: str
 
 
-# Measured on this workplace's NVIDIA H200 machines (2026-10-28 and 2026-11-04): an
-# 8192×8192×8192 bf16 matrix product ran at 769-798 TFLOP/s on random data, and a large
-# device-to-device copy moved about 4.3 TB/s counting bytes read and written.
+# The H200's ceilings from its profile (engine.model.devices, the one place of device figures):
+# FLOPs: the fastest 8192³ bfloat16 matrix product measured there (769-798 TFLOP/s on random
+# data), rounded up to the next 10 TFLOP/s. Bytes: a read-only stream (a decode step reading
+# its KV cache) beats a copy (PyTorch's SDPA read up to 4.6 TB/s on 2026-11-23, the copy
+# measured 4.3 TB/s counting bytes read and written), so the ceiling is the datasheet's
+# bandwidth, which no stream can pass.
+_H200 = PROFILES["H200"]
 KNOWN_CEILINGS = {
-    # Bytes: a read-only stream (a decode step reading its KV cache) beats a copy (PyTorch's
-    # SDPA read 4.47 TB/s on 2026-11-23), so the ceiling is the datasheet's 4.8 TB/s, which
-    # no stream can pass.
-    "H200": Ceiling(800e12, 4.8e12, "NVIDIA H200: 798 TFLOP/s bf16 matmul measured (max "
-                                    "seen), rounded up; 4.8 TB/s HBM, the datasheet's (a copy "
-                                    "measured 4.3)"),
+    "H200": Ceiling(math.ceil(_H200.measured_matmul_tflops / 10) * 10e12, _H200.hbm_gbps * 1e9,
+                    f"NVIDIA H200: {format_tflops(_H200.measured_matmul_tflops)} bf16 matmul "
+                    f"measured (max seen), rounded up; {format_gbps(_H200.hbm_gbps)} HBM, the "
+                    f"datasheet's (a copy measured {format_gbps(_H200.measured_copy_gbps)})"),
 }
 
 
@@ -70,8 +75,8 @@ def _measure_ceilings(name: str) -> Ceiling:
     mm_ms = min(time_stages([("matmul", lambda: cupy.matmul(x, x))], MIN_REPS, 2)[0])
     bw = 2 * a.nbytes / (copy_ms * 1e-3)
     fl = 2 * 8192**3 / (mm_ms * 1e-3)
-    return Ceiling(1.1 * fl, 1.1 * bw, f"{name}, measured here: {fl / 1e12:.0f} TFLOP/s float16 "
-                                       f"matmul, {bw / 1e12:.2f} TB/s copy; +10%")
+    return Ceiling(1.1 * fl, 1.1 * bw, f"{name}, measured here: {format_tflops(fl / 1e12)} "
+                                       f"float16 matmul, {format_bandwidth(bw)} copy; +10%")
 
 
 @functools.lru_cache(maxsize=1)
@@ -168,11 +173,13 @@ def method_text(reps: int, warmup: int, extra: str = "", direction: str = "forwa
     flops = ("4·B·H·Nq·Nk·d (halved for causal)" if direction == "forward" else
              f"{BACKWARD_FLOP_FACTOR:g} × 4·B·H·Nq·Nk·d (halved for causal; five matrix "
              f"products against the forward's two)")
+    # The ceilings keep the fixed "(N TFLOP/s, X.X TB/s)" form: benchmarks.merge_bench and the
+    # Timings page read them back from recorded methods.
     return (f"GPU ({gpu.name}): CUDA events on the default stream around {region}; "
             f"{warmup} warm-up run(s) first, so kernel compilation, module loading and cuBLAS "
             f"handle creation stay out; {reps} repetitions, median with p10/p90; before each, "
-            f"the L2 cache ({gpu.l2_bytes / 2**20:.0f} MiB) is flushed by writing a "
-            f"{FLUSH_FACTOR * gpu.l2_bytes / 2**20:.0f} MiB buffer and reading it back (no "
+            f"the L2 cache ({format_bytes(gpu.l2_bytes)}) is flushed by writing a "
+            f"{format_bytes(FLUSH_FACTOR * gpu.l2_bytes)} buffer and reading it back (no "
             f"dirty lines left to write back inside the timed region) and a "
             f"{HOLD_NS // 1000} µs GPU wait is queued so that host launch overhead stays "
             f"outside the events. TFLOP/s = {flops} / median. Peak "

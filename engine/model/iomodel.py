@@ -3,7 +3,8 @@ bytes moved by naive and flash attention for an exact config, and peak device me
 
 Every byte count of the project lives here: shared memory per kernel layout, HBM traffic,
 peak device memory, the trace's size and the bytes a run must move at least (for the
-timing ceilings); `format_bytes` is the one way they are written for people.
+timing ceilings); they are written for people by engine.model.units.format_bytes (binary
+units, re-exported here as iomodel.format_bytes).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from .decode_config import DecodeConfig
 from .devices import GpuProfile
 from .registry import BY_KEY, FAMILIES, SMEM_LAYOUTS
 from .tiles import query_tile_sizes, seen_key_tiles
+from .units import format_bytes  # noqa: F401  (the one byte formatter, engine.model.units)
 
 RESERVED_SMEM_PER_BLOCK = 1024  # the CUDA runtime reserves 1 KB per block (cc 8.0 and later)
 SCHEDULE_RECORD_BYTES = 4 + 8 + 8   # per thread block: SM id (int32), start and end (uint64)
@@ -483,10 +485,3 @@ def decode_peak_memory(cfg: DecodeConfig, num_splits: int, trace: bool = False) 
             + 4 * cfg.batch * cfg.kv_heads)
     return held + (4 * rows * (num_splits + 2) if trace else 0)
 
-
-def format_bytes(n: float) -> str:
-    """Bytes for people, in decimal units: 512 B, 4.1 kB, 268 MB, 1.07 GB."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= size:
-            return f"{n / size:.3g} {unit}"
-    return f"{int(n)} B"

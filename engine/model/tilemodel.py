@@ -13,6 +13,7 @@ from .devices import GpuProfile
 from . import catalog
 from .iomodel import RESERVED_SMEM_PER_BLOCK, flash_hbm, smem_bytes
 from .launch import MMA_SYNC_THREADS, TEACHING_THREADS, wgmma_threads
+from .rates import peak_rate
 
 REGISTER_ALLOCATION = 256        # registers are given to a warp in units of 256 (cc 7.0-9.0)
 
@@ -60,11 +61,11 @@ def busy_fraction(cfg: AttentionConfig, gpu: GpuProfile, blocks_per_sm: int) -> 
 
 def model_ms(cfg: AttentionConfig, gpu: GpuProfile, kernel: str, blocks_per_sm: int) -> float:
     """Roofline time: max(HBM bytes ÷ bandwidth, FLOPs ÷ peak) ÷ the busy fraction of SMs.
-    Peak: FP32 on the CUDA cores for the teaching kernel, dense FP16 tensor cores for the
-    tensor-core kernel (datasheet figures). NaN when the tiles do not fit or a figure is
-    missing."""
+    Peak: engine.model.rates.peak_rate of the config's dtype on `kernel` (FP32 on the CUDA
+    cores for the teaching kernel, dense 16-bit tensor cores for the tensor-core kernel;
+    datasheet figures). NaN when the tiles do not fit or a figure is missing."""
     busy = busy_fraction(cfg, gpu, blocks_per_sm)
-    peak = gpu.fp32_tflops if kernel == "teaching" else gpu.fp16_tflops
+    peak = peak_rate(gpu, cfg.dtype, kernel).tflops
     if busy == 0 or not peak == peak or not gpu.hbm_gbps == gpu.hbm_gbps:
         return float("nan")
     seconds = max(flash_hbm(cfg).total / (gpu.hbm_gbps * 1e9), cfg.flops / (peak * 1e12))

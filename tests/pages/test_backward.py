@@ -264,8 +264,9 @@ def test_backward_bytes_price_and_peak_follow_the_io_model(cfg):
     assert cost.bytes_saved == (iomodel.naive_backward_hbm(cfg).total
                                 - iomodel.flash_backward_hbm(cfg).total)
     ms = cost.table.set_index(["algorithm", "resource"]).ms
+    # the teaching kernel (the default) computes in float32 on the CUDA cores, whatever dtype
     assert ms["flash backward", "matrix products"] == pytest.approx(
-        cfg.flops_of("backward") / (H200.fp16_tflops * 1e12) * 1e3)
+        cfg.flops_of("backward") / (H200.fp32_tflops * 1e12) * 1e3)
     assert ms["flash backward", "matrix products"] > ms["naive backward", "matrix products"]
     peak = backward_data.peak_table(cfg).set_index("algorithm")["bytes"]
     assert peak["naive backward"] == iomodel.backward_peak_memory(cfg, "naive")

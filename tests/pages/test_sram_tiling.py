@@ -14,6 +14,7 @@ import engine
 from app.core.style import ALARM, TILE_COLORS
 from app.features.sram_tiling import charts as charts_tiling, data as tiling_data
 from engine.model import iomodel
+from engine.model.units import format_bytes
 from engine.model.tiles import processed_tiles
 from apptest_helpers import (ON_GPU, assert_clean, loop_spec_index, open_page, shown_step, specs,
                              texts)
@@ -47,7 +48,7 @@ def test_sram_page_tiles_too_big_shows_red_state():
     msg = " ".join(e.value for e in at.error)
     cfg = engine.AttentionConfig(head_dim=128, block_q=128, block_k=128, dtype="float32")
     need = iomodel.smem_budget(cfg, engine.PROFILES["H200"]).total
-    assert f"{need / 1024:.1f} KiB" in msg and "227.0 KiB" in msg and "Largest tiles" in msg
+    assert format_bytes(need) in msg and "227 KiB" in msg and "Largest tiles" in msg
     assert "128×64" in msg or "64×128" in msg
     assert "Too big" in json.dumps(specs(at)[0])
 
@@ -56,7 +57,7 @@ def test_sram_page_emulated_profile_changes_the_limit():
     at = open_page("sram_tiling", backend="numpy", profile="T4", head_dim=128, block_q=64,
                    block_k=64)
     assert_clean(at)
-    assert "64.0 KiB" in " ".join(e.value for e in at.error)
+    assert "at most 64 KiB" in " ".join(e.value for e in at.error)
 
 
 def test_loop_player_plays_on_from_the_step_shown():
@@ -121,7 +122,7 @@ def test_sram_page_names_l2_and_the_paper_bound():
     at = open_page("sram_tiling")
     body = texts(at)
     # the emulated profile's (H200) without a GPU, the device's own on one
-    want = "L2 cache (NVIDIA H200: 60 MB)" if not ON_GPU else "L2 cache (NVIDIA "
+    want = "L2 cache (NVIDIA H200: 60 MiB)" if not ON_GPU else "L2 cache (NVIDIA "
     assert want in body and "Θ(N²d²/M)" in body
 
 

@@ -12,6 +12,8 @@ import pandas as pd
 
 import engine
 from engine.model import iomodel
+from engine.model.rates import hbm_floor_bandwidth, peak_rate
+from engine.model.units import format_bytes
 from engine.model.tiles import key_rows, processed_tiles, query_rows
 from app.features.sram_tiling.data import MAX_CELLS
 
@@ -155,28 +157,61 @@ class Price:
     recompute_flops: float   # the extra QKᵀ product flash backward does to rebuild P
     bytes_saved: int         # naive backward's HBM bytes minus flash backward's
     table: pd.DataFrame      # algorithm, resource (compute or HBM), amount, ms at the GPU's rate
+    rates: dict              # {algorithm: engine.model.rates.Rate} its products run at
+    bandwidth: str           # the HBM bandwidth with its source, '4.8 TB/s (datasheet)'
+
+    def least_ms(self, algorithm: str) -> float:
+        """The least time of one backward: its slower resource (the roofline)."""
+        return float(self.table[self.table.algorithm == ALGORITHMS[algorithm]].ms.max())
+
+    def bound(self, algorithm: str) -> str:
+        """'matrix products' or 'HBM traffic': which one sets that least time."""
+        rows = self.table[self.table.algorithm == ALGORITHMS[algorithm]]
+        return str(rows.loc[rows.ms.idxmax(), "resource"])
 
 
-def price(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> Price:
+def price(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
+          kernel: str = "teaching") -> Price:
     """What recomputing P costs against what it saves. Flash backward does five matrix
     products (cfg.flops_of("backward")); naive keeps P from the forward and does four, so the
     extra is one QKᵀ: 2·B·H·Nq·Nk·d, halved when causal. Times are the least the GPU's
-    datasheet rates allow (dense 16-bit tensor-core FLOP/s, HBM bandwidth)."""
+    datasheet rates allow: each algorithm's products at the rate of the config's dtype on
+    the units it computes on (engine.model.rates.peak_rate: naive through cuBLAS, flash on
+    `kernel`'s backward, the teaching kernel in float32 on the CUDA cores), and the HBM
+    bandwidth."""
     flash_flops = cfg.flops_of("backward")
     extra = cfg.flops / 2
     naive_bytes = iomodel.naive_backward_hbm(cfg).total
     flash_bytes = iomodel.flash_backward_hbm(cfg).total
+    rates = {"naive": peak_rate(gpu, cfg.dtype, "naive"),
+             "flash": peak_rate(gpu, cfg.dtype, kernel)}
+    bw = hbm_floor_bandwidth(gpu)
     rows = []
     for algo, flops, nbytes in (("naive", flash_flops - extra, naive_bytes),
                                 ("flash", flash_flops, flash_bytes)):
         rows.append({"algorithm": ALGORITHMS[algo], "resource": "matrix products",
-                     "amount": f"{flops / 1e9:.4g} GFLOP",
-                     "ms": flops / (gpu.fp16_tflops * 1e12) * 1e3})
+                     "amount": f"{flops / 1e9:.4g} GFLOP at {rates[algo].label}",
+                     "ms": flops / (rates[algo].tflops * 1e12) * 1e3})
         rows.append({"algorithm": ALGORITHMS[algo], "resource": "HBM traffic",
-                     "amount": iomodel.format_bytes(nbytes),
-                     "ms": nbytes / (gpu.hbm_gbps * 1e9) * 1e3})
+                     "amount": f"{format_bytes(nbytes)} at {bw.label}",
+                     "ms": nbytes / bw.bytes_per_s * 1e3})
     return Price(recompute_flops=extra, bytes_saved=naive_bytes - flash_bytes,
-                 table=pd.DataFrame(rows))
+                 table=pd.DataFrame(rows), rates=rates, bandwidth=bw.label)
+
+
+def price_verdict(cost: Price) -> str:
+    """The price's conclusion in this config's numbers: which resource bounds each backward,
+    and which one the rates favour."""
+    naive, flash = cost.least_ms("naive"), cost.least_ms("flash")
+    if not (naive == naive and flash == flash):
+        return "No datasheet rate is known for these units, so no least time is drawn."
+    faster = "flash" if flash < naive else "naive"
+    ratio = max(naive, flash) / min(naive, flash)
+    return (f"At these rates naive backward is bound by its {cost.bound('naive')} "
+            f"({naive * 1e3:,.4g} µs) and flash backward by its {cost.bound('flash')} "
+            f"({flash * 1e3:,.4g} µs): **{faster} is {ratio:.2g}× faster at best**"
+            + (", the recomputation paying for itself" if faster == "flash" else
+               ", the extra product costing more time than the saved traffic") + ".")
 
 
 def peak_table(cfg: engine.AttentionConfig) -> pd.DataFrame:

@@ -4,10 +4,11 @@ import streamlit as st
 
 from app.core import runner
 from app.features.backward.data import (dkv_growth, dq_growth, hbm_parts, loop_view, peak_table,
-                                        price, row_mass, rowsum_gap)
+                                        price, price_verdict, row_mass, rowsum_gap)
 from app.features.backward.charts import (growth_chart, hbm_parts_chart, loop_chart, peak_chart,
                                           price_chart, rowsum_chart)
 from app.features.timings.charts import config_chart, memory_chart, sweep_chart
+from app.core.controls import kernel_label
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.features.timings.data import (memory_table, memory_wall, recorded_speedup, recorded_table,
@@ -89,7 +90,7 @@ if g is not None:
     chart(growth_chart, dq_growth(g.trace, cfg, 0, 0, r), dkv_growth(g.trace, cfg, 0, 0, c))
 
 st.subheader("HBM bytes and the price of recomputing P")
-cost = price(cfg, gpu)
+cost = price(cfg, gpu, s.kernel)
 naive_io = iomodel.naive_backward_hbm(cfg).total
 flash_io = iomodel.flash_backward_hbm(cfg).total
 m1, m2, m3 = st.columns(3)
@@ -106,9 +107,11 @@ with left:
 with right:
     chart(price_chart, cost.table)
 st.caption(f"Both from the IO model of this config (engine.model.iomodel), not measured. Times are "
-           f"the least {gpu.name}'s datasheet rates allow ({gpu.fp16_tflops:g} TFLOP/s dense "
-           f"16-bit, {gpu.hbm_gbps:,.0f} GB/s): flash backward does five matrix products "
-           f"against naive's four, and in exchange never writes P, dP or dS.")
+           f"the least {gpu.name}'s datasheet rates allow for {cfg.dtype}: naive's products "
+           f"through cuBLAS at {cost.rates['naive'].label}, flash's on the "
+           f"{kernel_label(s.kernel)} at {cost.rates['flash'].label}, the traffic at "
+           f"{cost.bandwidth}. Flash backward does five matrix products against naive's "
+           f"four, and in exchange never writes P, dP or dS. " + price_verdict(cost))
 
 st.subheader("Peak memory")
 wall = memory_wall(cfg, gpu, direction="backward")

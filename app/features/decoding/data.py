@@ -10,6 +10,8 @@ import pandas as pd
 from engine import AttentionConfig, GpuProfile
 from engine.model import iomodel
 from engine.model.decode_config import AUTO, MAX_SPLITS, DecodeConfig, splits_without_empty
+from engine.model.devices import DEFAULT_PROFILE, PROFILES
+from app.features.decoding.floor import floor_ms, recorded_fraction, recorded_profile
 
 POOL_COLUMNS = 32          # physical pages drawn per row of the pool
 POOL_CAP = 4096            # pages drawn at most (the rest named in a caption)
@@ -88,13 +90,13 @@ def layouts(cfg: DecodeConfig) -> list[tuple[str, DecodeConfig]]:
 
 
 def bytes_table(cfg: DecodeConfig, gpu: GpuProfile) -> pd.DataFrame:
-    """K and V bytes read per generated token and the step's HBM floor at the datasheet
-    bandwidth, for this config and the multi-head and multi-query layouts of its heads."""
+    """K and V bytes read per generated token and the step's HBM floor (floor.py: the
+    datasheet bandwidth), for this config and the multi-head and multi-query layouts of its heads."""
     rows = []
     for name, c in layouts(cfg):
         rows.append({"layout": name, "kv_heads": c.kv_heads,
                      "bytes_per_token": iomodel.decode_bytes_per_token(c),
-                     "floor_us": 1e3 * iomodel.decode_floor_ms(c, gpu.hbm_gbps * 1e9)})
+                     "floor_us": 1e3 * floor_ms(c, gpu)})
     return pd.DataFrame(rows)
 
 
@@ -108,7 +110,7 @@ def splits_model(cfg: DecodeConfig, gpu: GpuProfile) -> pd.DataFrame:
     """The model's time of one step (iomodel.decode_model_ms) per split count, beside the
     HBM floor."""
     counts = split_counts(cfg, gpu.sms)
-    floor = iomodel.decode_floor_ms(cfg, gpu.hbm_gbps * 1e9)
+    floor = floor_ms(cfg, gpu)
     model = pd.DataFrame({"num_splits": counts, "series": "model",
                           "ms": [iomodel.decode_model_ms(cfg, s, gpu) for s in counts]})
     floor_rows = pd.DataFrame({"num_splits": counts, "series": "HBM floor", "ms": floor})
@@ -123,7 +125,7 @@ def floor_sweep(cfg: DecodeConfig, gpu: GpuProfile) -> pd.DataFrame:
         c = cfg.with_(seq_k=n, num_splits=AUTO)
         auto = c.splits_on(gpu.sms)
         rows += [{"seq_k": n, "series": "HBM floor (K, V bytes ÷ bandwidth)",
-                  "ms": iomodel.decode_floor_ms(c, gpu.hbm_gbps * 1e9)},
+                  "ms": floor_ms(c, gpu)},
                  {"seq_k": n, "series": "model, auto splits",
                   "ms": iomodel.decode_model_ms(c, auto, gpu)},
                  {"seq_k": n, "series": "model, num_splits = 1",
@@ -153,9 +155,11 @@ def _series(record: dict) -> str:
 SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim", "dtype")
 
 
-def recorded_table(files: list[dict]) -> pd.DataFrame:
+def recorded_table(files: list[dict], gpu: GpuProfile | None = None) -> pd.DataFrame:
     """Every recorded decode timing with the fields the charts need, one row each, with its
-    file and shape in words."""
+    file and shape in words; floor_fraction against the page's one HBM floor (floor.py) on
+    the GPU the file was recorded on (`gpu`, default the H200 profile, when none matches)."""
+    gpu = gpu or PROFILES[DEFAULT_PROFILE]
     rows = []
     for f in files:
         for r in f.get("results", []):
@@ -166,9 +170,10 @@ def recorded_table(files: list[dict]) -> pd.DataFrame:
                      f"seq_q={r['seq_q']}, seq_k={r['seq_k']}, d={r['head_dim']}, {r['dtype']}")
             rows.append({"file": f["file"], "shape": shape, "series": _series(r),
                          "num_splits": r.get("num_splits"), "ms": r["median_ms"],
-                         "floor_fraction": r.get("floor_fraction")})
+                         "kv_bytes": r.get("kv_bytes"),
+                         "floor_fraction": recorded_fraction(r, recorded_profile(f, gpu))})
     return pd.DataFrame(rows, columns=["file", "shape", "series", "num_splits", "ms",
-                                       "floor_fraction"])
+                                       "kv_bytes", "floor_fraction"])
 
 
 def spread_unsplit(rows: pd.DataFrame) -> pd.DataFrame:

@@ -14,7 +14,10 @@ from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, bytes_table, dec
 from app.core.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes,
                          on_stage, stage, usable_settings)
 from engine.facade import recorded
+from app.features.decoding.floor import (floor_fraction, floor_ms, fraction_text,
+                                         recorded_floor_note)
 from engine.model import iomodel
+from engine.model.rates import hbm_floor_bandwidth
 from engine.model.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
@@ -112,20 +115,23 @@ else:
 
 st.subheader("Bytes per token and the HBM floor")
 kv = iomodel.decode_kv_bytes(dcfg)
-floor_ms = iomodel.decode_floor_ms(dcfg, gpu.hbm_gbps * 1e9)
+step_floor_ms = floor_ms(dcfg, gpu)
+floor_bw = hbm_floor_bandwidth(gpu)
 m1, m2, m3 = st.columns(3)
 m1.metric("K and V read per step", iomodel.format_bytes(kv),
           help="2 · batch · kv_heads · seq_k · head_dim · bytes (engine.model.iomodel)")
 m2.metric("per generated token", iomodel.format_bytes(iomodel.decode_bytes_per_token(dcfg)))
-m3.metric("HBM floor of a step", f"{1e3 * floor_ms:.1f} µs",
-          f"at {gpu.hbm_gbps:,.0f} GB/s (datasheet)", delta_color="off")
+m3.metric("HBM floor of a step", f"{1e3 * step_floor_ms:.1f} µs",
+          help=f"K and V bytes at {floor_bw.label}: the one floor of this page (no stream "
+               f"reads faster); every fraction of the floor below is against it")
+m3.caption(f"at {floor_bw.label}")
 left, right = st.columns(2)
 with left:
     chart(bytes_chart, bytes_table(dcfg, gpu))
 with right:
     chart(floor_chart, floor_sweep(dcfg, gpu))
-st.caption("The model (engine.model.iomodel.decode_model_ms, not a measurement): the step's HBM "
-           "bytes at the datasheet bandwidth, each SM drawing at most its share of it, so "
+st.caption(f"The model (engine.model.iomodel.decode_model_ms, not a measurement): the step's "
+           f"HBM bytes at {floor_bw.label}, each SM drawing at most its share of it, so "
            "fewer thread blocks than SMs leave bandwidth unused. Splitting fills the SMs; "
            "grouped-query heads cut the bytes.")
 
@@ -144,14 +150,15 @@ if s.on_gpu:
             chart(splits_chart, model, ["Model", "(not measured)"], auto)
         best = min((r for r in records if r["kernel"] == "flash_decode"),
                    key=lambda r: r["median_ms"])
+        frac = floor_fraction(best["kv_bytes"], best["median_ms"], gpu)
         st.caption(f"Fastest: {best['num_splits']} splits, {best['median_ms']:.4f} ms, "
-                   f"{100 * best['floor_fraction']:.0f}% of the HBM floor "
-                   f"({best['floor_ms']:.4f} ms). CUDA events around the Flash-Decoding "
-                   f"kernel (splits and merge in one launch), L2 flushed between repetitions, "
+                   f"{fraction_text(frac, best['kv_bytes'], gpu)} "
+                   f"({1e3 * step_floor_ms:.1f} µs at {floor_bw.label}). CUDA events around "
+                   f"the Flash-Decoding kernel (splits and merge in one launch), L2 flushed between repetitions, "
                    f"median of at least 20.")
 else:
     files, shown = closest_files(recorded.load_decode_benchmarks(bench_dir()), s.device)
-    table = recorded_table(files)
+    table = recorded_table(files, gpu)
     if table.empty:
         st.info("No recorded H200 decode results exist yet: benchmarks/results/ holds no "
                 "decode_*.json (`python -m benchmarks.decode_sweep`, or `benchmarks/gpu_run.sh "
@@ -173,3 +180,4 @@ else:
             chart(splits_chart, model, ["Model of this page's config", "(not measured)"],
                   auto)
         st.caption(f"Method: {info.get('method', 'not stated')}")
+        st.caption(recorded_floor_note(info, rows[rows["shape"] == shape], gpu))

@@ -9,6 +9,7 @@ from app.core.results_dir import bench_dir
 from app.features.timings.data import recorded_table
 from app.core.ui import guarded, source_line, usable_settings
 from engine.facade import recorded, trace_io
+from engine.model.units import format_bytes
 
 st.title("Downloads")
 s = usable_settings()
@@ -56,7 +57,7 @@ else:
 st.subheader("Open a trace file")
 st.caption("A trace NPZ saved here or by `python -m engine trace` (for example recorded on a GPU "
            "and opened on a laptop). The file is checked before use: no pickles, at most "
-           f"{trace_io.MAX_UPLOAD_BYTES >> 20} MB, every array's shape and dtype against the "
+           f"{format_bytes(trace_io.MAX_UPLOAD_BYTES)}, every array's shape and dtype against the "
            "config stored in it.")
 upload = st.file_uploader("Trace (NPZ)", type=["npz"], key="trace_upload")
 if upload is not None:

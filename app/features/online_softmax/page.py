@@ -9,6 +9,7 @@ from app.features.sram_tiling.data import smem_layout
 from app.core.ui import (chart, guarded, linked_number, notes, on_stage, source_line, stage,
                          usable_settings)
 from engine.model import iomodel
+from engine.model.units import format_bytes
 
 st.title("Online softmax")
 s = usable_settings()
@@ -21,9 +22,10 @@ q, k, v = runner.inputs(cfg)
 st.info(source_line(s, res.backend))
 budget = iomodel.smem_budget(cfg, s.device.gpu, smem_layout(cfg, s.device.gpu, s.kernel))
 if not budget.fits:
-    st.warning(f"The GPU cannot launch this config: its tiles need {budget.total / 1024:.1f} "
-               f"KiB of shared memory per thread block and {s.device.gpu.name} allows "
-               f"{budget.limit / 1024:.1f} KiB (the SRAM tiling page shows tiles that fit). "
+    st.warning(f"The GPU cannot launch this config: its tiles need "
+               f"{format_bytes(budget.total)} of shared memory per thread block and "
+               f"{s.device.gpu.name} allows {format_bytes(budget.limit)} (the SRAM tiling "
+               f"page shows tiles that fit). "
                f"The values below come from the CPU emulation of the loop it would run.")
 
 with on_stage(slot):

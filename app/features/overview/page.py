@@ -4,7 +4,8 @@ import streamlit as st
 
 from app.features.timings.charts import headline_chart
 from app.core.controls import PRESETS
-from app.core.figures import PAGE_GUIDE, device_sentence, gib, hbm_text, key_figures, kib
+from app.core.figures import PAGE_GUIDE, device_sentence, device_table, hbm_text, key_figures
+from engine.model.units import format_bytes
 from app.core.sidebar import apply_preset
 from app.core.results_dir import bench_dir
 from app.features.timings.data import recorded_headline
@@ -60,9 +61,16 @@ else:
 g = dev.gpu
 c1, c2, c3, c4 = st.columns(4)
 c1.metric("SMs", g.sms)
-c2.metric("shared memory per SM", kib(g.smem_per_sm))
-c3.metric("shared memory per block", kib(g.smem_per_block_optin))
-c4.metric("GPU memory", gib(g.memory_bytes))
+c2.metric("shared memory per SM", format_bytes(g.smem_per_sm))
+c3.metric("shared memory per block", format_bytes(g.smem_per_block_optin))
+c4.metric("GPU memory", format_bytes(g.memory_bytes))
+with st.expander("Every figure of this GPU, with its source"):
+    st.caption("Sizes in binary units (KiB, MiB, GiB: CUDA reports them as powers of two), "
+               "rates in decimal units (GB/s, TB/s, TFLOP/s) as datasheets give them; dense "
+               "rates, no sparsity. Kind: datasheet, CUDA attribute (cudaGetDeviceProperties), "
+               "CUDA guide, or measured on the project's machines. The models use datasheet "
+               "rates; measured figures only check and explain timings.")
+    st.dataframe(device_table(g), hide_index=True, width="stretch")
 
 st.subheader(f"This config: B={cfg.batch}, H={cfg.heads}, N_q={cfg.seq_q}, N_k={cfg.seq_k}, "
              f"d={cfg.head_dim}, tiles {cfg.block_q}×{cfg.block_k}, {cfg.dtype}"

@@ -5,7 +5,7 @@ import streamlit as st
 
 from app.features.sram_tiling.charts import loop_chart, smem_chart, waves_chart
 from app.core.controls import kernel_label
-from app.core.figures import kib
+from engine.model.units import format_bytes
 from app.features.sram_tiling.data import ORDERS, loop_view, smem_layout, smem_table, waves
 from app.core.ui import chart, linked_radio, loop_player, notes, on_stage, stage, usable_settings
 from engine.model import iomodel
@@ -35,14 +35,14 @@ if not budget.fits:
     best = iomodel.largest_fitting_tiles(cfg, gpu, layout)
     shown = ", ".join(f"{bq}×{bk}" for bq, bk in best) or "none of the allowed sizes"
     st.error(
-        f"These tiles need {kib(budget.total)} of shared memory per thread block, but "
-        f"{gpu.name} gives one block at most {kib(budget.limit)}. The GPU cannot launch this "
+        f"These tiles need {format_bytes(budget.total)} of shared memory per thread block, but "
+        f"{gpu.name} gives one block at most {format_bytes(budget.limit)}. The GPU cannot launch this "
         f"config: shrink block_q or block_k, use float16, or a smaller head_dim. Largest tiles "
         f"(block_q×block_k) that fit for d={cfg.head_dim}, {cfg.dtype}: {shown}. "
         f"(The animation below still shows the loop they would run; the other pages show "
         f"the CPU emulation of it.)")
 else:
-    st.caption(f"{kib(budget.total)} of {kib(budget.limit)} per block; "
+    st.caption(f"{format_bytes(budget.total)} of {format_bytes(budget.limit)} per block; "
                f"shared memory alone lets {budget.blocks_per_sm} blocks share an SM.")
 
 with on_stage(slot):
@@ -82,7 +82,7 @@ st.caption(
     f"magnitude Θ(N²d²/M) gives {fmt(theta['flash'])} with M = {theta['M_elements']:,.0f} "
     f"elements of shared memory per SM. Query tiles that run at the same time ask for the "
     f"same K_j and V_j, which then often come from the L2 cache ({gpu.name}: "
-    f"{gpu.l2_bytes / 2**20:.0f} MB) rather than HBM, so HBM sees fewer bytes than counted.")
+    f"{format_bytes(gpu.l2_bytes)}) rather than HBM, so HBM sees fewer bytes than counted.")
 
 st.subheader("Thread blocks in waves over the SMs")
 w = waves(cfg, gpu, layout)

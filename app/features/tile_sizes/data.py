@@ -11,7 +11,7 @@ import pandas as pd
 import engine
 from engine.model import iomodel, registry, tilemodel
 from engine.model.devices import PROFILES, datasheet_profile, memory_levels
-from engine.model.iomodel import format_bytes
+from engine.model.units import MiB, format_bandwidth, format_bytes
 
 CONFIG_KEYS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal")
 FAMILY_NAMES = registry.family_names()     # kernel= value -> "teaching kernel", ...
@@ -97,7 +97,7 @@ def waves_cells(df, cfg: engine.AttentionConfig, gpu, kernel="teaching", fast=No
 
 def hbm_cells(df, fast=None):
     t = df[df.kernel == "teaching"]
-    return _cells(df, "teaching", t.hbm_bytes / 1e6, t.hbm_bytes.map(format_bytes), fast)
+    return _cells(df, "teaching", t.hbm_bytes / MiB, t.hbm_bytes.map(format_bytes), fast)
 
 
 def time_cells(df, kernel: str, column: str, fast=None):
@@ -191,9 +191,7 @@ def pyramid_table(gpu: engine.GpuProfile) -> pd.DataFrame:
                      for lv in levels],
         "capacity_bytes": [lv.capacity_bytes for lv in levels],
         "capacity source": [lv.capacity_source for lv in levels],
-        "bandwidth": [f"{lv.bandwidth_bytes_s / 1e12:.3g} TB/s" if lv.bandwidth_bytes_s
-                      and lv.bandwidth_bytes_s >= 1e12 else
-                      f"{lv.bandwidth_bytes_s / 1e9:.3g} GB/s" if lv.bandwidth_bytes_s else "—"
+        "bandwidth": [format_bandwidth(lv.bandwidth_bytes_s) if lv.bandwidth_bytes_s else "—"
                       for lv in levels],
         "bandwidth source": [lv.bandwidth_source for lv in levels]})
 

@@ -10,6 +10,8 @@ from app.core.results_dir import bench_dir
 from app.core.ui import chart, guarded, notes, on_stage, picking_chart, stage, usable_settings
 from engine.facade import recorded, sweep_tiles
 from engine.model import tilemodel
+from engine.model.rates import hbm_floor_bandwidth, peak_rate
+from engine.model.units import format_bytes
 
 st.title("Tile sizes")
 s = usable_settings()
@@ -44,15 +46,16 @@ with on_stage(slot):
         st.subheader("Shared memory, residency, waves and HBM traffic")
     above = st.container()
     # no-break spaces keep "(limit 227 KiB)" on one line where the title wraps
-    cells = [(td.smem_cells(table), f"Shared memory per block (limit\u00a0"
-              f"{gpu.smem_per_block_optin / 1024:.0f}\u00a0KiB)", "KiB", "tiles_smem", {}),
+    limit = format_bytes(gpu.smem_per_block_optin).replace(" ", "\u00a0")
+    cells = [(td.smem_cells(table), f"Shared memory per block (limit\u00a0{limit})", "KiB",
+              "tiles_smem", {}),
              (td.blocks_cells(table), "Resident blocks per SM"
               + ("" if cuda_occupancy else " (model)"), "blocks", "tiles_blocks",
               dict(scheme="greens")),
              (td.waves_cells(table, cfg, gpu), f"Waves over {gpu.sms} SMs"
               + ("" if cuda_occupancy else " (model)"), "waves", "tiles_waves",
               dict(scheme="oranges")),
-             (td.hbm_cells(table), "HBM bytes moved (K and V once per query tile)", "MB",
+             (td.hbm_cells(table), "HBM bytes moved (K and V once per query tile)", "MiB",
               "tiles_hbm", dict(scheme="purples", log=True))]
     for first in (0, 2):
         for col, (data, title, legend, key, kw) in zip(st.columns(2), cells[first:first + 2]):
@@ -69,10 +72,12 @@ with on_stage(slot):
         + ". Cells whose tiles do not fit the limit are marked with their bytes.")
 
 st.subheader("Time: the model beside the measurement")
-st.caption("Model: max(HBM bytes ÷ bandwidth, FLOPs ÷ peak) ÷ the average fraction of SMs "
-           "with work over the waves; peak = the datasheet's FP32 rate for the teaching "
-           "kernel, its dense FP16 tensor-core rate for the tensor-core kernel. An upper bound "
-           "on speed, not a prediction of it.")
+st.caption(f"Model: max(HBM bytes ÷ bandwidth, FLOPs ÷ peak) ÷ the average fraction of SMs "
+           f"with work over the waves; bandwidth {hbm_floor_bandwidth(gpu).label}; peak for "
+           f"{cfg.dtype}: the teaching kernel at "
+           f"{peak_rate(gpu, cfg.dtype, 'teaching').label}, the tensor-core kernel at "
+           f"{peak_rate(gpu, cfg.dtype, 'tensorcore').label}. An upper bound on speed, not a "
+           f"prediction of it.")
 if on_gpu:
     kernels = st.multiselect("kernels to time", list(td.FAMILY_NAMES),
                              default=list(td.FAMILY_NAMES), format_func=td.FAMILY_NAMES.get,

@@ -5,6 +5,7 @@ import altair as alt
 import pandas as pd
 
 from app.core.style import ALARM, FONT, INK, TILE_COLORS, finish, kernel_name, named_scale
+from engine.model.units import GiB, format_bytes
 
 METRICS = {"median_ms": "time (ms, median)", "tflops": "TFLOP/s", "speedup": "speedup over naive",
            "peak_MB": "peak memory (MB)"}
@@ -115,14 +116,13 @@ def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: in
     color = alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
         domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]]))
     lines = alt.Chart(memory).mark_line(point=True, strokeWidth=3, clip=True).encode(
-        x=x, y=alt.Y("peak_GB:Q", title="peak memory (GB, log)", scale=alt.Scale(type="log")),
-        color=color, tooltip=["algorithm:N", "seq:Q", alt.Tooltip("peak_GB:Q", format=".4g")])
-    cap = pd.DataFrame({"GB": [gpu_bytes / 1e9],
-                        "t": [f"{gpu_name}: {gpu_bytes / 2**30:.0f} GiB"]})
+        x=x, y=alt.Y("peak_GiB:Q", title="peak memory (GiB, log)", scale=alt.Scale(type="log")),
+        color=color, tooltip=["algorithm:N", "seq:Q", alt.Tooltip("peak_GiB:Q", format=".4g")])
+    cap = pd.DataFrame({"GiB": [gpu_bytes / GiB], "t": [f"{gpu_name}: {format_bytes(gpu_bytes)}"]})
     limit = (alt.Chart(cap).mark_rule(color=INK, strokeDash=[4, 4], strokeWidth=2)
-             .encode(y="GB:Q")
+             .encode(y="GiB:Q")
              + alt.Chart(cap).mark_text(align="left", dy=-10, x=6, fontSize=FONT["text"])
-             .encode(y="GB:Q", text="t:N"))
+             .encode(y="GiB:Q", text="t:N"))
     chart = alt.layer(lines, limit, _wall(wall, wall_text, y=270)).properties(
         height=300, title="Peak memory (model): naive's N² wall")
     return finish(chart, width=width)

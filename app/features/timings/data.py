@@ -16,6 +16,7 @@ from engine.facade import recorded
 from engine.model import catalog, iomodel
 from engine.model.config import AttentionConfig, MAX_SEQ
 from engine.model.devices import datasheet_profile
+from engine.model.units import GiB, format_gbps, format_tflops
 
 TIMING_COLUMNS = ["kernel", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "peak_MB",
                   "backend", "method", "name", "q1_ms", "q3_ms", "lo_ms", "hi_ms", "outliers_ms",
@@ -104,13 +105,14 @@ HBM_MODELS = {("forward", "naive"): iomodel.naive_hbm, ("forward", "flash"): iom
 
 def memory_table(cfg: engine.AttentionConfig, ns: list[int],
                  direction: str = "forward") -> pd.DataFrame:
-    """Peak memory and HBM bytes of naive and flash (forward or backward) at N_q = N_k = n."""
+    """Peak memory (GiB, as device memory is given: engine.model.units) and HBM bytes of naive
+    and flash (forward or backward) at N_q = N_k = n."""
     rows = []
     for n in ns:
         c = cfg.with_(seq_q=n, seq_k=n)
         for algo, label in (("naive", "naive"), ("flash", "FlashAttention")):
             rows.append({"seq": n, "algorithm": label,
-                         "peak_GB": iomodel.peak_memory(c, algo, direction=direction) / 1e9,
+                         "peak_GiB": iomodel.peak_memory(c, algo, direction=direction) / GiB,
                          "hbm_GB": HBM_MODELS[direction, algo](c).total / 1e9})
     return pd.DataFrame(rows)
 
@@ -270,9 +272,15 @@ def ceilings_note(f: dict, gpu: engine.GpuProfile) -> str:
         return ""
     name = f.get("device", {}).get("name", "") if isinstance(f.get("device"), dict) else ""
     sheet = datasheet_profile(name) or gpu
+    measured = (f"; measured there: a copy at {format_gbps(sheet.measured_copy_gbps)} (bytes "
+                f"read + written) and a 16-bit matrix product at "
+                f"{format_tflops(sheet.measured_matmul_tflops)} ({sheet.measured_source})"
+                if sheet.measured_source else "")
     return (f"The ceilings there ({found[1]} TFLOP/s, {found[2]} TB/s) only reject "
             f"impossible timings (engine/gpu/timing.py says where each comes from: the "
             f"fastest large matrix product seen on this kind of GPU, rounded up, and a copy "
-            f"measured there or, in newer files, the datasheet's HBM rate); {sheet.name}'s "
-            f"datasheet gives {sheet.fp16_tflops:g} TFLOP/s dense 16-bit and "
-            f"{sheet.hbm_gbps / 1000:g} TB/s, the figures the GPU profiles use.")
+            f"measured there or, in newer files, the datasheet's HBM rate); they are not the "
+            f"GPU's rates. {sheet.name}'s datasheet gives {format_tflops(sheet.fp32_tflops)} "
+            f"FP32, {format_tflops(sheet.fp16_tflops)} dense 16-bit and "
+            f"{format_gbps(sheet.hbm_gbps)}: the models use these, the rate of each config's "
+            f"dtype and kernel{measured}.")

@@ -6,7 +6,8 @@ import streamlit as st
 from app.core import runner
 from app.features.timings.charts import (config_chart, hbm_chart, memory_chart, stages_chart,
                                          sweep_chart)
-from app.core.figures import gib, hbm_text
+from app.core.figures import hbm_text
+from engine.model.units import format_bytes
 from app.features.timings.sweep import run_sweep
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
@@ -74,7 +75,7 @@ if c1.button("Run sweep", type="primary"):
         st.session_state["sweep"] = (key, result)
 c2.caption(f"Times {len(lengths)} lengths × {len(runner.kernels_for(s.backend))} kernels on "
            f"{where}. Naive is never attempted where the memory model predicts it would not "
-           f"fit in {gpu.name}'s {gib(gpu.memory_bytes)}. The red rule is {wall_text}: "
+           f"fit in {gpu.name}'s {format_bytes(gpu.memory_bytes)}. The red rule is {wall_text}: "
            f"whichever comes first of the memory wall and the naive softmax kernel's row "
            f"limit (one float32 row of S in {gpu.name}'s shared memory per block).")
 stored = st.session_state.get("sweep")
