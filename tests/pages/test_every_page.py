@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import json
+from pathlib import Path
 
 import pytest
 
@@ -285,3 +286,20 @@ def test_the_kernel_page_compiles_no_build_this_gpu_cannot_run():
                                              ("L4", "an"), ("RTX 4090", "an")])
 def test_the_notice_reads_aloud(profile, article):
     assert arch_notice.notice("…", profile, False).startswith(f"On {article} {profile} ")
+
+
+def test_no_metric_uses_its_delta_as_a_note():
+    """st.metric's delta is a change (an arrow, green or red); a note beside a figure goes in
+    its help text or a caption. No call in the app passes a delta, by keyword or as its
+    third argument."""
+    import ast
+    app_dir = Path(__file__).resolve().parents[2] / "app"
+    offenders = []
+    for path in app_dir.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "metric"
+                    and (len(node.args) > 2
+                         or any(k.arg in ("delta", "delta_color") for k in node.keywords))):
+                offenders.append(f"{path.relative_to(app_dir.parent)}:{node.lineno}")
+    assert not offenders, offenders
