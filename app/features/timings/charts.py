@@ -83,9 +83,10 @@ def _wall(wall: int | None, text: str, y: int = 4, color: str = ALARM):
     return rule + label
 
 
-def _row_limit(row: tuple[int, str] | None, y: int):
-    """The naive softmax kernel's row limit (N, text) as a grey dashed rule, or nothing."""
-    return _wall(row[0] if row else None, row[1] if row else "", y, ROW_LIMIT_COLOR)
+def _row_limit(row: tuple[int, str] | None, y: int) -> list:
+    """The naive softmax kernel's row limit (N, text) as a grey dashed rule: [layer], or []
+    when not given."""
+    return [_wall(row[0], row[1], y, ROW_LIMIT_COLOR)] if row else []
 
 
 def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
@@ -112,7 +113,7 @@ def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
     if metric == "median_ms" and {"p10_ms", "p90_ms"} <= set(data):
         lines += alt.Chart(data).mark_rule(strokeWidth=2).encode(
             x=x, y="p10_ms:Q", y2="p90_ms:Q", color=alt.Color("name:N", scale=scale))
-    chart = alt.layer(lines, _wall(wall, wall_text), _row_limit(row_limit, 24)).properties(
+    chart = alt.layer(lines, _wall(wall, wall_text), *_row_limit(row_limit, 24)).properties(
         height=300, title=METRICS[metric])
     return finish(chart, width=width)
 
@@ -137,7 +138,7 @@ def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: in
              + alt.Chart(cap).mark_text(align="left", dy=-10, x=6, fontSize=FONT["text"])
              .encode(y="GB:Q", text="t:N"))
     chart = alt.layer(lines, limit, _wall(wall, wall_text, y=270),
-                      _row_limit(row_limit, 250)).properties(
+                      *_row_limit(row_limit, 250)).properties(
         height=300, title="Peak memory (model): naive's N² wall")
     return finish(chart, width=width)
 
