@@ -68,19 +68,33 @@ def device_sentence(reason: str) -> str:
     return "No GPU can be used here."
 
 
+def theta_text(cfg: engine.AttentionConfig, gpu: engine.GpuProfile, counted: int) -> str:
+    """The paper's Θ(N²d²/M) as what it is, an order of growth with no constant, beside a
+    byte count of this config: the term's value and the constant relating the two."""
+    theta = iomodel.paper_theta_bytes(cfg, gpu)
+    M = theta["M_elements"]
+    return (f"The paper's bound Θ(N²d²/M) is an order of growth, not a byte count: with M = "
+            f"{M:,.0f} elements of {cfg.dtype} (shared memory per SM), B·H·N_q·N_k·d²/M "
+            f"elements of {cfg.itemsize} bytes are {iomodel.format_bytes(theta['flash'])}, "
+            f"and the count of "
+            f"{iomodel.format_bytes(counted)} is {counted / theta['flash']:.1f}× that: the "
+            f"constant the Θ drops, set by the tiles (its analysis takes tiles of about "
+            f"M/4d = {M / (4 * cfg.head_dim):,.0f} rows; these are {cfg.block_q}×"
+            f"{cfg.block_k})")
+
+
 def hbm_text(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> str:
     """What the IO model says about HBM traffic and memory for this config, with the paper's
     Θ(N²d²/M) beside the exact count."""
     naive, flash = iomodel.naive_hbm(cfg).total, iomodel.flash_hbm(cfg).total
-    theta = iomodel.paper_theta_bytes(cfg, gpu)
     return (f"Memory drops from N² to N: naive holds S and P, flash only Q, K, V, O and one "
             f"log-sum-exp per row. HBM traffic does not drop to N: flash reads K and V once per "
             f"query tile, about 2·N²·d·bytes/block_q, so it still grows as N² (the paper's "
             f"Θ(N²d²/M), M = shared memory per SM in elements). For this config the model "
             f"counts {iomodel.format_bytes(flash)} for flash against "
             f"{iomodel.format_bytes(naive)} for naive ({naive / flash:.1f}× less at "
-            f"block_q = {cfg.block_q}; Θ(N²d²/M) gives {iomodel.format_bytes(theta['flash'])} "
-            f"with M = {theta['M_elements']:,.0f}). Concurrent query tiles often find K and V "
+            f"block_q = {cfg.block_q}). {theta_text(cfg, gpu, flash)} Concurrent query tiles "
+            f"often find K and V "
             f"again in L2 ({iomodel.format_bytes(gpu.l2_bytes)} on {gpu.name}), so measured "
             f"HBM traffic can be lower still.")
 

@@ -160,3 +160,63 @@ def test_every_decode_chart_is_valid(run):
     merge = specs[1]
     assert merge["params"][0]["name"] == "step" and merge["params"][0]["value"] == 1
     assert len(next(iter(merge["datasets"].values()))) == 8
+
+
+# ---- auto against the model, the recorded panel's shape, metrics without notes as deltas --
+def test_auto_is_explained_where_the_model_prefers_another_count():
+    """At a short cache with one KV head, auto is held to 256 keys a split (16 splits at
+    4,096 keys) while the model, which charges only bytes and idle SMs, is fastest at 128:
+    the page says why, with the model's own ratio; at the decode targets auto is the model's
+    best (within 25 %) and nothing is said."""
+    from engine.model import iomodel
+    cfg = DecodeConfig(batch=1, heads=2, kv_heads=1, seq_k=4096, head_dim=64, dtype="float32")
+    assert cfg.splits_on(H200.sms) == 16
+    ratio = iomodel.decode_model_ms(cfg, 16, H200) / iomodel.decode_model_ms(cfg, 128, H200)
+    text = decode_data.auto_against_model(cfg, H200)
+    assert "auto takes 16 splits when the model's fastest is 128" in text
+    assert f"({ratio:.1f}× faster in the model)" in text and "256 keys" in text
+    assert "not at this shape" in text
+    targets = DecodeConfig(batch=1, heads=32, kv_heads=8, seq_k=32768)
+    assert decode_data.auto_against_model(targets, H200) == ""
+
+
+def test_closest_recorded_shape_is_the_configs_own_when_recorded():
+    rows = pd.DataFrame({"shape": ["B=1, H=32, kv_heads=8, seq_q=1, seq_k=32768, d=128, float16",
+                                   "B=8, H=32, kv_heads=8, seq_q=1, seq_k=131072, d=128, float16",
+                                   "B=1, H=32, kv_heads=8, seq_q=1, seq_k=4096, d=64, float32"]})
+    mine = DecodeConfig(batch=8, heads=32, kv_heads=8, seq_k=131072)
+    assert decode_data.closest_shape(rows, mine) == decode_data.decode_shape_text(mine)
+    small = DecodeConfig(batch=1, heads=2, kv_heads=1, seq_k=4096, head_dim=64, dtype="float32")
+    assert decode_data.closest_shape(rows, small) == rows["shape"][2]
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows live decode timings instead")
+def test_recorded_panel_says_when_it_is_another_shape(monkeypatch, tmp_path):
+    rows = [{"kernel": "flash_decode", "batch": 1, "heads": 32, "kv_heads": 8, "seq_q": 1,
+             "seq_k": 4096, "head_dim": 128, "dtype": "float16", "page_size": None,
+             "num_splits": n, "auto_splits": n == 32, "median_ms": 1.0 / n + 0.02,
+             "p10_ms": 0.0, "p90_ms": 0.0, "reps": 20, "kv_bytes": 1, "floor_ms": 0.02,
+             "floor_fraction": 0.5} for n in (1, 2, 4, 32)]
+    (tmp_path / "decode_fixture.json").write_text(json.dumps(
+        {"schema_version": 1, "kind": "decode", "device": {"name": "Fixture GPU"},
+         "date": "2000-01-01", "method": "fixture method", "results": rows}))
+    monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
+    at = open_page("decoding", backend="numpy")          # B=1, H=2: not the recorded shape
+    assert_clean(at)
+    body = texts(at)
+    assert "The recorded panel shows **another shape**" in body
+    assert "none recorded is this page's" in body
+    assert any("another shape:" in json.dumps(s) for s in specs(at))
+    assert "Why auto takes 16 splits when the model's fastest is 128" in body
+    same = open_page("decoding", backend="numpy", heads=32, dec_kv_heads=8, head_dim=128,
+                     dtype="float16", dec_seq_k=4096)
+    assert_clean(same)
+    assert "another shape" not in texts(same)
+    assert any("this page's shape" in json.dumps(s) for s in specs(same))
+
+
+def test_decoding_metrics_carry_no_notes_as_deltas():
+    at = open_page("decoding", backend="numpy")
+    assert_clean(at)
+    assert at.metric and all(not m.proto.delta for m in at.metric), \
+        [(m.label, m.proto.delta) for m in at.metric]

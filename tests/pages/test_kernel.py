@@ -271,3 +271,35 @@ def test_timeline_chart_stacks_resident_blocks_over_several_waves():
     lanes = chart.data.sm_lane - chart.data.sm
     assert set(np.round(lanes, 3)) == {0.0, 0.5}
     assert spec["encoding"]["color"]["legend"]["orient"] == "bottom"
+
+
+def test_compile_facts_of_another_dtype_are_never_this_config():
+    """The recorded H200 facts are float16 builds; a float32 config of the same shape gets
+    no "◀" on them but the model's own row for its dtype (80.5 KiB, 2 blocks per SM on the
+    H200 profile), marked as a model, and a note naming the recorded dtype."""
+    from engine.model import iomodel
+    from engine.model.devices import PROFILES
+    facts = next(f for f in recorded.load_kernel_facts_files()
+                 if f["file"] == "kernel_facts_h200.json")
+    cfg = engine.AttentionConfig(head_dim=64, block_q=64, block_k=64, dtype="float32")
+    table, note = kernel_data.facts_for_config(facts, "teaching", cfg, PROFILES["H200"])
+    assert table.loc[0, "this config"] == "◀ model"
+    assert table.loc[0, "shared memory / block"] == iomodel.smem_bytes(cfg) == 82432
+    assert table.loc[0, "blocks / SM"] == 2
+    assert "float32" in table.loc[0, "build"] and "not compiled" in table.loc[0, "build"]
+    assert (table["this config"].iloc[1:] == "").all()
+    assert "the recorded builds are float16" in note
+    same = cfg.with_(dtype="float16")
+    table16, note16 = kernel_data.facts_for_config(facts, "teaching", same, PROFILES["H200"])
+    assert note16 == "" and table16.loc[0, "this config"] == "◀"
+    assert table16.loc[0, "shared memory / block"] == 57856 == iomodel.smem_bytes(same)
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU shows the live facts of the kernel that ran")
+def test_kernel_page_float32_config_shows_the_models_facts_labelled():
+    at = open_page("kernel", head_dim=64, block_q=64, block_k=64, dtype="float32")
+    assert_clean(at)
+    facts = at.dataframe[0].value
+    assert facts["this config"].iloc[0] == "◀ model"
+    assert "◀" not in set(facts["this config"].iloc[1:])
+    assert "No build for this config (d=64, 64×64, float32) is recorded" in texts(at)

@@ -61,11 +61,34 @@ def test_online_softmax_reacts_to_row_and_inputs():
 
 
 def test_online_softmax_overflow_is_reported_for_large_logits():
+    """Scores of ~20-60: float32 (the kernels' exp) holds them, float16 (the inputs') would
+    not; the page says both, each with its own dtype and limit."""
     at = open_page("online_softmax", logit_scale="20", dtype="float16")
     assert_clean(at)
     body = texts(at)
-    assert "without subtracting it gives **0** inf" not in body
-    assert "with the max subtracted, **0**" in body
+    assert "take exp in **float32** whatever the input dtype (float16 here)" in body
+    assert "e^88.72" in body and "e^11.09" in body
+    assert "Taken in float16 instead" in body
+    float16_part = body[body.index("Taken in float16 instead"):]
+    assert "would give **0** inf" not in float16_part
+    assert "with the max subtracted, **0**" in float16_part
+
+
+def test_online_softmax_overflow_says_the_chosen_dtype():
+    """bfloat16 has float32's exponent range: its limit is e^88.72 too, and the page names
+    bfloat16 (never float16) and says exp is taken in float32."""
+    from app.features.online_softmax import data as sd
+    assert sd.exp_limit("float16") == pytest.approx(11.09, abs=0.01)
+    assert sd.exp_limit("bfloat16") == pytest.approx(88.72, abs=0.01)
+    assert sd.exp_limit("float32") == pytest.approx(88.72, abs=0.01)
+    at = open_page("online_softmax", backend="numpy", dtype="bfloat16", logit_scale="30")
+    assert_clean(at)
+    body = texts(at)
+    section = body[body.index("The kernels here keep S_ij in float32"):]
+    assert "(bfloat16 here)" in section and "Taken in bfloat16 instead" in section
+    assert "float16" not in section.replace("bfloat16", "")
+    safe = next(sp for sp in specs(at) if "exp in float32" in json.dumps(sp))
+    assert "keys overflow to inf in float32" in json.dumps(safe)
 
 
 def test_limit_errors_are_messages():

@@ -233,3 +233,48 @@ def test_waves_place_every_block(cfg):
     assert (w.table.blocks <= per_sm).all()
     chart = charts_tiling.waves_chart(w.table, H200.sms)
     assert largest_dataset(chart) <= MAX_MARKS
+
+
+# ---- FA1 order changes everything it affects; the paper's bound as an order ----------
+def test_fa1_order_changes_the_intro_and_the_grid():
+    """FA2: one thread block per batch·head and query tile; FA1: one per batch·head, which
+    walks the key tiles (K_j, V_j loaded once) and reads and writes every query tile's
+    O_i, m_i, l_i in HBM; the intro, the re-read formula and the waves follow the order."""
+    cfg = engine.AttentionConfig(batch=2, heads=4, seq_q=1024, seq_k=1024)
+    at = open_page("sram_tiling", batch=2, heads=4, seq_q=1024, seq_k=1024)
+    assert_clean(at)
+    body = texts(at)
+    assert f"{cfg.bh * cfg.Tr:,} thread blocks (one per batch·head and query tile" in body
+    assert "One thread block per batch·head and query tile" in body
+    assert "FA2 reads K and V once per query tile" in body
+    at.radio(key="sram_order").set_value("fa1").run()
+    assert_clean(at)
+    body = texts(at)
+    assert f"{cfg.bh:,} thread blocks (one per batch·head, B·H = {cfg.bh:,}" in body
+    assert "FlashAttention-1's order: one thread block per batch·head walks the key tiles" in body
+    assert "One thread block per batch·head and query tile" not in body
+    assert "FA1 reads K and V once but reads and writes Q_i, O_i, m_i, l_i" in body
+    fa1 = iomodel.flash1_hbm(cfg).total
+    assert f"the count of {iomodel.format_bytes(fa1)} is" in body
+    w1 = tiling_data.waves(cfg, H200, "teaching", "fa1")
+    w2 = tiling_data.waves(cfg, H200, "teaching", "fa2")
+    assert w1.blocks == cfg.bh and w2.blocks == cfg.bh * cfg.Tr
+    assert w1.table.blocks.sum() == cfg.bh and w2.table.blocks.sum() == cfg.bh * cfg.Tr
+
+
+def test_the_papers_bound_is_an_order_with_its_constant():
+    from app.core.figures import theta_text
+    cfg = engine.AttentionConfig()                         # N = 256, d = 64, float32
+    counted = iomodel.flash_hbm(cfg).total
+    theta = iomodel.paper_theta_bytes(cfg, H200)
+    text = theta_text(cfg, H200, counted)
+    assert "an order of growth, not a byte count" in text
+    assert f"{counted / theta['flash']:.1f}× that" in text
+    assert 30 < counted / theta["flash"] < 40              # 1.31 MB against 36.8 kB
+    assert "these are 64×64" in text
+
+
+def test_sram_metrics_carry_no_notes_as_deltas():
+    at = open_page("sram_tiling")
+    assert_clean(at)
+    assert at.metric and all(not m.proto.delta for m in at.metric)

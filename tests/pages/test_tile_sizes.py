@@ -310,3 +310,71 @@ def test_long_titles_wrap_to_their_plot_width_in_dejavu():
     assert short.to_dict()["title"] == "Resident blocks per SM (model)"
     pyramid = charts_tiles.pyramid_chart(td.pyramid_table(H200)).to_dict()["title"]
     assert all(len(line) * 0.6 * size <= charts_tiles.PYRAMID_WIDTH for line in pyramid)
+
+
+# ---- the exercises answer for the student's own config and profile --------------------
+def test_try_this_answers_for_the_students_config_not_the_recorded_grid():
+    """Without a GPU the recorded grid (tests/data/tiles_fixture.json: N = 256, d = 64,
+    float16) is another config; "Try this 1" answers first from the model table the heatmaps
+    draw for the sidebar's config and profile, and labels the recorded grid's answer as its
+    own."""
+    if ON_GPU:
+        pytest.skip("a GPU times the shapes live instead")
+    cfg = engine.AttentionConfig(seq_q=1024, seq_k=1024, head_dim=128, dtype="float32")
+    at = open_page("tile_sizes", backend="numpy", profile="T4", seq_q=1024, seq_k=1024,
+                   head_dim=128, dtype="float32")
+    assert_clean(at)
+    expected = td.fastest_answer(td.model_table(cfg, PROFILES["T4"]),
+                                 tilemodel.paper_tiles(cfg, PROFILES["T4"]),
+                                 "model, CPU emulation of Tesla T4")
+    answers = [m.value for m in at.expander[0].markdown]
+    assert expected in answers
+    assert answers.index(expected) < next(i for i, a in enumerate(answers)
+                                          if "recorded on" in a)
+    model = chart_data(at, "teaching kernel: model time")
+    fits = model[model.status == "fits"]
+    best = fits.value.min()
+    assert f"fastest time, {td._ms_text(best)}" in expected
+    assert "32 × 32 has no model time (its tiles do not fit" in expected
+
+
+def test_fastest_answer_names_every_tie_and_the_papers_model_time():
+    cfg = engine.AttentionConfig(seq_q=16, seq_k=16, head_dim=64, dtype="float16")
+    table = td.model_table(cfg, H200)
+    paper = tilemodel.paper_tiles(cfg, H200)
+    text = td.fastest_answer(table, paper, "model, H200")
+    teaching = table[(table.kernel == "teaching") & table.model_ms.notna()]
+    ties = teaching[teaching.model_ms <= teaching.model_ms.min() * 1.001]
+    assert len(ties) > 1                      # one query tile for every block_q ≥ 16
+    assert f"shared by {len(ties)} shapes" in text
+    for r in ties.itertuples():
+        assert f"{r.block_q} × {r.block_k}" in text
+
+
+def test_papers_choice_not_fitting_is_explained():
+    cfg = engine.AttentionConfig(head_dim=64, dtype="float16")
+    t4 = PROFILES["T4"]
+    paper = tilemodel.paper_tiles(cfg, t4)
+    assert (paper.block_q, paper.block_k) == (64, 128)
+    note = td.paper_fit_note(cfg, t4)
+    need = iomodel.smem_bytes(cfg.with_(block_q=64, block_k=128))
+    assert need > t4.smem_per_block_optin
+    assert f"{need / 1024:.1f} KiB" in note and "float32" in note and "S_ij" in note
+    assert td.paper_fit_note(cfg, H200) == ""          # 64 × 128 fits the H200's 227 KiB
+    at = open_page("tile_sizes", backend="numpy", profile="T4", head_dim=64, dtype="float16")
+    assert_clean(at)
+    assert f"▲ {note}" in texts(at)
+
+
+@pytest.mark.parametrize("size", [charts_tiles.HEATMAP_SIZE, 250])
+def test_marks_sit_inside_their_cell(size):
+    """★ and ▲ are centred across their cell and their glyph lies wholly between the cell's
+    centre label and its bottom edge (not on the border with the next row)."""
+    layers = charts_tiles.tile_heatmap(td.smem_cells(td.model_table(CFG, H200)), "t", "KiB",
+                                       size=size).to_dict()["layer"]
+    mark = next(layer["mark"] for layer in layers
+                if layer.get("encoding", {}).get("text", {}).get("field") == "marks")
+    half_cell = int(size * 0.8) / len(engine.BLOCK_SIZES) / 2
+    assert mark["baseline"] == "middle" and mark["align"] == "center"
+    assert mark["dy"] + mark["fontSize"] / 2 <= half_cell
+    assert mark["dy"] - mark["fontSize"] / 2 >= 12 / 2 - 1     # below the 12 px label

@@ -280,3 +280,27 @@ def test_ceilings_note_says_which_figures_are_measured():
     assert "800 TFLOP/s" in note and "measured" in note
     assert f"{H200.fp16_tflops:g} TFLOP/s" in note and "datasheet" in note
     assert timing_data.ceilings_note({"method": "no ceilings named"}, H200) == ""
+
+
+def test_memory_wall_is_drawn_at_the_gpus_memory_and_the_row_limit_apart():
+    """The red rule of the memory chart sits where naive's peak passes the GPU's memory
+    (gpu.memory_bytes), not at the softmax kernel's row limit; when the row limit comes
+    first it is drawn and said on its own."""
+    cfg = engine.AttentionConfig()
+    walls = timing_data.naive_walls(cfg, H200)
+    assert walls["memory"] == timing_data.memory_wall(cfg, H200) > 58113
+    assert walls["row"] == 58113 and "comes first" in walls["note"]
+    big = engine.AttentionConfig(batch=8, heads=16)
+    first = timing_data.naive_walls(big, H200)
+    assert first["memory"] < 58113 and first["row"] is None
+    assert "comes first" not in first["note"]
+    at = open_page("timings", backend="numpy")
+    assert_clean(at)
+    from app.core.st_internals import arrow_bytes_to_frame
+    mem = next(c.proto for c in at.get("vega_lite_chart")
+               if "Peak memory (model)" in json.dumps(json.loads(c.proto.spec).get("title")))
+    frames = [arrow_bytes_to_frame(d.data.data) for d in mem.datasets]
+    drawn = {r.t: r.seq for f in frames if {"t", "seq"} <= set(f) for r in f.itertuples()}
+    assert drawn == {f"memory wall (N = {walls['memory']:,})": walls["memory"],
+                     "softmax row limit (N = 58,113)": 58113}
+    assert "The naive softmax GPU kernel's row limit comes first" in texts(at)

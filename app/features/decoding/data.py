@@ -9,7 +9,8 @@ import pandas as pd
 
 from engine import AttentionConfig, GpuProfile
 from engine.model import iomodel
-from engine.model.decode_config import AUTO, MAX_SPLITS, DecodeConfig, splits_without_empty
+from engine.model.decode_config import (AUTO, AUTO_BLOCKS_PER_SM, MAX_SPLITS, MIN_SPLIT_KEYS,
+                                        DecodeConfig, splits_without_empty)
 from engine.model.devices import DEFAULT_PROFILE, PROFILES
 from app.features.decoding.floor import floor_ms, recorded_fraction, recorded_profile
 
@@ -117,6 +118,53 @@ def splits_model(cfg: DecodeConfig, gpu: GpuProfile) -> pd.DataFrame:
     return pd.concat([model, floor_rows], ignore_index=True)
 
 
+# A recorded H200 step (benchmarks/results/decode_h200_2026-11-23.json: batch 1, 32 heads,
+# 8 KV heads, seq_k 32768, d 128, float16, auto = 32 splits) and its HBM floor, µs: what is
+# left over is a fixed cost no split count removes (launch, the ramp of one wave, the merge).
+RECORDED_STEP_US, RECORDED_FLOOR_US = 44.4, 31.2
+
+
+def auto_against_model(cfg: DecodeConfig, gpu: GpuProfile, ratio_shown: float = 1.25) -> str:
+    """Why the auto rule's split count is not the model's fastest, where the model makes
+    another count at least `ratio_shown` times faster; "" where auto is (about) the model's
+    best. The model (iomodel.decode_model_ms) charges bytes and idle SMs only; auto also keeps
+    splits at least MIN_SPLIT_KEYS keys long, for the fixed costs the model leaves out."""
+    auto_cfg = cfg.with_(num_splits=AUTO)
+    auto = auto_cfg.splits_on(gpu.sms)
+    counts = split_counts(auto_cfg, gpu.sms)
+    times = {n: iomodel.decode_model_ms(cfg, n, gpu) for n in counts}
+    best = min(times, key=times.get)
+    ratio = times[auto] / times[best]
+    if ratio < ratio_shown:
+        return ""
+    groups = cfg.batch * cfg.kv_heads
+    fill = AUTO_BLOCKS_PER_SM * gpu.sms // groups
+    longest = max(1, cfg.seq_k // MIN_SPLIT_KEYS)
+    busy = min(1.0, groups * auto / gpu.sms)
+    floor_us = 1e3 * iomodel.decode_floor_ms(cfg, gpu.hbm_gbps * 1e9)
+    if longest < fill:
+        why = (f"auto keeps every split at least {MIN_SPLIT_KEYS} keys long (seq_k "
+               f"{cfg.seq_k:,} ÷ {MIN_SPLIT_KEYS} = {longest}, taken down to a power of two), "
+               f"so that each block's fixed cost — its launch and start, the latency of its "
+               f"first key tile, its share of the merge — stays small beside the keys it reads")
+    else:
+        why = (f"auto stops at {AUTO_BLOCKS_PER_SM} thread blocks per SM ({AUTO_BLOCKS_PER_SM}"
+               f" · {gpu.sms} SMs ÷ {groups} sequence·KV-head groups, taken down to a power "
+               f"of two), the count measured fastest on the H200, where more blocks made a "
+               f"partial second wave")
+    return (f"**Why auto takes {auto} splits when the model's fastest is {best}** "
+            f"({ratio:.1f}× faster in the model): {why}. The model has no such cost: it "
+            f"charges only bytes and the SMs left idle ({groups * auto:,} blocks keep "
+            f"{busy:.0%} of the {gpu.sms} SMs busy), so any count that fills the SMs wins in "
+            f"it. This whole step's HBM floor is {floor_us:.2g} µs, while a recorded H200 "
+            f"step (batch 1, 8 KV heads, seq_k 32,768) took {RECORDED_STEP_US:g} µs against "
+            f"its {RECORDED_FLOOR_US:g} µs floor: about "
+            f"{RECORDED_STEP_US - RECORDED_FLOOR_US:.0f} µs of fixed cost that no split count "
+            f"removes. So the model's {ratio:.1f}× is a gap in SM fill, not a measured gain; "
+            f"the auto rule was measured only at the decode targets (H200, batch 1–8, 8 KV "
+            f"heads, seq_k 32k–128k), not at this shape.")
+
+
 def floor_sweep(cfg: DecodeConfig, gpu: GpuProfile) -> pd.DataFrame:
     """Over cache lengths 1k to 128k: the HBM floor and the model's time with the auto split
     count and with one split."""
@@ -174,6 +222,27 @@ def recorded_table(files: list[dict], gpu: GpuProfile | None = None) -> pd.DataF
                          "floor_fraction": recorded_fraction(r, recorded_profile(f, gpu))})
     return pd.DataFrame(rows, columns=["file", "shape", "series", "num_splits", "ms",
                                        "kv_bytes", "floor_fraction"])
+
+
+def decode_shape_text(cfg: DecodeConfig) -> str:
+    """A decode config's shape in the words of recorded_table's "shape" column."""
+    return (f"B={cfg.batch}, H={cfg.heads}, kv_heads={cfg.kv_heads}, seq_q={cfg.seq_q}, "
+            f"seq_k={cfg.seq_k}, d={cfg.head_dim}, {cfg.dtype}")
+
+
+def closest_shape(rows: pd.DataFrame, cfg: DecodeConfig) -> str:
+    """The recorded shape (a value of rows["shape"]) nearest cfg's: the same one if recorded,
+    else the same head_dim and dtype first, then the nearest kv_heads, batch and seq_k."""
+    import math
+    import re
+
+    def distance(shape: str):
+        f = dict(re.findall(r"(\w+)=(\d+)", shape))
+        return (int(f["d"]) != cfg.head_dim, not shape.endswith(cfg.dtype),
+                abs(math.log2(int(f["kv_heads"]) / cfg.kv_heads)),
+                abs(math.log2(int(f["B"]) / cfg.batch)),
+                abs(math.log2(int(f["seq_k"]) / cfg.seq_k)), shape)
+    return min(rows["shape"].unique(), key=distance)
 
 
 def spread_unsplit(rows: pd.DataFrame) -> pd.DataFrame:

@@ -7,10 +7,12 @@ from app.core import runner
 from app.features.decoding.charts import (bytes_chart, cache_chart, floor_chart, merge_chart,
                                           pool_chart, splits_chart)
 from app.core.controls import MAX_DECODE_SEQ_UI, PAGE_CHOICES, SPLIT_CHOICES
-from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, bytes_table, decode_config,
-                                        default_kv_heads, floor_sweep, measured_table, pool_cells,
+from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, auto_against_model,
+                                        bytes_table, closest_shape, decode_config,
+                                        decode_shape_text, default_kv_heads, floor_sweep, measured_table, pool_cells,
                                         recorded_table, split_counts, split_states, split_strip,
                                         splits_model, spread_unsplit)
+from app.core.style import wrap_title
 from app.core.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes,
                          on_stage, stage, usable_settings)
 from engine.facade import recorded
@@ -21,6 +23,13 @@ from engine.model.rates import hbm_floor_bandwidth
 from engine.model.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
+
+
+
+def recorded_title_lines(text: str) -> list[str]:
+    lines = wrap_title(text, 290)
+    return [lines] if isinstance(lines, str) else lines
+
 
 st.title("Decoding")
 s = usable_settings()
@@ -65,18 +74,22 @@ st.info(where)
 blocks = dcfg.batch * dcfg.kv_heads * res.num_splits
 m1, m2, m3, m4 = st.columns(4)
 m1.metric("num_splits", res.num_splits,
-          "auto" if splits == "auto" else "chosen", delta_color="off",
-          help=f"auto: the largest power of two at most ⌊{AUTO_BLOCKS_PER_SM} · SMs / "
-               f"(batch · kv_heads)⌋ splits, at most {AUTO_BLOCKS_PER_SM} thread blocks on "
-               f"every SM (never a partial second wave), but no split under "
-               f"{MIN_SPLIT_KEYS} keys and at most 128.")
+          help=("auto" if splits == "auto" else "chosen") + f": auto is the largest power of "
+               f"two at most ⌊{AUTO_BLOCKS_PER_SM} · SMs / (batch · kv_heads)⌋ splits, at most "
+               f"{AUTO_BLOCKS_PER_SM} thread blocks on every SM (never a partial second wave), "
+               f"but no split under {MIN_SPLIT_KEYS} keys and at most 128.")
 m2.metric("keys per split", f"{int(res.bounds[1] - res.bounds[0]):,}",
-          f"last {int(res.bounds[-1] - res.bounds[-2]):,}", delta_color="off")
-m3.metric("thread blocks", f"{blocks:,}", f"{gpu.sms} SMs on {gpu.name}", delta_color="off",
-          help="batch × kv_heads × num_splits: one block per (sequence, KV head, split)")
+          help=f"the last split holds {int(res.bounds[-1] - res.bounds[-2]):,}")
+m3.metric("thread blocks", f"{blocks:,}",
+          help=f"batch × kv_heads × num_splits: one block per (sequence, KV head, split), on "
+               f"the {gpu.sms} SMs of {gpu.name}")
 m4.metric("query rows per block", dcfg.rows,
-          f"{dcfg.group} heads × {dcfg.seq_q} token{'s' if dcfg.seq_q > 1 else ''}",
-          delta_color="off", help="the query heads sharing one KV head read its K_j, V_j once")
+          help=f"{dcfg.group} query heads × {dcfg.seq_q} token{'s' if dcfg.seq_q > 1 else ''}: "
+               f"the query heads sharing one KV head read its K_j, V_j once")
+st.caption(f"num_splits {res.num_splits} ({'auto' if splits == 'auto' else 'chosen'}), "
+           f"{blocks:,} thread blocks on the {gpu.sms} SMs of {gpu.name}; the last split holds "
+           f"{int(res.bounds[-1] - res.bounds[-2]):,} keys; {dcfg.group} query heads × "
+           f"{dcfg.seq_q} token{'s' if dcfg.seq_q > 1 else ''} per block.")
 chart(cache_chart, split_strip(res), dcfg.seq_k, dcfg.page_size)
 
 with on_stage(slot):
@@ -169,15 +182,30 @@ else:
         names = sorted(table.file.unique())
         pick = st.selectbox("recorded decode file", names, key="dec_rec_file")
         rows = table[table.file == pick]
-        shape = st.selectbox("shape", sorted(rows["shape"].unique()), key="dec_rec_shape")
+        shapes = sorted(rows["shape"].unique())
+        shape = st.selectbox("shape", shapes, key="dec_rec_shape",
+                             index=shapes.index(closest_shape(rows, dcfg)))
         info = next(f for f in files if f["file"] == pick)
+        mine = decode_shape_text(dcfg)
+        same = shape == mine
+        if not same:
+            st.caption(f"The recorded panel shows **another shape** ({shape}), not this "
+                       f"page's ({mine})"
+                       + ("" if mine in shapes else
+                          "; none recorded is this page's, so the closest is shown")
+                       + ". Compare the form of its curve, not its times.")
         left, right = st.columns(2)
         with left:
             chart(splits_chart, spread_unsplit(rows[rows["shape"] == shape]),
-                  [f"Recorded on {info.get('device', {}).get('name', '?')}",
-                   str(info.get("date", "?"))])
+                  [f"Recorded on {info.get('device', {}).get('name', '?')}, "
+                   f"{info.get('date', '?')}:",
+                   *recorded_title_lines("this page's shape" if same else
+                                         f"another shape: {shape}")])
         with right:
             chart(splits_chart, model, ["Model of this page's config", "(not measured)"],
                   auto)
         st.caption(f"Method: {info.get('method', 'not stated')}")
         st.caption(recorded_floor_note(info, rows[rows["shape"] == shape], gpu))
+why_auto = auto_against_model(dcfg, gpu)
+if why_auto:
+    st.markdown(why_auto)

@@ -11,7 +11,7 @@ import pandas as pd
 import engine
 
 from engine.facade import recorded
-from engine.model import catalog, registry
+from engine.model import catalog, iomodel, launch, registry, tilemodel
 
 KERNEL_DIR = Path(__file__).resolve().parents[3] / "kernels"
 MAX_BLOCKS_DRAWN = 20000
@@ -164,33 +164,102 @@ def _shape(c: dict) -> str:
     return f"d={c.get('head_dim')}, {c.get('block_q')}×{c.get('block_k')}"
 
 
+def _cfg_shape(cfg: engine.AttentionConfig) -> str:
+    return f"d={cfg.head_dim}, {cfg.block_q}×{cfg.block_k}"
+
+
+FACT_COLUMNS = ["this config", "build", "registers / thread", "spilled (local bytes / thread)",
+                "shared memory / block", "threads / block", "blocks / SM"]
+
+
 def recorded_facts_table(facts_file: dict, key: str,
                          cfg: engine.AttentionConfig | None = None) -> pd.DataFrame:
-    """The recorded compile facts of one kernel, one row per build (config and traced or
-    not), the build of cfg's head_dim and tiles first and marked."""
+    """The recorded compile facts of one kernel, one row per build (dtype, config and traced
+    or not), the build of cfg's dtype, head_dim and tiles first and marked: a build of
+    another dtype is another kernel (its tiles take other bytes), never "this config"."""
     rows = []
     for f in facts_file.get("facts", []):
         if not isinstance(f, dict) or f.get("kernel") != key:
             continue
         c = f.get("config") if isinstance(f.get("config"), dict) else {}
         naive = key.startswith("naive")
-        matches = cfg is not None and (
+        matches = cfg is not None and c.get("dtype") == cfg.dtype and (
             c.get("head_dim") == cfg.head_dim if naive else
             (c.get("head_dim"), c.get("block_q"), c.get("block_k"))
             == (cfg.head_dim, cfg.block_q, cfg.block_k))
         rows.append({"this config": "◀" if matches else "",
                      "build": (f"N={c.get('seq_k')}" if naive else _shape(c))
-                     + (", traced" if f.get("traced") else ""),
+                     + f", {c.get('dtype', '?')}" + (", traced" if f.get("traced") else ""),
                      "registers / thread": f.get("registers_per_thread"),
                      "spilled (local bytes / thread)": f.get("local_bytes_per_thread"),
                      "shared memory / block": f.get("dynamic_smem_bytes", 0)
                      + f.get("static_smem_bytes", 0),
                      "threads / block": f.get("threads_per_block"),
                      "blocks / SM": f.get("blocks_per_sm")})
-    df = pd.DataFrame(rows, columns=["this config", "build", "registers / thread",
-                                     "spilled (local bytes / thread)", "shared memory / block",
-                                     "threads / block", "blocks / SM"])
+    df = pd.DataFrame(rows, columns=FACT_COLUMNS)
     return df.sort_values("this config", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def recorded_dtypes(facts_file: dict, key: str) -> list[str]:
+    """The dtypes of the recorded builds of one kernel, in order of first appearance."""
+    got = [(f.get("config") or {}).get("dtype") for f in facts_file.get("facts", [])
+           if isinstance(f, dict) and f.get("kernel") == key]
+    return list(dict.fromkeys(d for d in got if d))
+
+
+def _threads(key: str, cfg: engine.AttentionConfig) -> int | None:
+    return {"teaching": launch.TEACHING_THREADS, "mma.sync": launch.MMA_SYNC_THREADS,
+            "wgmma": launch.wgmma_threads(cfg),
+            "backward teaching": launch.BACKWARD_TEACHING_THREADS,
+            "backward mma.sync": launch.backward_mma_threads(cfg),
+            "backward wgmma": launch.backward_wgmma_threads(cfg)}.get(key)
+
+
+def model_facts_row(key: str, cfg: engine.AttentionConfig,
+                    gpu: engine.GpuProfile) -> dict | None:
+    """The model's figures of `key` for cfg on `gpu` (shared memory per block from the
+    kernel's layout, engine.model.iomodel.smem_parts; blocks per SM from the tile model's
+    occupancy count, registers not counted), as a row of recorded_facts_table marked
+    "◀ model"; None for a kernel without a shared-memory layout (the naive kernels), or a
+    dtype or shape the kernel does not take."""
+    k = BY_KEY[key]
+    threads = _threads(key, cfg)
+    if k.smem_layout is None or threads is None or not k.takes(cfg):
+        return None
+    smem = iomodel.smem_bytes(cfg, k.smem_layout)
+    occ = tilemodel.model_occupancy(gpu, smem, threads)
+    fits = occ.limited_by != "does not fit"
+    return {"this config": "◀ model",
+            "build": f"{_cfg_shape(cfg)}, {cfg.dtype} (model on the {gpu.name} profile, "
+                     f"not compiled{'' if fits else '; does not fit a block'})",
+            "registers / thread": None, "spilled (local bytes / thread)": None,
+            "shared memory / block": smem, "threads / block": threads,
+            "blocks / SM": occ.blocks_per_sm}
+
+
+def facts_for_config(facts_file: dict | None, key: str, cfg: engine.AttentionConfig,
+                     gpu: engine.GpuProfile) -> tuple[pd.DataFrame, str]:
+    """(table, note) for the Kernel page: the recorded builds, cfg's own first; when no
+    recorded build is cfg's (dtype, head_dim, tiles), the model's row for cfg first and a
+    note saying which dtypes are recorded and that the first row is a model."""
+    table = (recorded_facts_table(facts_file, key, cfg) if facts_file
+             else pd.DataFrame(columns=FACT_COLUMNS))
+    if (table["this config"] == "◀").any():
+        return table, ""
+    dtypes = recorded_dtypes(facts_file, key) if facts_file else []
+    have = (f"the recorded builds are {', '.join(dtypes)}" if dtypes
+            else "no build of it is recorded")
+    row = model_facts_row(key, cfg, gpu)
+    if row is None:
+        return table, (f"No build for this config ({_cfg_shape(cfg)}, {cfg.dtype}) is "
+                       f"recorded ({have}), and this kernel does not take it: no figure for "
+                       f"this config.")
+    table = pd.concat([pd.DataFrame([row], columns=FACT_COLUMNS), table], ignore_index=True)
+    return table, (f"No build for this config ({_cfg_shape(cfg)}, {cfg.dtype}) is "
+                   f"recorded ({have}; a build of another dtype or shape is another kernel, "
+                   f"with other bytes). The first row, \"◀ model\", is the model's figure "
+                   f"for this config: shared memory from the kernel's layout, blocks per SM "
+                   f"from shared memory, threads and the block limit (registers not counted).")
 
 
 def recorded_label(rec: dict) -> str:

@@ -6,8 +6,8 @@ from app.core import runner
 from app.features.kernel.charts import timeline_chart
 from app.core.arch_notice import build_refusal
 from app.core.controls import kernel_label
-from app.features.kernel.data import (BY_KEY, KERNEL_SOURCES, facts_table, kernel_that_runs,
-                                      recorded_facts_table, recorded_how, recorded_label,
+from app.features.kernel.data import (BY_KEY, KERNEL_SOURCES, facts_for_config, facts_table,
+                                      kernel_that_runs, recorded_how, recorded_label,
                                       schedule_summary, schedule_table, source_text,
                                       timeline_caption)
 from app.core.recorded_gpu import closest_files
@@ -56,15 +56,20 @@ else:
     facts_files, facts_gpu = closest_files(recorded.load_kernel_facts_files(bench_dir()),
                                            s.device)
     rec_facts = facts_files[0] if facts_files else None
-    table = recorded_facts_table(rec_facts, key, cfg) if rec_facts else None
-    if table is None or table.empty:
-        st.caption("No compile facts of this kernel are recorded in benchmarks/results/.")
+    table, facts_note = facts_for_config(rec_facts, key, cfg, s.device.gpu)
+    if table.empty:
+        st.caption("No compile facts of this kernel are recorded in benchmarks/results/."
+                   + (f" {facts_note}" if facts_note else ""))
     else:
-        dev = (rec_facts.get("device") or {}).get("name", "unknown GPU")
-        st.caption(f"Recorded on {dev}, {rec_facts.get('date', '?')} ({rec_facts['file']}), "
-                   f"float16, from the compiled module: spilled bytes are local memory per "
-                   f"thread; blocks / SM from CUDA's occupancy calculator.")
-        st.caption(facts_gpu.label)
+        if rec_facts:
+            dev = (rec_facts.get("device") or {}).get("name", "unknown GPU")
+            st.caption(f"Recorded on {dev}, {rec_facts.get('date', '?')} "
+                       f"({rec_facts['file']}), from the compiled module: spilled bytes are "
+                       f"local memory per thread; blocks / SM from CUDA's occupancy "
+                       f"calculator. Each build names its dtype.")
+            st.caption(facts_gpu.label)
+        if facts_note:
+            st.caption(facts_note)
         st.dataframe(table, hide_index=True)
 
 with on_stage(slot):

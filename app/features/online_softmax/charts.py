@@ -17,7 +17,6 @@ from app.core.style import (ALARM, DONE, FONT, INK, LABEL_NAMES, PENDING, TILE_C
 
 UPTO = "upto"
 LN10 = math.log(10)
-LOG10_FP16_MAX = math.log10(65504.0)
 
 
 def tile_param(n_tiles: int) -> alt.VariableParameter:
@@ -164,28 +163,32 @@ def _scores_draw(frames: dict[str, pd.DataFrame], width: int) -> alt.LayerChart:
 scores_chart = TemplateChart("scores_chart", _scores_split, _scores_draw)
 
 
-def _safe_split(scores: pd.DataFrame, width: int = 290):
+def _safe_split(scores: pd.DataFrame, dtype: str = "float16",
+                limit: float = math.log(65504.0), width: int = 290):
+    """dtype: the arithmetic exp is taken in; limit: ln of its largest number."""
     top = float(scores.score.max()) if scores.score.notna().any() else 0.0
-    return {"scores": scores.dropna(subset=["score"])}, (Hole(top), width)
+    return {"scores": scores.dropna(subset=["score"])}, (Hole(top), width, dtype,
+                                                         round(limit / LN10, 6))
 
 
-def _safe_draw(frames: dict[str, pd.DataFrame], top: float, width: int) -> alt.HConcatChart:
+def _safe_draw(frames: dict[str, pd.DataFrame], top: float, width: int, dtype: str,
+               log10_max: float) -> alt.HConcatChart:
     mult = slider("mult", 1, 1, 40, 0.5, "multiply the scores by ")
     base = alt.Chart(frames["scores"]).transform_calculate(
         naive="mult * datum.score / " + repr(LN10),
         safe="mult * (datum.score - " + repr(top) + ") / " + repr(LN10),
-        overflow=f"datum.naive > {LOG10_FP16_MAX!r}",
+        overflow=f"datum.naive > {log10_max!r}",
     )
-    color = alt.Color("overflow:N", title="float16",
+    color = alt.Color("overflow:N", title=f"exp in {dtype}",
                       scale=alt.Scale(domain=[True, False], range=[ALARM, TILE_COLORS["Q_i"]]),
                       legend=alt.Legend(orient="bottom", labelExpr=(
                           "datum.value ? 'inf (overflow)' : 'finite'")))
-    limit = alt.Chart(pd.DataFrame({"y": [LOG10_FP16_MAX]})).mark_rule(
+    limit = alt.Chart(pd.DataFrame({"y": [log10_max]})).mark_rule(
         color=ALARM, strokeDash=[6, 4], strokeWidth=2).encode(y="y:Q")
     count = base.transform_calculate(ov="datum.overflow ? datum.keys : 0").transform_aggregate(
         n="sum(ov)", total="sum(keys)", binned="max(keys)").transform_calculate(
         text=("(datum.binned > 1 ? 'up to ' : '') + datum.n + ' of ' + datum.total + "
-              "' keys overflow to inf in float16'"),
+              f"' keys overflow to inf in {dtype}'"),
     ).mark_text(align="left", fontSize=FONT["text"], color=ALARM, fontWeight="bold").encode(
         text="text:N", x=alt.value(6), y=alt.value(208))
     naive = alt.layer(base.mark_circle(size=30).encode(
@@ -198,7 +201,8 @@ def _safe_draw(frames: dict[str, pd.DataFrame], top: float, width: int) -> alt.H
     return finish(alt.hconcat(naive, safe), params=[mult])
 
 
-# safe_softmax_chart(scores, width=290): exp(k·s) without and with the max subtracted, as
-# log10, against float16's largest number; a browser slider multiplies the scores (a
-# temperature) to show the overflow.
+# safe_softmax_chart(scores, dtype, limit, width=290): exp(k·s) without and with the max
+# subtracted, as log10, against the largest number of `dtype` (the arithmetic exp is taken
+# in; limit = its ln); a browser slider multiplies the scores (a temperature) to show the
+# overflow.
 safe_softmax_chart = TemplateChart("safe_softmax_chart", _safe_split, _safe_draw)

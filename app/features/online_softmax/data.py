@@ -100,24 +100,67 @@ def score_row(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int) -> pd.D
                          "tile": keys // cfg.block_k, "visible": visible, "keys": count})
 
 
+# Every kernel of the project, and the emulation, computes S_ij, its exp and P_ij in float32
+# whatever the input dtype (kernels/teaching/flash_teaching.cu: expf on float S_row).
+EXP_DTYPE = "float32"
+
+
+def exp_limit(dtype: str) -> float:
+    """ln of the largest finite number of `dtype`: exp(s) is inf in it once s passes this
+    (float16: 11.09; bfloat16 and float32: 88.72)."""
+    import ml_dtypes
+    return float(np.log(float(ml_dtypes.finfo(np.dtype(dtype)).max)))
+
+
 @dataclass(frozen=True)
 class Overflow:
-    naive_inf: int           # entries of exp(s) that are inf in float16
-    safe_inf: int            # entries of exp(s - max) that are inf in float16
+    naive_inf: int           # entries of exp(s) that are inf in `dtype`
+    safe_inf: int            # entries of exp(s - max) that are inf in `dtype`
     visible: int
     max_score: float
-    overflow_at: float       # smallest logit multiplier that overflows exp(s) in float16
+    overflow_at: float       # smallest logit multiplier that overflows exp(s) in `dtype`
+    dtype: str = "float16"   # the arithmetic exp was taken in
+    limit: float = float("nan")   # exp_limit(dtype)
+
+
+def exp_overflow(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int,
+                 dtype: str = EXP_DTYPE) -> Overflow:
+    """Real arithmetic in `dtype` on this row: exp without and with max subtraction."""
+    s, visible = scores(cfg, q, k, b, h, r)
+    sd = s[visible].astype(np.dtype(dtype))
+    with np.errstate(over="ignore"):
+        naive = np.exp(sd)
+        safe = np.exp(sd - sd.max())
+    top = float(s[visible].max())
+    limit = exp_limit(dtype)
+    return Overflow(naive_inf=int(np.isinf(naive).sum()), safe_inf=int(np.isinf(safe).sum()),
+                    visible=int(visible.sum()), max_score=top,
+                    overflow_at=limit / top if top > 0 else float("inf"), dtype=dtype,
+                    limit=limit)
 
 
 def fp16_overflow(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int) -> Overflow:
     """Real float16 arithmetic on this row: exp without and with max subtraction."""
-    s, visible = scores(cfg, q, k, b, h, r)
-    s16 = s[visible].astype(np.float16)
-    with np.errstate(over="ignore"):
-        naive = np.exp(s16)
-        safe = np.exp(s16 - s16.max())
-    top = float(s[visible].max())
-    limit = float(np.log(FP16_MAX))
-    return Overflow(naive_inf=int(np.isinf(naive).sum()), safe_inf=int(np.isinf(safe).sum()),
-                    visible=int(visible.sum()), max_score=top,
-                    overflow_at=limit / top if top > 0 else float("inf"))
+    return exp_overflow(cfg, q, k, b, h, r, "float16")
+
+
+def overflow_text(cfg: engine.AttentionConfig, kernel: Overflow, inputs: Overflow) -> str:
+    """The overflow lesson for this row: exp in float32, as the kernels take it, and in the
+    config's own dtype, as it would go if exp were taken there."""
+    def count(o: Overflow) -> str:
+        return (f"**{o.naive_inf}** inf among the row's {o.visible:,} visible keys"
+                + (" (softmax then returns NaN)" if o.naive_inf else "")
+                + f"; with the max subtracted, **{o.safe_inf}**")
+    text = (f"The kernels here keep S_ij in float32 and take exp in **float32** whatever the "
+            f"input dtype ({cfg.dtype} here): float32's largest number is 3.4·10³⁸ = "
+            f"e^{kernel.limit:.2f}, so exp(s) overflows once a score passes "
+            f"{kernel.limit:.2f}. This row's largest score is **{kernel.max_score:.3f}**: exp(s) "
+            f"in float32 without subtracting it gives {count(kernel)}.")
+    if inputs.dtype != kernel.dtype:
+        largest = float(np.exp(inputs.limit))
+        text += (f" Taken in {inputs.dtype} instead (largest number {largest:,.6g} = "
+                 f"e^{inputs.limit:.2f}), exp(s) would give {count(inputs)}.")
+    if kernel.naive_inf == 0 and kernel.overflow_at != float("inf"):
+        text += (f" Scores {kernel.overflow_at:.2f}× larger would overflow float32 — raise "
+                 f"the logit scale or use the slider below.")
+    return text

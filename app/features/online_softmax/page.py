@@ -4,7 +4,8 @@ import streamlit as st
 
 from app.core import runner
 from app.features.online_softmax.charts import safe_softmax_chart, scores_chart, stats_chart
-from app.features.online_softmax.data import convergence, fp16_overflow, row_trace, score_row
+from app.features.online_softmax.data import (EXP_DTYPE, convergence, exp_overflow,
+                                              overflow_text, row_trace, score_row)
 from app.features.sram_tiling.data import smem_layout
 from app.core.ui import (chart, guarded, linked_number, notes, on_stage, source_line, stage,
                          usable_settings)
@@ -65,17 +66,10 @@ st.caption("The error panel: the partial output after tile j, Σ p·v over the k
 scores = score_row(cfg, q, k, b, h, r)
 chart(scores_chart, scores, rows)
 
-st.subheader("Why subtract the max: float16 overflows")
-o = fp16_overflow(cfg, q, k, b, h, r)
-st.markdown(
-    f"float16's largest number is 65504 = e^11.09. This row's largest score is "
-    f"**{o.max_score:.3f}**: computing exp(s) in float16 without subtracting it gives "
-    f"**{o.naive_inf}** inf among the row's {o.visible:,} visible keys"
-    + (" (softmax then returns NaN)" if o.naive_inf else "") + f"; with the max "
-    f"subtracted, **{o.safe_inf}**. "
-    + (f"Scores {o.overflow_at:.2f}× larger would overflow — raise the logit scale or use "
-       f"the slider below." if o.naive_inf == 0 and o.overflow_at != float("inf") else ""))
+st.subheader("Why subtract the max: exp overflows")
+kernel_exp = exp_overflow(cfg, q, k, b, h, r, EXP_DTYPE)
+st.markdown(overflow_text(cfg, kernel_exp, exp_overflow(cfg, q, k, b, h, r, cfg.dtype)))
 if scores["keys"].max() > 1:
     st.caption(f"Each point stands for {scores['keys'].max()} keys (their largest score), so "
                f"the chart's count of overflowing keys is an upper bound.")
-chart(safe_softmax_chart, scores)
+chart(safe_softmax_chart, scores, EXP_DTYPE, kernel_exp.limit)

@@ -147,15 +147,68 @@ class Waves:
     shown: int
 
 
+def thread_blocks(cfg: engine.AttentionConfig, order: str = "fa2") -> int:
+    """Thread blocks of the grid: FA2's order runs one per batch·head and query tile (the
+    query tiles are independent); FA1's, as its paper's kernel, one per batch·head, which
+    walks the key tiles and, inside each, every query tile."""
+    return cfg.bh if order == "fa1" else cfg.bh * cfg.Tr
+
+
+def grid_text(cfg: engine.AttentionConfig, order: str) -> str:
+    """What one thread block is, in this order, with the grid's numbers."""
+    if order == "fa1":
+        return (f"one per batch·head, B·H = {cfg.bh:,}: FlashAttention-1's order runs a head's "
+                f"{cfg.Tr:,} query tiles one after another inside one block, so it cannot "
+                f"spread one head over several SMs")
+    return (f"one per batch·head and query tile, B·H·Tr = {cfg.bh:,}·{cfg.Tr:,}: the query "
+            f"tiles are independent, so FlashAttention-2 runs them in parallel")
+
+
+def intro_text(cfg: engine.AttentionConfig, order: str) -> str:
+    """What one thread block of the loop does, in FA2's or FA1's order."""
+    if order == "fa1":
+        return (f"FlashAttention-1's order: one thread block per batch·head walks the key "
+                f"tiles: it loads **K_j** and **V_j** ({cfg.block_k} rows each) into shared "
+                f"memory once, then for every query tile **Q_i** ({cfg.block_q} rows) reads "
+                f"Q_i, **O_i**, m_i and l_i from HBM, computes **S_ij = Q_i K_jᵀ** on chip, "
+                f"updates the running max and sum and O_i, and writes O_i, m_i, l_i back to "
+                f"HBM: once per key tile. S and P never touch HBM.")
+    return (f"One thread block per batch·head and query tile **Q_i** ({cfg.block_q} rows) "
+            f"loads Q_i into shared memory once, then walks over the key tiles: load **K_j** "
+            f"and **V_j** ({cfg.block_k} rows each), compute **S_ij = Q_i K_jᵀ** on chip, "
+            f"update the running max and sum, accumulate **O_i**. Only Q, K, V, O and the row "
+            f"log-sum-exp touch HBM.")
+
+
+def reread_text(cfg: engine.AttentionConfig, order: str) -> str:
+    """What each order reads again and again, as a formula and for this config."""
+    if order == "fa1":
+        return (f"FA1 reads K and V once but reads and writes Q_i, O_i, m_i, l_i once per key "
+                f"tile, about 3·N²·d·bytes / block_k ({cfg.Tc:,} key tiles here).")
+    return (f"FA2 reads K and V once per query tile, about 2·N²·d·bytes / block_q "
+            f"({cfg.Tr:,} query tiles here).")
+
+
+def l2_text(order: str, gpu_name: str, l2: str) -> str:
+    """Why HBM may see fewer bytes than counted, in this order."""
+    if order == "fa1":
+        return (f"In FA1's order a block rereads its own Q_i, O_i, m_i, l_i, which stay in the "
+                f"L2 cache ({gpu_name}: {l2}) only while a head's rows fit there beside the "
+                f"other blocks' rows, so HBM may see fewer bytes than counted.")
+    return (f"Query tiles that run at the same time ask for the same K_j and V_j, which then "
+            f"often come from the L2 cache ({gpu_name}: {l2}) rather than HBM, so HBM sees "
+            f"fewer bytes than counted.")
+
+
 @by_shape
 def waves(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,
-          layout: str = "teaching") -> Waves:
-    """Thread blocks (one per batch·head and query tile) filling the SMs wave after wave,
-    with as many resident per SM as the shared memory of `layout` allows (a model: the
-    hardware scheduler decides the real placement, which the Kernel page shows when
-    recorded)."""
+          layout: str = "teaching", order: str = "fa2") -> Waves:
+    """Thread blocks (thread_blocks: one per batch·head and query tile in FA2's order, one
+    per batch·head in FA1's) filling the SMs wave after wave, with as many resident per SM
+    as the shared memory of `layout` allows (a model: the hardware scheduler decides the real
+    placement, which the Kernel page shows when recorded)."""
     per_sm = iomodel.smem_budget(cfg, gpu, layout).blocks_per_sm
-    blocks = cfg.bh * cfg.Tr
+    blocks = thread_blocks(cfg, order)
     if per_sm == 0:
         return Waves(pd.DataFrame({"wave": [], "sm": [], "blocks": []}), blocks, 0, 0, 0)
     slots = gpu.sms * per_sm

@@ -6,7 +6,9 @@ import streamlit as st
 from app.features.sram_tiling.charts import loop_chart, smem_chart, waves_chart
 from app.core.controls import kernel_label
 from engine.model.units import format_bytes
-from app.features.sram_tiling.data import ORDERS, loop_view, smem_layout, smem_table, waves
+from app.core.figures import theta_text
+from app.features.sram_tiling.data import (ORDERS, grid_text, intro_text, l2_text, loop_view,
+                                           reread_text, smem_layout, smem_table, waves)
 from app.core.ui import chart, linked_radio, loop_player, notes, on_stage, stage, usable_settings
 from engine.model import iomodel
 
@@ -16,11 +18,7 @@ slot = stage()
 cfg, gpu = s.cfg, s.device.gpu
 fmt = iomodel.format_bytes
 
-st.markdown(
-    f"One thread block per batch·head and query tile **Q_i** ({cfg.block_q} rows) loads Q_i "
-    f"into shared memory once, then walks over the key tiles: load **K_j** and **V_j** "
-    f"({cfg.block_k} rows each), compute **S_ij = Q_i K_jᵀ** on chip, update the running max "
-    f"and sum, accumulate **O_i**. Only Q, K, V, O and the row log-sum-exp touch HBM.")
+intro = st.container()       # filled once the loop order below is known
 
 st.subheader("Shared memory of one thread block")
 layout = smem_layout(cfg, gpu, s.kernel)
@@ -49,6 +47,7 @@ with on_stage(slot):
     if not s.talk:
         st.subheader("The loop, step by step")
     order = linked_radio("loop order", "sram_order", ORDERS, "fa2")
+    intro.markdown(intro_text(cfg, order))
     view = loop_view(cfg, order)
     above = st.container()
     loop_player("sram", len(view.steps), loop_chart, view.tiles, view.steps, view.rows,
@@ -73,26 +72,24 @@ else:
 m1, m2, m3 = st.columns(3)
 m1.metric("HBM traffic, FlashAttention-2 order", fmt(fa2.total))
 m2.metric("HBM traffic, FlashAttention-1 order", fmt(fa1.total),
-          delta=f"{fa1.total / fa2.total:.2f}× FA2's", delta_color="off")
+          help=f"{fa1.total / fa2.total:.2f}× FlashAttention-2's count for this config")
 m3.metric("HBM traffic, naive", fmt(naive.total))
-theta = iomodel.paper_theta_bytes(cfg, gpu)
-st.caption(
-    f"Counted exactly from this config's tiles (every load as if from HBM). FA2 still reads "
-    f"K and V once per query tile, about 2·N²·d·bytes / block_q; the paper's order of "
-    f"magnitude Θ(N²d²/M) gives {fmt(theta['flash'])} with M = {theta['M_elements']:,.0f} "
-    f"elements of shared memory per SM. Query tiles that run at the same time ask for the "
-    f"same K_j and V_j, which then often come from the L2 cache ({gpu.name}: "
-    f"{format_bytes(gpu.l2_bytes)}) rather than HBM, so HBM sees fewer bytes than counted.")
+counted = fa1.total if order == "fa1" else fa2.total
+st.caption(f"Counted exactly from this config's tiles (every load as if from HBM). "
+           + reread_text(cfg, order) + " " + theta_text(cfg, gpu, counted) + " "
+           + l2_text(order, gpu.name, format_bytes(gpu.l2_bytes)))
 
 st.subheader("Thread blocks in waves over the SMs")
-w = waves(cfg, gpu, layout)
+w = waves(cfg, gpu, layout, order)
 if w.per_sm == 0:
     st.warning("No wave can run: the tiles do not fit in shared memory.")
 else:
     st.markdown(
-        f"{w.blocks:,} thread blocks; shared memory lets {w.per_sm} share an SM, so "
-        f"{gpu.sms * w.per_sm:,} run at once on {gpu.sms} SMs: **{w.waves} wave(s)**. "
-        f"(A model: registers and threads can lower residency further; the Kernel page shows "
-        f"the schedule a GPU really ran.)" + (f" The first {w.shown} waves are drawn."
-                                               if w.shown < w.waves else ""))
+        f"{w.blocks:,} thread blocks ({grid_text(cfg, order)}); shared memory lets "
+        f"{w.per_sm} share an SM, so {gpu.sms * w.per_sm:,} run at once on {gpu.sms} SMs: "
+        f"**{w.waves} wave(s)**"
+        + (f", {w.blocks / (gpu.sms * w.per_sm):.0%} of the slots busy" if w.waves == 1 else "")
+        + ". (A model: registers and threads can lower residency further; the Kernel page "
+          "shows the schedule a GPU really ran.)" + (f" The first {w.shown} waves are drawn."
+                                                     if w.shown < w.waves else ""))
     chart(waves_chart, w.table, gpu.sms)

@@ -11,6 +11,8 @@ import math
 import altair as alt
 import pandas as pd
 
+from engine import BLOCK_SIZES
+
 from app.core.style import ALARM, FONT, HALF_COLUMN, INK, PENDING, TILE_COLORS, finish, wrap_title
 
 SELECTION = "cell"
@@ -20,6 +22,17 @@ LEVEL_COLORS = {"registers": TILE_COLORS["S_ij"], "shared memory": TILE_COLORS["
 
 
 HEATMAP_SIZE = 290      # plot width in px; two heatmaps side by side fit 1280 px
+MARK_FONT = 13          # ★ and ▲, px
+
+
+def marks_position(size: int) -> dict:
+    """Where ★ and ▲ are drawn: centred across their cell, in its lower part, the glyph
+    wholly inside the cell (below the cell's centred label, above the cell's bottom edge).
+    Vega-Lite centres a text mark on its band; dy moves it down by 0.3 of the cell's
+    height (the plot is size × 0.8 px high, one row per block size)."""
+    cell_height = int(size * 0.8) / len(BLOCK_SIZES)
+    return dict(fontSize=MARK_FONT, baseline="middle", align="center",
+                dy=round(cell_height * 0.3))
 
 
 def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "blues",
@@ -47,8 +60,7 @@ def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "bl
                                       legend=alt.Legend(orient="bottom", direction="vertical"))))
     layers.append(base.mark_text(fontSize=12, baseline="middle", color=INK).encode(
         text="text:N"))
-    layers.append(base.mark_text(fontSize=15, baseline="top", dy=12, color=INK).encode(
-        text="marks:N"))
+    layers.append(base.mark_text(**marks_position(size), color=INK).encode(text="marks:N"))
     layers.append(base.transform_filter("datum.current").mark_rect(
         fill=None, stroke="black", strokeWidth=4))
     pick = alt.selection_point(name=SELECTION, fields=["block_q", "block_k"], on="click",

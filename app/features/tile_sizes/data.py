@@ -217,30 +217,94 @@ def kv_reads_answer(cfg: engine.AttentionConfig, df: pd.DataFrame) -> str:
             f"cuts the same keys into more or fewer tiles.)")
 
 
+def _paper_ms(df: pd.DataFrame, kernel: str, paper: tilemodel.PaperChoice,
+              column: str) -> float:
+    row = df[(df.kernel == kernel) & (df.block_q == paper.block_q)
+             & (df.block_k == paper.block_k)]
+    return float(row[column].iloc[0]) if not row.empty and column in row else float("nan")
+
+
+def _why_no_time(df: pd.DataFrame, kernel: str, paper: tilemodel.PaperChoice) -> str:
+    row = df[(df.kernel == kernel) & (df.block_q == paper.block_q)
+             & (df.block_k == paper.block_k)]
+    if row.empty:
+        return "this kernel does not take it"
+    return ("its tiles do not fit this kernel's shared memory on this GPU"
+            if not bool(row.fits.iloc[0]) else "it was not timed")
+
+
+def _model_ties(df: pd.DataFrame, kernel: str) -> pd.DataFrame:
+    """The rows of `kernel` whose model time equals the smallest (to 0.1 %), in grid order."""
+    rows = df[(df.kernel == kernel) & df.model_ms.notna()]
+    if rows.empty:
+        return rows
+    best = rows.model_ms.min()
+    return rows[rows.model_ms <= best * 1.001]
+
+
+def _shape(row) -> str:
+    return f"{int(row.block_q)} × {int(row.block_k)}"
+
+
 def fastest_answer(df: pd.DataFrame, paper: tilemodel.PaperChoice, where: str) -> str:
-    """Fastest measured shape of each kernel against the paper's choice, or the model's."""
+    """Fastest measured shape of each kernel against the paper's choice, or, where nothing
+    is measured, the model's fastest (every shape that ties with it) against the model's
+    time of the paper's choice. `df` is the table the page's heatmaps draw."""
     lines = []
     for kernel in ("teaching", "tensorcore"):
         name = FAMILY_NAMES[kernel]
         meas = fastest(df, kernel, "measured_ms")
-        model = fastest(df, kernel, "model_ms")
+        ties = _model_ties(df, kernel)
+        paper_name = f"{paper.block_q} × {paper.block_k}"
         if meas is not None:
-            paper_row = df[(df.kernel == kernel) & (df.block_q == paper.block_q)
-                           & (df.block_k == paper.block_k)]
-            paper_ms = (paper_row.measured_ms.iloc[0] if not paper_row.empty else float("nan"))
+            paper_ms = _paper_ms(df, kernel, paper, "measured_ms")
             verdict = (" — the paper's choice." if (meas.block_q, meas.block_k) ==
                        (paper.block_q, paper.block_k) else
-                       f"; the paper's choice {paper.block_q} × {paper.block_k} took "
+                       f"; the paper's choice {paper_name} took "
                        + (_ms_text(paper_ms) + f" ({paper_ms / meas.measured_ms:.2f}× as long)."
-                          if paper_ms == paper_ms else "no measurement (this kernel does not "
-                          "take it)."))
+                          if paper_ms == paper_ms else
+                          f"no measurement ({_why_no_time(df, kernel, paper)})."))
             lines.append(f"**{name}** ({where}): fastest {int(meas.block_q)} × "
                          f"{int(meas.block_k)} at {_ms_text(meas.measured_ms)}{verdict}")
-        elif model is not None:
-            lines.append(f"**{name}**: nothing measured here; the model's fastest is "
-                         f"{int(model.block_q)} × {int(model.block_k)} "
-                         f"({_ms_text(model.model_ms)}, a model).")
+        elif not ties.empty:
+            best = ties.model_ms.min()
+            shapes = ", ".join(_shape(r) for r in ties.itertuples())
+            lead = (f"the model's fastest is {shapes} ({_ms_text(best)}, a model)"
+                    if len(ties) == 1 else
+                    f"the model's fastest time, {_ms_text(best)}, is shared by {len(ties)} "
+                    f"shapes ({shapes}): for this config the model cannot tell them apart")
+            paper_ms = _paper_ms(df, kernel, paper, "model_ms")
+            in_ties = any((r.block_q, r.block_k) == (paper.block_q, paper.block_k)
+                          for r in ties.itertuples())
+            verdict = ("; the paper's choice is among them." if in_ties else
+                       f"; the paper's choice {paper_name}: {_ms_text(paper_ms)} in the model "
+                       f"({paper_ms / best:.2f}× as long)." if paper_ms == paper_ms else
+                       f"; the paper's choice {paper_name} has no model time "
+                       f"({_why_no_time(df, kernel, paper)}).")
+            lines.append(f"**{name}** ({where}): nothing measured; {lead}{verdict}")
     return "\n\n".join(lines) or "Nothing fits: no shape can run for this config."
+
+
+def paper_fit_note(cfg: engine.AttentionConfig, gpu: engine.GpuProfile) -> str:
+    """Why the paper's choice does not fit the teaching kernel on this GPU, or "" when it
+    fits. The paper sizes Bc = ⌈M / 4d⌉ so that four d-wide tiles (Q_i, K_j, V_j, O_i) in
+    the input dtype fill M; the teaching kernel also keeps S_ij, and keeps O_i in float32."""
+    paper = tilemodel.paper_tiles(cfg, gpu)
+    c = cfg.with_(block_q=paper.block_q, block_k=paper.block_k)
+    parts = iomodel.smem_parts(c, "teaching")
+    need = sum(parts.values())
+    if need <= gpu.smem_per_block_optin:
+        return ""
+    Br, Bc, d = paper.block_q, paper.block_k, cfg.head_dim
+    counted = (2 * Br + 2 * Bc) * d * cfg.itemsize
+    return (f"The paper's choice {Br} × {Bc} does not fit the teaching kernel on the "
+            f"{gpu.name}: the paper counts only Q_i, K_j, V_j and O_i in {cfg.dtype} "
+            f"((2·{Br} + 2·{Bc})·{d} elements = {counted / 1024:.1f} KiB, against M = "
+            f"{paper.M:,} elements = {gpu.smem_per_sm / 1024:.0f} KiB), but the teaching kernel "
+            f"also keeps S_ij ({Br} × {Bc}, {parts['S_ij'] / 1024:.1f} KiB) and O_i "
+            f"({parts['O_i'] / 1024:.1f} KiB) in float32, plus m_i and l_i: "
+            f"{need / 1024:.1f} KiB, more than the {gpu.smem_per_block_optin / 1024:.0f} KiB "
+            f"one block may take.")
 
 
 def residency_answer(cfg: engine.AttentionConfig, gpu: engine.GpuProfile,

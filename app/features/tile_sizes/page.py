@@ -33,6 +33,9 @@ st.markdown(
 st.caption(f"★ fastest measured · ▲ the paper's choice (M = {paper.M:,} elements of "
            f"{cfg.dtype} = shared memory of one SM: {paper.rounding()}) · black outline: the "
            f"current config. Hover a cell for its figures.")
+paper_note = td.paper_fit_note(cfg, gpu)
+if paper_note:
+    st.caption(f"▲ {paper_note}")
 
 sweep_key = (cfg.with_(block_q=64, block_k=64), s.device.name)
 stored = st.session_state.get("tile_sweep")
@@ -114,7 +117,7 @@ for kernel in ("teaching", "tensorcore"):
                     f"{name}: measured median", "ms", f"tiles_measured_{kernel}",
                     scheme="greys", log=True)
 
-answer = (table, cfg, gpu, f"measured on {s.device.name}")
+recorded_answer = None
 if not on_gpu:
     st.subheader("Measured on a GPU: recorded grids")
     grids, shown = closest_files(recorded.load_tile_grids(bench_dir()), s.device)
@@ -139,7 +142,8 @@ if not on_gpu:
                    f"the {rec_gpu.name} profile.")
         if note:
             st.caption(f"What this grid is: {note}")
-        answer = (rec, rec_cfg, rec_gpu, f"recorded on {choice[1]}, {td.config_text(rec_cfg)}")
+        recorded_answer = (rec, tilemodel.paper_tiles(rec_cfg, rec_gpu),
+                           f"recorded on {choice[1]}, {td.config_text(rec_cfg)}")
         for kernel in ("teaching", "tensorcore"):
             name = td.FAMILY_NAMES[kernel]
             fast = td.fastest(rec, kernel, "measured_ms")
@@ -169,9 +173,15 @@ chart(placement_chart, td.placement_table(cfg))
 
 st.subheader("Try this")
 with st.expander("1. Find the fastest tiles. Is it the paper's choice?"):
-    ans_table, ans_cfg, ans_gpu, ans_where = answer
-    st.markdown(td.fastest_answer(ans_table, tilemodel.paper_tiles(ans_cfg, ans_gpu),
-                                  ans_where))
+    st.markdown(f"For **{td.config_text(cfg)}** on **{s.device.name}**, the heatmaps above:")
+    st.markdown(td.fastest_answer(table, paper, f"measured on {s.device.name}" if measured
+                                  else f"model, {s.device.name}"))
+    if paper_note:
+        st.markdown(paper_note)
+    if recorded_answer is not None:
+        st.markdown("The recorded grid (\"Measured on a GPU\" above) answers for its own "
+                    "config and GPU, not necessarily yours:")
+        st.markdown(td.fastest_answer(*recorded_answer))
 with st.expander("2. Why does block_q = 16 read K and V so often?"):
     st.markdown(td.kv_reads_answer(cfg, table))
 with st.expander("3. What stops the largest tiles from filling the GPU?"):

@@ -69,26 +69,37 @@ def stages_chart(stages: pd.DataFrame, width: int = 520) -> alt.Chart:
     return finish(chart.properties(height=80), width=width)
 
 
-def _wall(wall: int | None, text: str, y: int = 4):
-    """A red dashed rule at N = wall, its text left of it at height y (pixels from the top)."""
+ROW_LIMIT_COLOR = "#555555"     # the naive softmax kernel's row limit: not memory, not red
+
+
+def _wall(wall: int | None, text: str, y: int = 4, color: str = ALARM):
+    """A dashed rule at N = wall (red: the memory wall), its text left of it at height y
+    (pixels from the top)."""
     data = pd.DataFrame({"seq": [wall] if wall else [], "t": [text] if wall else []})
-    rule = alt.Chart(data).mark_rule(color=ALARM, strokeWidth=3, strokeDash=[8, 4]).encode(
+    rule = alt.Chart(data).mark_rule(color=color, strokeWidth=3, strokeDash=[8, 4]).encode(
         x="seq:Q")
-    label = alt.Chart(data).mark_text(color=ALARM, align="right", dx=-6, baseline="top",
+    label = alt.Chart(data).mark_text(color=color, align="right", dx=-6, baseline="top",
                                       fontSize=FONT["text"]).encode(
         x="seq:Q", y=alt.value(y), text="t:N")
     return rule + label
 
 
+def _row_limit(row: tuple[int, str] | None, y: int) -> list:
+    """The naive softmax kernel's row limit (N, text) as a grey dashed rule: [layer], or []
+    when not given."""
+    return [_wall(row[0], row[1], y, ROW_LIMIT_COLOR)] if row else []
+
+
 def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
-                width: int = 420, wall_text: str = "naive's memory wall") -> alt.LayerChart:
+                width: int = 420, wall_text: str = "naive's memory wall",
+                row_limit: tuple[int, str] | None = None) -> alt.LayerChart:
     """One metric against sequence length on log axes, one line per kernel (named in words);
-    naive's limit (predicted: the memory wall or the row limit, wall_text says which) as a
-    red rule."""
+    naive's memory wall (predicted: S and P outgrow the GPU's memory) as a red rule and, when
+    given, the naive softmax kernel's row limit (N, text) as a grey one."""
     sweep = _names(sweep)
     data = sweep.dropna(subset=[metric])
     data = data[data[metric] > 0]
-    seqs = list(sweep.seq) + ([wall] if wall else [])
+    seqs = list(sweep.seq) + ([wall] if wall else []) + ([row_limit[0]] if row_limit else [])
     x = alt.X("seq:Q", title="sequence length N (log)",
               scale=alt.Scale(type="log", base=2, domain=[min(seqs), max(seqs)]),
               axis=alt.Axis(format="d", values=sorted(set(seqs)), labelAngle=-45))
@@ -103,14 +114,17 @@ def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
     if metric == "median_ms" and {"p10_ms", "p90_ms"} <= set(data):
         lines += alt.Chart(data).mark_rule(strokeWidth=2).encode(
             x=x, y="p10_ms:Q", y2="p90_ms:Q", color=alt.Color("name:N", scale=scale))
-    chart = alt.layer(lines, _wall(wall, wall_text)).properties(
+    chart = alt.layer(lines, _wall(wall, wall_text), *_row_limit(row_limit, 24)).properties(
         height=300, title=METRICS[metric])
     return finish(chart, width=width)
 
 
 def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: int | None,
-                 width: int = 290, wall_text: str = "naive would not fit") -> alt.LayerChart:
-    """Peak device memory of naive and flash against N (model), with the GPU's memory."""
+                 width: int = 290, wall_text: str = "naive would not fit",
+                 row_limit: tuple[int, str] | None = None) -> alt.LayerChart:
+    """Peak device memory of naive and flash against N (model), with the GPU's memory and
+    naive's memory wall (where its peak passes it); when given, the naive softmax kernel's
+    row limit (N, text) as a grey rule of its own."""
     x = alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
               axis=alt.Axis(format="d", labelAngle=-45))
     color = alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
@@ -123,7 +137,8 @@ def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: in
              .encode(y="GiB:Q")
              + alt.Chart(cap).mark_text(align="left", dy=-10, x=6, fontSize=FONT["text"])
              .encode(y="GiB:Q", text="t:N"))
-    chart = alt.layer(lines, limit, _wall(wall, wall_text, y=270)).properties(
+    chart = alt.layer(lines, limit, _wall(wall, wall_text, y=270),
+                      *_row_limit(row_limit, 250)).properties(
         height=300, title="Peak memory (model): naive's N² wall")
     return finish(chart, width=width)
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 import engine
+from engine.model.units import format_bytes
 from app.core.recorded_gpu import folder_text, recorded_target
 from app.core.style import kernel_name
 from engine.facade import recorded
@@ -96,6 +97,32 @@ def naive_limit(cfg: AttentionConfig, gpu: engine.GpuProfile) -> tuple[int | Non
     if wall is not None and wall <= row:
         return wall, f"naive's memory wall (N = {wall:,})"
     return row, f"naive's row limit (N_k > {row - 1:,})"
+
+
+def naive_walls(cfg: AttentionConfig, gpu: engine.GpuProfile) -> dict:
+    """What stops naive attention as N_q = N_k = N grows, each on its own: "memory", the N at
+    which its peak (S and P, N² each) no longer fits the GPU's memory (gpu.memory_bytes; None
+    below MAX_SEQ), with its label; "row", the N_k at which the naive softmax GPU kernel's
+    float32 row of S outgrows one block's shared memory, with its label, or None when the
+    memory wall comes first; and "note", a sentence saying which comes first."""
+    wall, row = memory_wall(cfg, gpu), naive_row_limit(cfg, gpu)
+    row_first = wall is None or row < wall
+    mem = format_bytes(gpu.memory_bytes)
+    note = (f"Naive's memory wall (red): at N = {wall:,} its peak memory, S and P at N² each, "
+            f"passes {gpu.name}'s {mem}." if wall is not None else
+            f"Naive's peak memory stays within {gpu.name}'s {mem} up to N = {MAX_SEQ:,}, the "
+            f"largest length the app takes: no memory wall.")
+    if row_first:
+        note += (f" The naive softmax GPU kernel's row limit comes first (grey): for N_k > "
+                 f"{row - 1:,} one float32 row of S ({4 * row:,} B at N_k = {row:,}) no longer "
+                 f"fits the "
+                 f"{gpu.smem_per_block_optin / 1024:.0f} KiB of shared memory one block may "
+                 f"take, so that kernel refuses there; the CPU emulation has no such limit.")
+    return {"memory": wall,
+            "memory_text": f"memory wall (N = {wall:,})" if wall is not None else "",
+            "row": row if row_first else None,
+            "row_text": f"softmax row limit (N = {row:,})" if row_first else "",
+            "note": note}
 
 
 HBM_MODELS = {("forward", "naive"): iomodel.naive_hbm, ("forward", "flash"): iomodel.flash_hbm,

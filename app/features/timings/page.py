@@ -12,7 +12,7 @@ from app.features.timings.sweep import run_sweep
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.features.timings.data import (add_speedup, ceilings_note, fastest, in_kernel_order,
-                                       memory_table, naive_limit, recorded_table, stage_table,
+                                       memory_table, naive_walls, recorded_table, stage_table,
                                        sweep_lengths, timing_table, with_builds, with_companions)
 from app.core.ui import chart, guarded, linked_choice, method_note, usable_settings
 from engine.facade import recorded
@@ -60,7 +60,9 @@ else:
               f"it is timed only when you press the button.")
 
 st.subheader("Sweep over sequence length (N_q = N_k = N)")
-wall, wall_text = naive_limit(cfg, gpu)
+walls = naive_walls(cfg, gpu)
+wall, wall_text = walls["memory"], walls["memory_text"]
+row_limit = (walls["row"], walls["row_text"]) if walls["row"] else None
 choices = sweep_lengths(256, 65536 if on_gpu else 8192)
 c1, c2 = st.columns([2, 3])
 largest = linked_choice(c1, "largest N", "sweep_largest", choices, 16384 if on_gpu else 2048)
@@ -75,17 +77,17 @@ if c1.button("Run sweep", type="primary"):
         st.session_state["sweep"] = (key, result)
 c2.caption(f"Times {len(lengths)} lengths × {len(runner.kernels_for(s.backend))} kernels on "
            f"{where}. Naive is never attempted where the memory model predicts it would not "
-           f"fit in {gpu.name}'s {format_bytes(gpu.memory_bytes)}. The red rule is {wall_text}: "
-           f"whichever comes first of the memory wall and the naive softmax kernel's row "
-           f"limit (one float32 row of S in {gpu.name}'s shared memory per block).")
+           f"fit in {gpu.name}'s {format_bytes(gpu.memory_bytes)}. " + walls["note"])
 stored = st.session_state.get("sweep")
 if stored and stored[0] == key:
     sweep = stored[1]
     shown_wall = wall if wall and wall <= 4 * largest else None
+    shown_row = row_limit if row_limit and row_limit[0] <= 4 * largest else None
     for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
-                chart(sweep_chart, sweep, metric, shown_wall, width=290, wall_text=wall_text)
+                chart(sweep_chart, sweep, metric, shown_wall, width=290, wall_text=wall_text,
+                      row_limit=shown_row)
     st.caption("Peak memory: " + ("the high-water mark of device allocations, measured."
                                   if on_gpu else "from the memory model (a CPU run has no "
                                   "device memory to measure)."))
@@ -105,7 +107,8 @@ model_ns = sweep_lengths(256, max(largest, 2 * wall if wall else 0, 1024))
 memory = memory_table(cfg, [n for n in model_ns if n <= 2**20])
 c1, c2 = st.columns(2)
 with c1:
-    chart(memory_chart, memory, gpu.memory_bytes, gpu.name, wall, wall_text=wall_text)
+    chart(memory_chart, memory, gpu.memory_bytes, gpu.name, wall, wall_text=wall_text,
+          row_limit=row_limit)
 with c2:
     chart(hbm_chart, memory)
 st.caption("Both from the memory and IO model of this exact config (engine.model.iomodel), not "
