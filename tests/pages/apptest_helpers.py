@@ -81,7 +81,3 @@ def player(at: AppTest) -> dict:
     element = next(e for e in at.get("component_instance")
                    if e.proto.component_name.endswith("loop_player"))
     return json.loads(element.proto.json_args)
-
-
-def loop_spec_index(at: AppTest) -> int:
-    return next(i for i, spec in enumerate(specs(at)) if "HBM bytes moved" in json.dumps(spec))
