@@ -1,7 +1,7 @@
 """The SRAM tiling page (app/features/sram_tiling/): through AppTest, its steps follow the
 tiles, the loop player opens at the link's step, follows the browser and resets, the FA1 and
-FA2 orders, shared memory against the limit; without a server, the loop's bytes add up to the IO model and its charts stay under
-~20k marks."""
+FA2 orders, shared memory against the limit; without a server, the loop's bytes add up to
+the IO model and its charts stay under ~20k marks."""
 from __future__ import annotations
 
 import json
