@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from engine.model.decode_config import MAX_DECODE_QUERIES
 
-from app.core.controls import (MAX_BATCH, MAX_DECODE_SEQ_UI, MAX_HEADS, MAX_SEQ_UI, PAGE_CHOICES,
-                               SPLIT_CHOICES, Control)
+from app.core.controls import (MAX_BATCH, MAX_DECODE_SEQ_UI, MAX_HEADS, MAX_LOOP_STEPS,
+                               MAX_SEQ_UI, PAGE_CHOICES, SPLIT_CHOICES, Control)
 
 # The pages' url_paths
 OVERVIEW = "overview"
@@ -58,15 +58,17 @@ PAGES = (
     PageRow("sram_tiling", "SRAM tiling", SRAM_TILING,
             "the loop over tiles of Q, K and V, step by step, and what each thread "
             "block keeps in shared memory.",
-            charts=3, browser_chart=True,
-            controls=(Control("sram_order", "choice", None, choices=("fa2", "fa1")),)),
+            charts=2, browser_chart=True,
+            controls=(Control("sram_order", "choice", None, choices=("fa2", "fa1")),
+                      Control("sram_step", "int", 1, 1, MAX_LOOP_STEPS))),
     PageRow("online_softmax", "Online softmax", ONLINE_SOFTMAX,
             "one query row: the running max and sum rescaled tile by tile, to the "
             "same answer as the full softmax.",
             charts=3, browser_chart=True,
             controls=(Control("sm_batch", "int", None, 0, MAX_BATCH - 1),
                       Control("sm_head", "int", None, 0, MAX_HEADS - 1),
-                      Control("sm_row", "int", None, 0, MAX_SEQ_UI - 1))),
+                      Control("sm_row", "int", None, 0, MAX_SEQ_UI - 1),
+                      Control("sm_tile", "int", 0, 0, MAX_SEQ_UI - 1))),
     PageRow("timings", "Timings", TIMINGS,
             "naive against flash for this config and over a sweep of N, the memory and "
             "HBM model, and the results recorded on real GPUs.",

@@ -153,7 +153,7 @@ def test_page_renders_without_exception(browser, server, name):
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
         assert "Page not found" not in page.inner_text("body")
-        if name in ("sram-tiling", "backward"):    # show the loop mid-way in the capture
+        if name == "backward":                     # show the loop mid-way in the capture
             _step_forward(page, 8)
         # Streamlit scrolls inside its main block: grow the window to the content, then shoot.
         height = _settle(page, quiet_polls=1)
@@ -204,7 +204,7 @@ def _step_forward(page, times: int):
         _settle(page, quiet_polls=2)
 
 
-@pytest.mark.parametrize("path", ["sram-tiling", "backward", "decoding"])
+@pytest.mark.parametrize("path", ["backward", "decoding"])
 def test_step_buttons_change_the_loop_chart(browser, server, path):
     page = _open(browser, f"{server}/{path}")
     try:
@@ -221,7 +221,7 @@ def test_step_buttons_change_the_loop_chart(browser, server, path):
 
 
 def test_play_goes_on_from_the_step_shown(browser, server):
-    page = _open(browser, f"{server}/sram-tiling")
+    page = _open(browser, f"{server}/backward")
     try:
         _step_forward(page, 4)                             # step 5
         step = page.locator('[data-testid="stSlider"]').filter(
@@ -231,6 +231,91 @@ def test_play_goes_on_from_the_step_shown(browser, server):
         while int(step.input_value()) <= 5 and time.time() < deadline:
             page.wait_for_timeout(250)
         assert 5 < int(step.input_value()) <= 8, step.input_value()   # on from 5, not from 1
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+# ---- the loop player: the animation runs in the browser (app/core/player/) ----------------
+PLAYER = 'iframe[title*="loop_player"]'
+# Samples the board (its SVG, the phase and the source's highlight) every 50 ms for `ms`, in
+# the player's own frame, and counts how often it changed.
+BOARD_CHANGES = """ms => new Promise(done => {
+    const look = () => document.querySelector('svg').innerHTML + '|' + document.body.dataset.phase
+        + '|' + [...document.querySelectorAll('.ln.hl')].length;
+    let last = look(), changes = 0;
+    const t0 = performance.now();
+    const id = setInterval(() => {
+        const now = look();
+        if (now !== last) { changes += 1; last = now; }
+        if (performance.now() - t0 >= ms) { clearInterval(id); done(changes); }
+    }, 50);
+})"""
+
+
+def _player(page):
+    """The player's frame, once it has drawn its frames."""
+    page.wait_for_selector(PLAYER, timeout=30000)
+    frame = page.locator(PLAYER).element_handle().content_frame()
+    frame.wait_for_selector("button.play", timeout=30000)
+    return frame
+
+
+def _sent(page) -> list:
+    """Every websocket message the page sends to the server from now on (a rerun is one)."""
+    sent = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(payload)))
+    return sent
+
+
+def test_play_runs_in_the_browser_without_a_rerun(browser, server):
+    """A link with sram_step opens the board there; during 3 s of Play the board changes at
+    least 20 times while the browser sends the server nothing, the URL follows the step, and
+    Pause reports the step once; the arrow keys step inside the player."""
+    page = _new_page(browser, viewport={"width": 1280, "height": 900})
+    sent = _sent(page)
+    try:
+        page.goto(f"{server}/sram-tiling?sram_step=3")
+        page.wait_for_selector("h1", timeout=30000)
+        frame = _player(page)
+        _settle(page, quiet_polls=2)
+        assert frame.evaluate("() => document.body.dataset.step") == "3"
+        before = len(sent)
+        frame.click("button.play")
+        changes = frame.evaluate(BOARD_CHANGES, 3000)
+        during = len(sent) - before
+        step = int(frame.evaluate("() => document.body.dataset.step"))
+        assert changes >= 20, f"the board changed {changes} times in 3 s of Play"
+        assert during == 0, f"the browser sent the server {during} messages while playing"
+        assert step > 3 and re.search(r"sram_step=\d+", page.url), (step, page.url)
+        frame.click("button.play")                            # pause: the step goes back once
+        page.wait_for_timeout(1500)
+        _settle(page, quiet_polls=2)
+        stopped = frame.evaluate("() => document.body.dataset.step")
+        assert f"sram_step={stopped}" in page.url, (stopped, page.url)
+        assert 1 <= len(sent) - before <= 3, len(sent) - before
+        frame.locator(".player").focus()
+        page.keyboard.press("ArrowRight")
+        assert frame.evaluate("() => document.body.dataset.step") == str(int(stopped) + 1)
+        page.keyboard.press("ArrowLeft")
+        page.keyboard.press("ArrowLeft")
+        assert frame.evaluate("() => document.body.dataset.step") == str(int(stopped) - 1)
+        assert frame.locator(".ln.hl").count() > 0            # the kernel's lines of the step
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        page.close()
+
+
+def test_online_softmax_plays_from_tile_0(browser, server):
+    page = _new_page(browser, viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(f"{server}/online-softmax?inputs=rising")
+        page.wait_for_selector("h1", timeout=30000)
+        frame = _player(page)
+        assert frame.evaluate("() => document.body.dataset.step") == "0"
+        frame.click("button.play")
+        page.wait_for_timeout(1200)
+        assert int(frame.evaluate("() => document.body.dataset.step")) >= 1
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         page.close()
@@ -401,7 +486,8 @@ def test_page_is_legible_at_projector_sizes(browser, server, name):
             SHOTS_1280.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS_1280 / f"{name}.png"))
             if name in ("sram-tiling", "backward"):     # the loop board as a talk shows it
-                page.get_by_text("Play", exact=True).evaluate(
+                (page.locator(PLAYER) if name == "sram-tiling" else
+                 page.get_by_text("Play", exact=True)).evaluate(
                     "e => e.scrollIntoView({block: 'start'})")
                 page.wait_for_timeout(500)
                 page.screenshot(path=str(SHOTS_1280 / f"{name}-loop.png"))
@@ -422,7 +508,8 @@ def test_page_is_legible_at_projector_sizes(browser, server, name):
 TALK_FIRST_SCREEN = """() => {
     const box = e => e.getBoundingClientRect();
     const side = document.querySelector('[data-testid="stSidebar"]');
-    const chart = document.querySelector('[data-testid="stVegaLiteChart"]');
+    const chart = document.querySelector('iframe[title*="loop_player"], '
+                                         + '[data-testid="stVegaLiteChart"]');
     const inside = r => r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight + 1
                         && r.right <= innerWidth + 1;
     const controls = [...document.querySelectorAll('[data-testid="stCheckbox"], '
@@ -437,9 +524,10 @@ TALK_FIRST_SCREEN = """() => {
 @pytest.mark.parametrize("name", [n for n, (_, draws) in PAGES.items() if draws]
                          + ["overview"])
 def test_talk_mode_fits_the_main_chart_on_one_screen(browser, server, name):
-    """?talk=true at 1280×720: the sidebar folded away, the page's main chart (its first)
-    whole on the first screen, and the chart's own controls (Play, speed, loop step) there
-    too; nothing overlaps and nothing scrolls sideways."""
+    """?talk=true at 1280×720: the sidebar folded away, the page's main chart (its first, or
+    its loop player where that comes first) whole on the first screen, and the chart's own
+    controls (Play, speed, loop step) there too; nothing overlaps and nothing scrolls
+    sideways."""
     page = _new_page(browser, viewport={"width": 1280, "height": 720})
     try:
         path = PAGES[name][0]
@@ -452,7 +540,7 @@ def test_talk_mode_fits_the_main_chart_on_one_screen(browser, server, name):
             f"{name}: the main chart spans y = {got['chart']} px, not inside 0–720")
         loop = [c for c in got["controls"] if c[0] in ("Play", "speed", "loop step")]
         assert all(inside for _, inside in loop), f"{name}: controls off screen: {loop}"
-        if name in ("sram-tiling", "backward"):
+        if name == "backward":
             assert len(loop) == 3, f"{name}: the loop's controls are missing: {got['controls']}"
         layout = page.evaluate(LAYOUT)
         assert not layout["sideways"], f"{name}: scrolls sideways: {layout['sideways']}"

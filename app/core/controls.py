@@ -15,6 +15,7 @@ MAX_BATCH = 64
 MAX_HEADS = 64
 MAX_SEQ_UI = 65536
 MAX_DECODE_SEQ_UI = 1 << 17           # the Decoding page's cache length
+MAX_LOOP_STEPS = 4096                 # steps of a loop animation (larger grids group tiles)
 SPLIT_CHOICES = ("auto", 1, 2, 4, 8, 16, 32, 64, 128)
 PAGE_CHOICES = ("none", 8, 16, 32, 64, 128, 256)
 BACKEND_LABELS = {"auto": "auto (GPU when usable)", "cupy": "GPU (CuPy)",

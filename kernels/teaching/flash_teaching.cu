@@ -13,6 +13,10 @@
 //   TRACE    = 0 or 1 (write the online-softmax state after every key tile, and per block
 //              the SM id and the start and end times)
 // Launch: grid (Tr, B·H), NUM_THREADS threads, dynamic shared memory laid out as below.
+//
+// Each step of the loop opens with a `// [phase <name>]` line: the paragraph it opens (down to
+// the next blank line) is what the app's loop animation highlights for that phase
+// (app/core/player/kernel_lines.py reads them).
 
 #if !defined(BLOCK_Q) || !defined(BLOCK_K) || !defined(HEAD_DIM) || !defined(ELEM_T) || \
     !defined(CAUSAL) || !defined(TRACE)
@@ -76,6 +80,7 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
     const long long q_base = ((long long)bh * seq_q + q0) * d;
     const long long kv_base = (long long)bh * seq_k * d;
 
+    // [phase load_q]
     // Algorithm 1, lines 4-5: load Q_i into SRAM; O_i = 0, l_i = 0, m_i = -inf on chip.
     for (int idx = tid; idx < q_rows * d; idx += NUM_THREADS) {
         Q_i[idx] = Q[q_base + idx];
@@ -91,6 +96,7 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
         const int k0 = j * Bc;                      // first key of tile j
         const int k_cols = tile_rows(j, Bc, seq_k); // keys past seq_k are padding
 
+        // [phase load_kv]
         // Line 7: load K_j and V_j from HBM into SRAM (K_j transposed, so that threads
         // reading consecutive keys below touch consecutive shared-memory banks).
         for (int idx = tid; idx < k_cols * d; idx += NUM_THREADS) {
@@ -100,6 +106,7 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
         }
         __syncthreads();  // K_j and V_j are complete before any thread reads them
 
+        // [phase scores]
         // Line 8: S_ij = scale · Q_i K_jᵀ; keys hidden by the causal mask get -inf.
         for (int idx = tid; idx < Br * Bc; idx += NUM_THREADS) {
             const int r = idx / Bc, c = idx % Bc;
@@ -116,6 +123,7 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
         }
         __syncthreads();  // every score of S_ij is written before the row statistics read it
 
+        // [phase softmax]
         // Line 9, one warp per row: row_m = max(m_i, rowmax(S_ij)), P̃_ij = exp(S_ij - row_m),
         // row_l = exp(m_i - row_m)·l_i + rowsum(P̃_ij); and the first half of line 10:
         // O_i is multiplied by the same rescale factor exp(m_i - row_m). Spelt out here in the
@@ -154,6 +162,7 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
         }
         __syncthreads();  // P̃_ij and the rescaled O_i are complete before P̃_ij V_j is added
 
+        // [phase pv]
         // Line 10, second half: O_i += P̃_ij V_j.
         for (int idx = tid; idx < q_rows * d; idx += NUM_THREADS) {
             const int r = idx / d, t = idx % d;
@@ -164,6 +173,7 @@ flash_teaching(const elem_t* __restrict__ Q,      // (B·H, seq_q, d)
         __syncthreads();  // S_ij, K_j and V_j are no longer read: the next tile may overwrite them
     }
 
+    // [phase write_o]
     // Lines 12-15: O_i = diag(l_i)^-1 O_i and L_i = m_i + log(l_i), written to HBM.
     for (int idx = tid; idx < q_rows * d; idx += NUM_THREADS)
         store_as(&O[q_base + idx], O_i[idx] / l_i[idx / d]);

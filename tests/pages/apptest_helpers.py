@@ -75,5 +75,9 @@ def shown_step(at: AppTest) -> int:
     return spec["params"][0]["value"]
 
 
-def loop_spec_index(at: AppTest) -> int:
-    return next(i for i, spec in enumerate(specs(at)) if "HBM bytes moved" in json.dumps(spec))
+def player(at: AppTest) -> dict:
+    """What the page sent its loop player (app/core/player/component.py): spec (the frames),
+    sig and start (the 0-based step it opens at)."""
+    element = next(e for e in at.get("component_instance")
+                   if e.proto.component_name.endswith("loop_player"))
+    return json.loads(element.proto.json_args)

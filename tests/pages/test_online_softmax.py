@@ -12,7 +12,7 @@ import pytest
 import engine
 from app.core.style import ALARM
 from app.features.online_softmax import charts as charts_softmax, data as softmax_data
-from apptest_helpers import ON_GPU, assert_clean, open_page, specs, texts, url
+from apptest_helpers import ON_GPU, assert_clean, open_page, player, specs, texts, url
 from chart_helpers import datasets, fresh_seed, params
 
 
@@ -32,6 +32,28 @@ def test_page_controls_come_from_the_url_and_go_back_into_it():
     at.switch_page("features/timings/page.py").run()              # another page: not in its URL
     assert_clean(at)
     assert "sm_row" not in url(at) and url(at)["heads"] == "4"
+
+
+def _upto(at) -> int:
+    stats = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "upto")
+    return stats["params"][0]["value"]
+
+
+def test_the_loop_plays_from_tile_0_and_the_links_tile():
+    at = open_page("online_softmax")
+    assert_clean(at)
+    got = player(at)
+    assert got["start"] == 0 and _upto(at) == 0               # not the finished state
+    assert len(got["spec"]["frames"]) == 4 and got["spec"]["url"]["name"] == "sm_tile"
+    assert "sm_tile" not in url(at)
+    at = open_page("online_softmax", sm_tile=2)
+    assert player(at)["start"] == 2 and _upto(at) == 2 and url(at)["sm_tile"] == "2"
+    at.session_state["softmax_player"] = {"step": 3, "sig": player(at)["sig"]}  # stopped on 3
+    at.run()
+    assert_clean(at)
+    assert player(at)["start"] == 3 and _upto(at) == 3 and url(at)["sm_tile"] == "3"
+    at.number_input(key="sm_row").set_value(7).run()          # another row: from tile 0
+    assert player(at)["start"] == 0 and "sm_tile" not in url(at)
 
 
 def test_page_control_out_of_this_config_falls_back_with_a_note():

@@ -1,7 +1,7 @@
 """The SRAM tiling page (app/features/sram_tiling/): through AppTest, its steps follow the
-tiles, the loop player plays and resets, the FA1 and FA2 orders, shared memory against the
-limit; without a server, the loop's bytes add up to the IO model and its charts stay under
-~20k marks."""
+tiles, the loop player opens at the link's step, follows the browser and resets, the FA1 and
+FA2 orders, shared memory against the limit; without a server, the loop's bytes add up to
+the IO model and its charts stay under ~20k marks."""
 from __future__ import annotations
 
 import json
@@ -16,30 +16,36 @@ from app.features.sram_tiling import charts as charts_tiling, data as tiling_dat
 from engine.model import iomodel
 from engine.model.units import format_bytes
 from engine.model.tiles import processed_tiles
-from apptest_helpers import (ON_GPU, assert_clean, loop_spec_index, open_page, shown_step, specs,
-                             texts)
+from apptest_helpers import ON_GPU, assert_clean, open_page, player, specs, texts, url
 from chart_helpers import CONFIGS, H200, MAX_MARKS, datasets, largest_dataset, params
 
 
 def test_sram_page_steps_follow_the_tiles():
     at = open_page("sram_tiling")
-    assert at.slider(key="sram_step").max == 16             # 4×4 tiles
+    assert len(player(at)["spec"]["frames"]) == 16          # 4×4 tiles
     at.selectbox(key="block_q").set_value(32).run()
     assert_clean(at)
-    assert at.slider(key="sram_step").max == 32             # 8×4 tiles
+    assert len(player(at)["spec"]["frames"]) == 32          # 8×4 tiles
 
 
 def test_sram_page_causal_has_fewer_steps():
     at = open_page("sram_tiling", causal="true")
     assert_clean(at)
-    assert at.slider(key="sram_step").max == 10             # 10 of 16 tiles run
+    assert len(player(at)["spec"]["frames"]) == 10          # 10 of 16 tiles run
 
 
-def test_sram_page_play_advances_the_step():
-    at = open_page("sram_tiling")
-    at.toggle(key="sram_play").set_value(True).run()
+def test_sram_page_plays_in_the_browser_from_the_links_step():
+    at = open_page("sram_tiling", sram_step=7)
     assert_clean(at)
-    assert specs(at)[1]["params"][0]["value"] == 2          # one step on from step 1
+    got = player(at)
+    assert got["start"] == 6 and got["spec"]["url"] == {"name": "sram_step", "base": 1,
+                                                        "label": "loop step"}
+    assert url(at)["sram_step"] == "7"
+    assert not at.get("toggle") or all(t.key != "sram_play" for t in at.toggle)   # no server Play
+    at = open_page("sram_tiling", sram_step=99)             # past the last of 16 steps
+    assert player(at)["start"] == 15 and url(at)["sram_step"] == "16"
+    at = open_page("sram_tiling")
+    assert player(at)["start"] == 0 and "sram_step" not in url(at)
 
 
 def test_sram_page_tiles_too_big_shows_red_state():
@@ -60,47 +66,34 @@ def test_sram_page_emulated_profile_changes_the_limit():
     assert "at most 64 KiB" in " ".join(e.value for e in at.error)
 
 
-def test_loop_player_plays_on_from_the_step_shown():
+def _stop_at(at: AppTest, step: int) -> None:
+    """The browser reports the step it stopped on (Play paused or a step by hand)."""
+    at.session_state["sram_player"] = {"step": step, "sig": player(at)["sig"]}
+    at.run()
+
+
+def test_the_step_the_browser_stops_on_goes_into_the_url():
     at = open_page("sram_tiling")
-    at.slider(key="sram_step").set_value(9).run()
-    assert shown_step(at) == 9
-    at.toggle(key="sram_play").set_value(True).run()
+    _stop_at(at, 8)
     assert_clean(at)
-    assert shown_step(at) == 10                           # from 9, not from the start
-    assert at.select_slider(key="sram_speed").value == "normal"
+    assert player(at)["start"] == 8 and url(at)["sram_step"] == "9"
 
 
 def test_loop_player_resets_on_a_config_change():
     at = open_page("sram_tiling")
-    at.slider(key="sram_step").set_value(9).run()
-    at.toggle(key="sram_play").set_value(True).run()
+    _stop_at(at, 8)
     at.selectbox(key="block_q").set_value(32).run()
     assert_clean(at)
-    assert shown_step(at) == 1 and at.slider(key="sram_step").value == 1
-    assert at.toggle(key="sram_play").value is False
+    assert player(at)["start"] == 0 and "sram_step" not in url(at)
 
 
 def test_loop_player_keeps_the_step_across_the_loop_order():
     at = open_page("sram_tiling")
-    at.slider(key="sram_step").set_value(6).run()
+    _stop_at(at, 5)
     at.radio(key="sram_order").set_value("fa1").run()
     assert_clean(at)
-    assert shown_step(at) == 6                            # compare both orders at one step
-
-
-def test_loop_player_plays_a_long_loop_in_at_most_100_frames():
-    from app.core.ui import PLAY_FRAMES, next_frame, play_stride
-    at = open_page("sram_tiling", seq_q=8192, seq_k=8192, block_q=16, block_k=16)
-    assert_clean(at)
-    n = at.slider(key="sram_step").max
-    stride = play_stride(n)
-    assert n > 1000 and -(-n // stride) <= PLAY_FRAMES
-    at.toggle(key="sram_play").set_value(True).run()
-    assert shown_step(at) == 1 + stride
-    frames, step = 0, 1
-    while step != n:
-        step, frames = next_frame(step, n, stride), frames + 1
-    assert frames <= PLAY_FRAMES and next_frame(n, n, stride) == 1
+    assert player(at)["start"] == 5                       # compare both orders at one step
+    assert player(at)["spec"]["order"] == "fa1"
 
 
 def test_sram_page_switches_to_the_fa1_order():
@@ -110,11 +103,11 @@ def test_sram_page_switches_to_the_fa1_order():
     body = texts(at)
     assert f"HBM traffic, FlashAttention-1 order={iomodel.format_bytes(fa1.total)}" in body
     assert f"HBM traffic, FlashAttention-2 order={iomodel.format_bytes(fa2.total)}" in body
-    assert "FlashAttention-2 order: read so far" in json.dumps(specs(at)[1])
+    assert player(at)["spec"]["order"] == "fa2"
     at.radio(key="sram_order").set_value("fa1").run()
     assert_clean(at)
-    loop = json.dumps(specs(at)[1])
-    assert "FlashAttention-1 order: read so far" in loop
+    loop = player(at)["spec"]
+    assert loop["order"] == "fa1" and loop["frames"][-1]["read"] == fa1.read
     assert "written back" in texts(at)
 
 
@@ -151,7 +144,7 @@ def test_loop_order_comes_from_the_link_and_goes_back_into_it():
     at = open_page("sram_tiling", sram_order="fa1")
     assert_clean(at)
     assert at.radio(key="sram_order").value == "fa1"
-    assert "FlashAttention-1 order: read so far" in json.dumps(specs(at)[loop_spec_index(at)])
+    assert player(at)["spec"]["order"] == "fa1"
     assert at.query_params["sram_order"] == "fa1"
     at.radio(key="sram_order").set_value("fa2").run()
     assert "sram_order" not in at.query_params

@@ -3,6 +3,7 @@ output over the key tiles, straight from the run's trace."""
 import streamlit as st
 
 from app.core import runner
+from app.core.player.component import play_row
 from app.features.online_softmax.charts import safe_softmax_chart, scores_chart, stats_chart
 from app.features.online_softmax.data import (EXP_DTYPE, convergence, exp_overflow,
                                               overflow_text, row_trace, score_row)
@@ -40,7 +41,11 @@ with on_stage(slot):
     conv = convergence(cfg, q, k, v, res.output, res.trace, b, h, r)
     skipped = int((~rows.processed).sum())
     above = st.container()
-    chart(stats_chart, rows, conv.table, **(dict(width=400, height=130) if s.talk else {}))
+    tile = st.container()          # the charts open on the tile the player stands on
+    shown = play_row("softmax", rows, "sm_tile", compact=s.talk)
+    with tile:
+        chart(stats_chart, rows, conv.table, slider_values={"upto": shown},
+              **(dict(width=400, height=130) if s.talk else {}))
     with notes(above):
         st.markdown(
             f"Row **{r}** sits in query tile **Q_{i}**. For each key tile K_j the kernel "
@@ -48,10 +53,12 @@ with on_stage(slot):
             f"old sum l_i and accumulator O_i by **exp(m_old − m_new)** — the rescale factor, "
             f"red when it is below 1 (the max moved). Division by l_i waits until the last "
             f"tile.")
-        st.caption("Drag **after key tile j** below the charts (in your browser) to replay the "
-                   "loop." + (f" The causal mask skips the last {skipped} key tile(s) for query "
-                              f"tile Q_{i} (grey dashed bands): the kernel never computes them."
-                              if skipped else ""))
+        st.caption("Play the loop below the charts, step it with ◀ ▶ (or the arrow keys), or "
+                   "drag **after key tile j** under the charts: both run in your browser; the "
+                   "charts move to the player's tile when it stops."
+                   + (f" The causal mask skips the last {skipped} key tile(s) for query "
+                      f"tile Q_{i} (grey dashed bands): the kernel never computes them."
+                      if skipped else ""))
 m1, m2, m3 = st.columns(3)
 m1.metric("rescales below 1", int((rows.rescale[1:] < 1).sum()), help="key tiles j ≥ 1 that "
           "raised this row's max")

@@ -3,13 +3,14 @@ order, the shared-memory budget of the kernel that runs, HBM traffic and thread 
 over the SMs."""
 import streamlit as st
 
-from app.features.sram_tiling.charts import loop_chart, smem_chart, waves_chart
+from app.features.sram_tiling.charts import smem_chart, waves_chart
 from app.core.controls import kernel_label
 from engine.model.units import format_bytes
 from app.core.figures import theta_text
 from app.features.sram_tiling.data import (ORDERS, grid_text, intro_text, l2_text, loop_view,
                                            reread_text, smem_layout, smem_table, waves)
-from app.core.ui import chart, linked_radio, loop_player, notes, on_stage, stage, usable_settings
+from app.core.player.component import play_loop
+from app.core.ui import chart, linked_radio, notes, on_stage, stage, usable_settings
 from engine.model import iomodel
 
 st.title("SRAM tiling")
@@ -50,11 +51,14 @@ with on_stage(slot):
     intro.markdown(intro_text(cfg, order))
     view = loop_view(cfg, order)
     above = st.container()
-    loop_player("sram", len(view.steps), loop_chart, view.tiles, view.steps, view.rows,
-                view.cols, order=order, side=s.talk, size=330 if s.talk else 380)
+    play_loop("sram", view, "sram_step", compact=s.talk)
     notes(above).caption(
-        "Step with ◀ ▶ or the **loop step** slider, or play. Grey: done; purple: the tile "
-        "S_ij on chip now; light grey: still to do; white: skipped by the causal mask."
+        "Play, step with ◀ ▶ (or the arrow keys once you click the board) or drag the slider: "
+        "it all runs in your browser. Grey: done; purple: the tile S_ij on chip now; light "
+        "grey: still to do; white: skipped by the causal mask. Beside it, the teaching "
+        "kernel's lines that run in this step (the phase running now while playing)."
+        + (" The teaching kernel runs FlashAttention-2's order; in FlashAttention-1's the same "
+           "phases run in another order." if order == "fa1" else "")
         + (f" The grid has {cfg.Tr}×{cfg.Tc} tiles; each cell here groups "
            f"{view.group}×{view.group} of them." if view.group > 1 else ""))
 

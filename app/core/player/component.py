@@ -1,0 +1,91 @@
+"""The loop player: a Streamlit component (static/, no build step, nothing fetched) that gets
+every frame of one animation once and plays it in the browser: Play, pause, speed, ◀ ▶, a
+slider and the arrow keys, with motion between steps, and the kernel source beside the board
+with the lines of the phase running highlighted. No rerun per frame: the page runs again only
+when Play stops or a step by hand settles (the step comes back as the component's value, so
+the page and the URL follow it).
+
+The step is a page control of the URL (app/page_list.py): the browser writes it while playing;
+a link with it opens the animation at that step."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import streamlit as st
+import streamlit.components.v1 as components
+
+from app.core.player.frames import code_panel, loop_frames, row_frames
+from app.core.player.kernel_lines import kernel_lines
+from app.core.sidebar import keep_page_control
+from app.core.style import ALARM, DONE, INK, PENDING, TILE_COLORS
+
+STATIC = Path(__file__).resolve().parent / "static"
+_component = components.declare_component("loop_player", path=str(STATIC))
+
+COLORS = {**TILE_COLORS, "done": DONE, "pending": PENDING, "alarm": ALARM, "ink": INK}
+
+
+def spec_of(frames: dict, url_name: str, base: int = 1, code: dict | None = None,
+            label: str = "step", compact: bool = False) -> dict:
+    """Everything the browser is sent: the frames, the kernel's source panel, the palette and
+    the URL parameter that holds the step (its value is the 0-based step + base)."""
+    return {**frames, "code": code, "colors": COLORS, "compact": compact,
+            "url": {"name": url_name, "base": base, "label": label}}
+
+
+def signature(spec: dict) -> str:
+    """Names one animation: the same frames give the same signature (the browser keeps its
+    state across reruns while it holds)."""
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
+
+
+def start_index(key: str, spec: dict, sig: str, reset_on=None) -> int:
+    """The step (0-based) the animation opens at: where the browser last stopped (its report,
+    the component's value); after a change of `reset_on` (default: the frames) the first
+    step, but on the page's first showing in this session the link's."""
+    ss = st.session_state
+    url = spec["url"]
+    of_key, index_key, seen_key = f"{key}_of", f"{key}_index", f"{key}_seen"
+    mark = signature({"reset_on": repr(reset_on)}) if reset_on is not None else sig
+    if ss.get(of_key) != mark:
+        linked = ss.get(url["name"]) if of_key not in ss else None
+        ss[of_key] = mark
+        ss[index_key] = int(linked) - url["base"] if isinstance(linked, int) else 0
+    value = ss.get(f"{key}_player")
+    if isinstance(value, dict) and value.get("sig") == sig and value != ss.get(seen_key):
+        ss[seen_key] = value
+        ss[index_key] = int(value.get("step", 0))
+    ss[index_key] = min(max(int(ss[index_key]), 0), max(len(spec["frames"]) - 1, 0))
+    return ss[index_key]
+
+
+def play(key: str, spec: dict, reset_on=None) -> int:
+    """Show the player for `spec` (spec_of) and return the step (0-based) it stands on as far
+    as the server knows: the link's, or where the browser last stopped. A change of
+    `reset_on` (default: of the frames) sends it back to the first step."""
+    sig = signature(spec)
+    index = start_index(key, spec, sig, reset_on)
+    url = spec["url"]
+    keep_page_control(url["name"], index + url["base"], url["base"])
+    _component(spec=spec, sig=sig, start=index, key=f"{key}_player", default=None)
+    return index
+
+
+def play_loop(key: str, view, url_name: str, compact: bool = False) -> int:
+    """The tile loop of a LoopView (app.features.sram_tiling.data) played beside the teaching
+    kernel's source; returns the step shown (0-based). The step stays where it is while the
+    grid's tiles do (so both loop orders can be compared at one step)."""
+    frames = loop_frames(view.tiles, view.steps, view.rows, view.cols, view.order)
+    grid = (view.rows, view.cols, tuple(c >= 0 for c in frames["cells"]))
+    return play(key, spec_of(frames, url_name, 1, code_panel(kernel_lines("teaching")),
+                             "loop step", compact), reset_on=grid)
+
+
+def play_row(key: str, rows, url_name: str, compact: bool = False) -> int:
+    """One query row's online softmax over the key tiles (row_trace's table) played beside
+    the teaching kernel's source; returns the key tile shown."""
+    return play(key, spec_of(row_frames(rows), url_name, 0, code_panel(kernel_lines("teaching")),
+                             "after key tile", compact))
