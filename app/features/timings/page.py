@@ -1,5 +1,7 @@
 """Timings: naive vs flash for the chosen config, a sweep over sequence length with naive's
-memory wall, and GPU results recorded in benchmarks/."""
+memory wall, and GPU results recorded in benchmarks/. On the CPU the timings are this
+session's own (measured with a budget, interleaved, their spread shown); in talk mode the
+recorded GPU results come first."""
 import pandas as pd
 import streamlit as st
 
@@ -7,13 +9,16 @@ from app.core import runner
 from app.features.timings.charts import (config_chart, hbm_chart, memory_chart, stages_chart,
                                          sweep_chart)
 from app.core.figures import gib, hbm_text
-from app.features.timings.sweep import run_sweep
+from app.features.timings.measure import kept_cpu_timings, measure_cpu_timings
+from app.features.timings.sweep import cpu_point, each_point, run_sweep
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.features.timings.data import (add_speedup, ceilings_note, fastest, in_kernel_order,
-                                       memory_table, naive_limit, recorded_table, stage_table,
-                                       sweep_lengths, timing_table, with_builds, with_companions)
-from app.core.ui import chart, guarded, linked_choice, method_note, usable_settings
+                                       memory_table, naive_limit, noisy_warning, recorded_table,
+                                       spread_lines, stage_table, sweep_lengths, timing_table,
+                                       with_builds, with_companions)
+from app.core.ui import (chart, guarded, linked_choice, method_note, on_stage, stage,
+                         usable_settings)
 from engine.facade import recorded
 
 GPU_METHOD = ("CUDA events around the kernel(s), warm-up runs first (compile, module load and "
@@ -24,27 +29,44 @@ CPU_AUTO_FLOPS = 4e9     # on CPU, time the chosen config automatically below th
 
 st.title("Timings")
 s = usable_settings()
+slot = stage()          # talk mode: the recorded GPU results lead (drawn at the end, shown here)
 cfg, gpu, on_gpu = s.cfg, s.device.gpu, s.on_gpu
-reps = 30 if on_gpu else 5
+reps = 30 if on_gpu else None       # CPU: adaptive, until a time budget is spent
 where = s.device.name if on_gpu else "this machine's CPU (NumPy emulation, not a GPU figure)"
 
-st.subheader("This config: naive against flash")
+st.subheader("This config: naive against flash" if on_gpu else
+             "This config on the CPU: naive against flash (NumPy emulation, not a GPU)")
 left = st.container()
 auto = on_gpu or cfg.flops <= CPU_AUTO_FLOPS
-if auto or left.button("Time this config"):
+kept = None if on_gpu else kept_cpu_timings(cfg)
+again = not on_gpu and kept is not None and left.button(
+    "Time again", help="This session's CPU timing of this config, measured anew.")
+if kept is not None or auto or left.button("Time this config"):
     entries = []
-    for label, algorithm, kernel in runner.kernels_for(s.backend):
-        # A kernel that does not take this config is a note, not a failure of the page.
-        t = guarded(runner.timing, cfg, algorithm, s.backend, kernel, reps, show=st.warning)
-        if t is not None:
-            entries.append((label, t))
+    if on_gpu:
+        for label, algorithm, kernel in runner.kernels_for(s.backend):
+            # A kernel that does not take this config is a note, not a failure of the page.
+            t = guarded(runner.timing, cfg, algorithm, s.backend, kernel, reps, show=st.warning)
+            if t is not None:
+                entries.append((label, t))
+    elif kept is not None and not again:
+        entries = kept          # this session's own timing, never another visitor's
+    else:
+        with st.spinner("Timing naive and flash on the CPU, interleaved…"):
+            entries = guarded(measure_cpu_timings, cfg, show=st.warning) or []
     table = timing_table(entries)
     if not table.empty:
         st.session_state["config_timings"] = table
         with left:
-            st.caption(f"Measured on {where}. Each box is the middle half of the calls "
-                       f"(interquartile range) with the median as a white tick; whiskers reach "
-                       f"the furthest call within 1.5 box lengths, calls beyond are points "
+            if not on_gpu:
+                st.markdown("  \n".join(spread_lines(table)))
+                warn = noisy_warning(table)
+                if warn:
+                    st.warning(warn)
+            st.caption(f"Measured on {where}" + ("" if on_gpu else " in this session (not "
+                       "shared with other visitors)") + ". Each box is the middle half of the "
+                       "calls (interquartile range) with the median as a white tick; whiskers "
+                       f"reach the furthest call within 1.5 box lengths, calls beyond are points "
                        f"(▸ on the edge when off the scale), so one slow call cannot stretch "
                        f"the chart.")
             chart(config_chart, table)
@@ -67,7 +89,8 @@ lengths = sweep_lengths(256, largest)
 key = (cfg, s.backend, tuple(lengths))
 if c1.button("Run sweep", type="primary"):
     bar = st.progress(0.0, text="starting…")
-    result = guarded(run_sweep, cfg, s.backend, gpu, lengths, runner.timing, reps,
+    time_point = each_point(runner.timing, s.backend, reps) if on_gpu else cpu_point
+    result = guarded(run_sweep, cfg, s.backend, gpu, lengths, time_point,
                      lambda done, total, what: bar.progress(done / total, text=what))
     bar.empty()
     if result is not None:
@@ -77,6 +100,9 @@ c2.caption(f"Times {len(lengths)} lengths × {len(runner.kernels_for(s.backend))
            f"fit in {gpu.name}'s {gib(gpu.memory_bytes)}. The red rule is {wall_text}: "
            f"whichever comes first of the memory wall and the naive softmax kernel's row "
            f"limit (one float32 row of S in {gpu.name}'s shared memory per block).")
+if not on_gpu:
+    c2.caption("On the CPU, naive and flash are timed interleaved at each length, with the "
+               "budget of this config's timing above, so that a busy machine slows both alike.")
 stored = st.session_state.get("sweep")
 if stored and stored[0] == key:
     sweep = stored[1]
@@ -88,6 +114,9 @@ if stored and stored[0] == key:
     st.caption("Peak memory: " + ("the high-water mark of device allocations, measured."
                                   if on_gpu else "from the memory model (a CPU run has no "
                                   "device memory to measure)."))
+    warn = noisy_warning(sweep[sweep.skipped == ""])
+    if warn:
+        st.warning(warn)
     skipped = sweep[sweep.skipped != ""]
     if not skipped.empty:
         st.caption("Not run: " + "; ".join(f"{r.kernel} at N = {r.seq}: {r.skipped}"
@@ -110,40 +139,42 @@ with c2:
 st.caption("Both from the memory and IO model of this exact config (engine.model.iomodel), not "
            "measured. Naive's peak grows as N², flash's as N. " + hbm_text(cfg, gpu))
 
-st.subheader("Recorded on real GPUs")
-files, shown = closest_files(recorded.load_benchmarks(bench_dir()), s.device)
-if not files:
-    st.info("No GPU results are recorded in benchmarks/ yet.")
-else:
-    st.caption(shown.label)
-    table = with_builds(recorded_table(files), files)
-    names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
-             for f in files]
-    best = fastest(table)
-    default = next((i for i, f in enumerate(files) if best is not None
-                    and f["file"] == best.file), 0)
-    pick = st.selectbox("recorded file", names, index=default, key="rec_file",
-                        help="Shown first: the file and shape of the project's fastest kernel.")
-    chosen = files[names.index(pick)]
-    rows = with_companions(table, chosen["file"])
-    shapes = sorted(rows["shape"].unique())
-    shape = st.selectbox("shape", shapes, key="rec_shape", index=shapes.index(best["shape"])
-                         if best is not None and best["shape"] in shapes else 0)
-    rows = in_kernel_order(add_speedup(rows[rows["shape"] == shape]))
-    tokens = sorted(rows.tokens.unique())
-    held = (f" Batch shrinks as N grows so that B·N = {tokens[0]:,} tokens throughout."
-            if len(tokens) == 1 and rows.batch.nunique() > 1 else "")
-    joined = sorted(set(rows.file) - {chosen["file"]})
-    also = (f" Lines this file lacks (same device, date and shape) come from "
-            f"{', '.join(joined)}." if joined else "")
-    st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
-               f"{chosen.get('date', '?')}.{held}{also}")
-    with st.expander("How these were timed"):
-        st.write(chosen.get("method", "not stated"))
-        st.caption(ceilings_note(chosen, gpu))
-    plotted = rows.drop(columns=["stages", "method"], errors="ignore")   # cheap to hash
-    for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
-        for col, metric in zip(st.columns(2), metrics):
-            with col:
-                chart(sweep_chart, plotted, metric, width=290)
-    st.dataframe(rows.drop(columns=["method"]), hide_index=True)
+with on_stage(slot):
+    st.subheader("Recorded on real GPUs")
+    files, shown = closest_files(recorded.load_benchmarks(bench_dir()), s.device)
+    if not files:
+        st.info("No GPU results are recorded in benchmarks/ yet.")
+    else:
+        st.caption(shown.label)
+        table = with_builds(recorded_table(files), files)
+        names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
+                 for f in files]
+        best = fastest(table)
+        default = next((i for i, f in enumerate(files) if best is not None
+                        and f["file"] == best.file), 0)
+        pick = st.selectbox("recorded file", names, index=default, key="rec_file",
+                            help="Shown first: the file and shape of the project's fastest "
+                                 "kernel.")
+        chosen = files[names.index(pick)]
+        rows = with_companions(table, chosen["file"])
+        shapes = sorted(rows["shape"].unique())
+        shape = st.selectbox("shape", shapes, key="rec_shape", index=shapes.index(best["shape"])
+                             if best is not None and best["shape"] in shapes else 0)
+        rows = in_kernel_order(add_speedup(rows[rows["shape"] == shape]))
+        tokens = sorted(rows.tokens.unique())
+        held = (f" Batch shrinks as N grows so that B·N = {tokens[0]:,} tokens throughout."
+                if len(tokens) == 1 and rows.batch.nunique() > 1 else "")
+        joined = sorted(set(rows.file) - {chosen["file"]})
+        also = (f" Lines this file lacks (same device, date and shape) come from "
+                f"{', '.join(joined)}." if joined else "")
+        st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
+                   f"{chosen.get('date', '?')}.{held}{also}")
+        with st.expander("How these were timed"):
+            st.write(chosen.get("method", "not stated"))
+            st.caption(ceilings_note(chosen, gpu))
+        plotted = rows.drop(columns=["stages", "method"], errors="ignore")   # cheap to hash
+        for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
+            for col, metric in zip(st.columns(2), metrics):
+                with col:
+                    chart(sweep_chart, plotted, metric, width=290)
+        st.dataframe(rows.drop(columns=["method"]), hide_index=True)
