@@ -8,12 +8,17 @@ from app.core.controls import kernel_label
 from app.core.figures import kib
 from app.features.sram_tiling.data import ORDERS, loop_view, smem_layout, smem_table, waves
 from app.core.ui import chart, linked_radio, loop_player, notes, on_stage, stage, usable_settings
+from app.features.downloads.replay import replay_choice, with_trace_labels
 from engine.model import iomodel
 
 st.title("SRAM tiling")
 s = usable_settings()
 slot = stage()
-cfg, gpu = s.cfg, s.device.gpu
+replay = replay_choice("sram_tiling")        # a trace uploaded on Downloads, with its config
+cfg, gpu = (replay.cfg if replay else s.cfg), s.device.gpu
+if replay:
+    st.info(f"Replaying the {replay.label}: the loop below walks its tiles, and each tile "
+            f"says how many of its rows' running max rose there in the trace.")
 fmt = iomodel.format_bytes
 
 st.markdown(
@@ -50,9 +55,11 @@ with on_stage(slot):
         st.subheader("The loop, step by step")
     order = linked_radio("loop order", "sram_order", ORDERS, "fa2")
     view = loop_view(cfg, order)
+    tiles, steps = (with_trace_labels(view.tiles, view.steps, view.group, cfg, replay.res.trace)
+                    if replay else (view.tiles, view.steps))
     above = st.container()
-    loop_player("sram", len(view.steps), loop_chart, view.tiles, view.steps, view.rows,
-                view.cols, order=order, side=s.talk, size=330 if s.talk else 380)
+    loop_player("sram", len(steps), loop_chart, tiles, steps, view.rows,
+                view.cols, order=order, side=s.talk, size=330 if s.talk else 380, reset_on=cfg)
     notes(above).caption(
         "Step with ◀ ▶ or the **loop step** slider, or play. Grey: done; purple: the tile "
         "S_ij on chip now; light grey: still to do; white: skipped by the causal mask."
