@@ -337,15 +337,20 @@ def test_a_wide_spread_is_a_warning(monkeypatch):
     assert "naive (NumPy): IQR 46% of the median" in warned
 
 
-def test_talk_mode_leads_with_recorded_gpu_timings():
+def test_talk_mode_leads_with_recorded_gpu_timings(monkeypatch):
+    monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
     at = open_page("timings", talk="true")
     assert_clean(at)
     heads = [h.value for h in at.main.subheader]
     assert heads[0] == "Recorded on real GPUs", heads
+    first = json.dumps(specs(at)[0])
+    assert "Naive against flash against PyTorch" in first and "NVIDIA H" in first
+    assert "GPU figures, recorded" in texts(at)
     if not ON_GPU:
         assert "on the CPU" in heads[1] and "not a GPU" in heads[1]
+        assert "CPU figures, not a GPU's" in texts(at)
     plain = open_page("timings")
-    assert [h.value for h in plain.main.subheader][-1] == "Recorded on real GPUs"
+    assert [h.value for h in plain.main.subheader][0].startswith("This config")
 
 
 def test_spread_lines_and_noisy_warning():

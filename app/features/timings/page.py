@@ -10,6 +10,7 @@ from app.features.timings.charts import (config_chart, hbm_chart, memory_chart, 
                                          sweep_chart)
 from app.core.figures import gib, hbm_text
 from app.features.timings.measure import kept_cpu_timings, measure_cpu_timings
+from app.features.timings.talk import talk_headline
 from app.features.timings.sweep import cpu_point, each_point, run_sweep
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
@@ -29,13 +30,16 @@ CPU_AUTO_FLOPS = 4e9     # on CPU, time the chosen config automatically below th
 
 st.title("Timings")
 s = usable_settings()
-slot = stage()          # talk mode: the recorded GPU results lead (drawn at the end, shown here)
+slot = stage()
 cfg, gpu, on_gpu = s.cfg, s.device.gpu, s.on_gpu
 reps = 30 if on_gpu else None       # CPU: adaptive, until a time budget is spent
 where = s.device.name if on_gpu else "this machine's CPU (NumPy emulation, not a GPU figure)"
+if slot is not None:    # talk mode opens on what real GPUs recorded, not on this machine's CPU
+    with on_stage(slot):
+        talk_headline(s.device, on_gpu)
 
 st.subheader("This config: naive against flash" if on_gpu else
-             "This config on the CPU: naive against flash (NumPy emulation, not a GPU)")
+             "This config on the CPU, not a GPU: naive against flash")
 left = st.container()
 auto = on_gpu or cfg.flops <= CPU_AUTO_FLOPS
 kept = None if on_gpu else kept_cpu_timings(cfg)
@@ -139,42 +143,40 @@ with c2:
 st.caption("Both from the memory and IO model of this exact config (engine.model.iomodel), not "
            "measured. Naive's peak grows as N², flash's as N. " + hbm_text(cfg, gpu))
 
-with on_stage(slot):
-    st.subheader("Recorded on real GPUs")
-    files, shown = closest_files(recorded.load_benchmarks(bench_dir()), s.device)
-    if not files:
-        st.info("No GPU results are recorded in benchmarks/ yet.")
-    else:
-        st.caption(shown.label)
-        table = with_builds(recorded_table(files), files)
-        names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
-                 for f in files]
-        best = fastest(table)
-        default = next((i for i, f in enumerate(files) if best is not None
-                        and f["file"] == best.file), 0)
-        pick = st.selectbox("recorded file", names, index=default, key="rec_file",
-                            help="Shown first: the file and shape of the project's fastest "
-                                 "kernel.")
-        chosen = files[names.index(pick)]
-        rows = with_companions(table, chosen["file"])
-        shapes = sorted(rows["shape"].unique())
-        shape = st.selectbox("shape", shapes, key="rec_shape", index=shapes.index(best["shape"])
-                             if best is not None and best["shape"] in shapes else 0)
-        rows = in_kernel_order(add_speedup(rows[rows["shape"] == shape]))
-        tokens = sorted(rows.tokens.unique())
-        held = (f" Batch shrinks as N grows so that B·N = {tokens[0]:,} tokens throughout."
-                if len(tokens) == 1 and rows.batch.nunique() > 1 else "")
-        joined = sorted(set(rows.file) - {chosen["file"]})
-        also = (f" Lines this file lacks (same device, date and shape) come from "
-                f"{', '.join(joined)}." if joined else "")
-        st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
-                   f"{chosen.get('date', '?')}.{held}{also}")
-        with st.expander("How these were timed"):
-            st.write(chosen.get("method", "not stated"))
-            st.caption(ceilings_note(chosen, gpu))
-        plotted = rows.drop(columns=["stages", "method"], errors="ignore")   # cheap to hash
-        for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
-            for col, metric in zip(st.columns(2), metrics):
-                with col:
-                    chart(sweep_chart, plotted, metric, width=290)
-        st.dataframe(rows.drop(columns=["method"]), hide_index=True)
+st.subheader("Recorded on real GPUs")
+files, shown = closest_files(recorded.load_benchmarks(bench_dir()), s.device)
+if not files:
+    st.info("No GPU results are recorded in benchmarks/ yet.")
+else:
+    st.caption(shown.label)
+    table = with_builds(recorded_table(files), files)
+    names = [f"{f['file']}: {f.get('device', {}).get('name', '?')}, {f.get('date', '?')}"
+             for f in files]
+    best = fastest(table)
+    default = next((i for i, f in enumerate(files) if best is not None
+                    and f["file"] == best.file), 0)
+    pick = st.selectbox("recorded file", names, index=default, key="rec_file",
+                        help="Shown first: the file and shape of the project's fastest kernel.")
+    chosen = files[names.index(pick)]
+    rows = with_companions(table, chosen["file"])
+    shapes = sorted(rows["shape"].unique())
+    shape = st.selectbox("shape", shapes, key="rec_shape", index=shapes.index(best["shape"])
+                         if best is not None and best["shape"] in shapes else 0)
+    rows = in_kernel_order(add_speedup(rows[rows["shape"] == shape]))
+    tokens = sorted(rows.tokens.unique())
+    held = (f" Batch shrinks as N grows so that B·N = {tokens[0]:,} tokens throughout."
+            if len(tokens) == 1 and rows.batch.nunique() > 1 else "")
+    joined = sorted(set(rows.file) - {chosen["file"]})
+    also = (f" Lines this file lacks (same device, date and shape) come from "
+            f"{', '.join(joined)}." if joined else "")
+    st.caption(f"Recorded on **{chosen.get('device', {}).get('name', '?')}** on "
+               f"{chosen.get('date', '?')}.{held}{also}")
+    with st.expander("How these were timed"):
+        st.write(chosen.get("method", "not stated"))
+        st.caption(ceilings_note(chosen, gpu))
+    plotted = rows.drop(columns=["stages", "method"], errors="ignore")   # cheap to hash
+    for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
+        for col, metric in zip(st.columns(2), metrics):
+            with col:
+                chart(sweep_chart, plotted, metric, width=290)
+    st.dataframe(rows.drop(columns=["method"]), hide_index=True)
