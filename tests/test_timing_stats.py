@@ -68,15 +68,21 @@ def test_adaptive_calls_stop_at_the_budget_and_interleave():
     b = CallBudget(min_calls=15, budget_s=0.3, floor_calls=5, max_s=2.0, warmup=2)
     # about 1 ms a call (2**-10 s, exact in binary): 15 rounds are not yet 0.6 s (the budget
     # of two algorithms); 308 rounds are the first that reach it
-    times, warm = time_calls(calls, None, None, b, clock=FakeClock(2**-10))
+    times, warm = time_calls(calls, None, None, b, clock=FakeClock(2**-10),
+                             wall=FakeClock(2**-10))
     assert warm == 2 and len(times[0]) == len(times[1]) == 308
     assert np.allclose(times[0], 1000 * 2**-10) and np.allclose(times[1], 1000 * 2**-10)
     timed = order[4:]                                   # after two warm-up rounds
     assert timed[:6] == ["naive", "flash", "flash", "naive", "naive", "flash"]
     # 1 s a call: the floor of 5 rounds, once 2 × max_s is spent
-    slow, _ = time_calls(calls, None, None, b, clock=FakeClock(1.0))
+    slow, _ = time_calls(calls, None, None, b, clock=FakeClock(1.0), wall=FakeClock(1.0))
     assert len(slow[0]) == 5
-    fixed, warm = time_calls(calls, 7, 0, b, clock=FakeClock(0.5))
+    # the budget counts wall-clock time, the samples the clock's: a busy machine (wall time
+    # 10× the CPU time) ends the budget sooner, each call still timed by its CPU time
+    busy, _ = time_calls(calls, None, None, b, clock=FakeClock(2**-10),
+                         wall=FakeClock(10 * 2**-10))
+    assert len(busy[0]) == 31 and np.allclose(busy[0], 1000 * 2**-10)
+    fixed, warm = time_calls(calls, 7, 0, b, clock=FakeClock(0.5), wall=FakeClock(0.5))
     assert warm == 0 and [len(t) for t in fixed] == [7, 7]
 
 
@@ -108,4 +114,5 @@ def test_timing_runs_on_one_blas_thread_and_restores_the_count():
     assert blas_threads.blas_threads() == before
     t = engine.benchmark(engine.AttentionConfig(seq_q=16, seq_k=16, head_dim=16, block_q=16,
                                                 block_k=16), backend="numpy", reps=2)
-    assert "one OpenBLAS thread" in t.method and blas_threads.blas_threads() == before
+    assert "one OpenBLAS thread" in t.method and "time.thread_time" in t.method
+    assert blas_threads.blas_threads() == before

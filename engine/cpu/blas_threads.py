@@ -71,11 +71,12 @@ def blas_name() -> str:
 
 @contextlib.contextmanager
 def one_blas_thread():
-    """Run the body with OpenBLAS on one thread (see the module's text); a no-op elsewhere."""
+    """Run the body with OpenBLAS on one thread (see the module's text), yielding True; a
+    no-op elsewhere, yielding False."""
     global _users, _restore
     found = _openblas()
     if not found:
-        yield
+        yield False
         return
     setter, getter, _ = found
     with _lock:
@@ -84,7 +85,7 @@ def one_blas_thread():
             setter(1)
         _users += 1
     try:
-        yield
+        yield True
     finally:
         with _lock:
             _users -= 1

@@ -25,7 +25,7 @@ class CallBudget:
     min_calls: int = 15
     budget_s: float = 0.3
     floor_calls: int = 5
-    max_s: float = 2.0
+    max_s: float = 1.0
     max_calls: int = 2000
     warmup: int = 2
 
