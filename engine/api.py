@@ -2,11 +2,14 @@
 dispatch."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from .cpu import forward as numpy_backend
 from .model.config import DIRECTIONS, AttentionConfig, ConfigError
 from .model.limits import check_limits
+from .model.timing_stats import spread_of
 from .devices import probe_gpu
 from .inputs import make_dout, make_inputs
 from .results import Gradients, Result, Timing
@@ -116,18 +119,30 @@ def run_backward(cfg: AttentionConfig, q=None, k=None, v=None, dout=None, backen
 def benchmark(cfg: AttentionConfig, algorithm: str = "flash", backend: str = "auto",
               kernel: str = "teaching", trace: bool = False, reps: int | None = None,
               warmup: int | None = None, direction: str = "forward") -> Timing:
-    """Time one configuration. GPU: CUDA events, warm-up, L2 flush, median of reps.
-    CPU: wall-clock of the NumPy emulation, labelled as such. direction="backward" times the
-    backward pass alone (the forward's outputs are made before timing starts)."""
+    """Time one configuration. GPU: CUDA events, warm-up, L2 flush, median of reps (30 unless
+    given). CPU: wall-clock of the NumPy emulation, labelled as such: `reps` calls when given,
+    else adaptive (warm-ups, then calls until engine.model.timing_stats.CPU_BUDGET is spent).
+    Either way the Timing carries its calls and their spread (q1_ms, q3_ms, iqr_rel, noisy).
+    direction="backward" times the backward pass alone (the forward's outputs are made before
+    timing starts)."""
     _check_common(cfg, algorithm, kernel, trace)
     _choose("direction", direction, DIRECTIONS)
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace, direction=direction)
     if be == "numpy":
         from .cpu.timing import benchmark_numpy
-        return benchmark_numpy(cfg, algorithm=algorithm, trace=trace, reps=reps or 5,
-                               warmup=1 if warmup is None else warmup, direction=direction)
+        return benchmark_numpy(cfg, algorithm=algorithm, trace=trace, reps=reps, warmup=warmup,
+                               direction=direction)
     from .gpu.timing import benchmark_gpu
-    return benchmark_gpu(cfg, algorithm=algorithm, kernel=kernel, trace=trace,
-                         reps=reps or 30, warmup=3 if warmup is None else warmup,
-                         direction=direction)
+    return with_spread(benchmark_gpu(cfg, algorithm=algorithm, kernel=kernel, trace=trace,
+                                     reps=reps or 30, warmup=3 if warmup is None else warmup,
+                                     direction=direction))
+
+
+def with_spread(t: Timing) -> Timing:
+    """t with its quartiles, IQR/median and noisy flag from its calls (unchanged without)."""
+    if not t.samples_ms:
+        return t
+    s = spread_of(t.samples_ms)
+    return dataclasses.replace(t, q1_ms=s.q1_ms, q3_ms=s.q3_ms, iqr_rel=s.iqr_rel,
+                               noisy=s.noisy)

@@ -11,8 +11,19 @@ from . import recorded, trace_io
 from .gpu.lock import GPU_LOCK
 from .gpu.runtime import GpuRunError
 
-__all__ = ["GPU_LOCK", "GpuRunError", "decode_record", "facts_of", "recorded", "sweep_tiles",
-           "time_flash_decode", "time_sdpa", "trace_io"]
+__all__ = ["GPU_LOCK", "GpuRunError", "benchmark_cpu_together", "decode_record", "facts_of",
+           "recorded", "sweep_tiles", "time_flash_decode", "time_sdpa", "trace_io"]
+
+
+def benchmark_cpu_together(cfg, algorithms, direction: str = "forward") -> list:
+    """engine.benchmark's CPU timing of several algorithms of one config at once, interleaved
+    call by call with the adaptive budget (engine.cpu.timing.benchmark_many), so that a busy
+    machine slows each alike; one engine.Timing per algorithm. Limits are checked first."""
+    from .cpu.timing import benchmark_many
+    from .model.limits import check_limits
+    for algorithm in algorithms:
+        check_limits(cfg, algorithm=algorithm, trace=False, direction=direction)
+    return benchmark_many(cfg, list(algorithms), direction=direction)
 
 
 def sweep_tiles(cfg, kernels, on_point=None) -> tuple[list, list]:

@@ -97,6 +97,14 @@ class Timing:
     kernel: str | None = None
     stages: dict = field(default_factory=dict)   # stage name -> median ms (naive baseline)
     samples_ms: list = field(default_factory=list)
+    # The spread of samples_ms (engine.model.timing_stats.spread_of): quartiles, the
+    # interquartile range over the median, and whether that is too wide to trust the median
+    # (NaN and False when the calls were not kept); the untimed warm-up calls made first.
+    q1_ms: float = float("nan")
+    q3_ms: float = float("nan")
+    iqr_rel: float = float("nan")
+    noisy: bool = False
+    warmup: int = 0
 
 
 def timing_record(cfg, kernel: str, t: Timing, direction: str = "forward") -> dict:

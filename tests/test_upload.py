@@ -83,7 +83,7 @@ def test_gpu_failure_message_offers_cpu_emulation(monkeypatch):
     at = AppTest.from_file(str(MAIN), default_timeout=120)
     at.query_params.update({"backend": "numpy", "seed": "4242"})
     at.run()
-    at.switch_page("features/online_softmax/page.py").run()
+    at.switch_page("features/downloads/page.py").run()       # its trace comes from engine.run
     assert not at.exception
     text = " ".join(e.value for e in at.error)
     assert "ran out of memory" in text and "CPU emulation" in text

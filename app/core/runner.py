@@ -27,9 +27,19 @@ def flash(cfg: engine.AttentionConfig, backend: str, kernel: str) -> engine.Resu
                       trace=True)
 
 
-@st.cache_data(**CACHE)
 def timing(cfg: engine.AttentionConfig, algorithm: str, backend: str, kernel: str,
-           reps: int) -> engine.Timing:
+           reps: int | None) -> engine.Timing:
+    """A GPU timing, cached for every visitor (CUDA events on a GPU are steady); a CPU timing
+    is measured anew (a wall-clock time depends on what else the machine runs just then)."""
+    if backend == "numpy":
+        return engine.benchmark(cfg, algorithm=algorithm, backend=backend, kernel=kernel,
+                                trace=False, reps=reps)
+    return _gpu_timing(cfg, algorithm, backend, kernel, reps)
+
+
+@st.cache_data(**CACHE)
+def _gpu_timing(cfg: engine.AttentionConfig, algorithm: str, backend: str, kernel: str,
+                reps: int | None) -> engine.Timing:
     return engine.benchmark(cfg, algorithm=algorithm, backend=backend, kernel=kernel,
                             trace=False, reps=reps)
 
@@ -62,9 +72,18 @@ def backward(cfg: engine.AttentionConfig, backend: str) -> engine.Gradients:
                                kernel="teaching", trace=True)
 
 
-@st.cache_data(**CACHE)
 def backward_timing(cfg: engine.AttentionConfig, algorithm: str, backend: str, kernel: str,
-                    reps: int) -> engine.Timing:
+                    reps: int | None) -> engine.Timing:
+    """As timing(), of the backward pass: cached on a GPU only."""
+    if backend == "numpy":
+        return engine.benchmark(cfg, algorithm=algorithm, backend=backend, kernel=kernel,
+                                trace=False, reps=reps, direction="backward")
+    return _gpu_backward_timing(cfg, algorithm, backend, kernel, reps)
+
+
+@st.cache_data(**CACHE)
+def _gpu_backward_timing(cfg: engine.AttentionConfig, algorithm: str, backend: str,
+                         kernel: str, reps: int | None) -> engine.Timing:
     return engine.benchmark(cfg, algorithm=algorithm, backend=backend, kernel=kernel,
                             trace=False, reps=reps, direction="backward")
 

@@ -10,6 +10,7 @@ from a config alone, without running attention and without CuPy.
   iomodel.py                   every byte count: shared memory, HBM traffic, peak memory
   tilemodel.py                 the tile-size explorer's occupancy, waves and roofline times
   stream_k.py                  the stream-K schedule and its cost model
+  timing_stats.py              a timing's spread and the CPU timing's call budget
 
 It imports neither backend (engine.cpu, engine.gpu) nor anything above the engine
 (pyproject.toml's [tool.importlinter] contracts).

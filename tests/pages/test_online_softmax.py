@@ -231,3 +231,42 @@ def test_softmax_charts_hold_params_and_data():
     assert "65504" in json.dumps(safe.to_dict()) or "4.816" in json.dumps(safe.to_dict())
     bands = charts_softmax.scores_chart(scores, rows)
     assert {len(d) for d in datasets(bands).values()} == {len(scores.dropna()), cfg.Tc}
+
+
+def test_a_long_row_is_drawn_without_a_trace_of_every_row():
+    """N = 32768: the whole trace would be over the server's limit, but the page draws one
+    row, so it computes that row alone."""
+    cfg = engine.AttentionConfig(seq_q=32768, seq_k=32768)
+    with pytest.raises(engine.LimitError, match="trace"):
+        engine.check_limits(cfg, algorithm="flash", trace=True)
+    at = open_page("online_softmax", backend="numpy", seq_q=32768, seq_k=32768, sm_row=30000)
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    assert "Only the row drawn is computed" in texts(at) and "512 key tiles" in texts(at)
+    assert "Row **30000**" in texts(at)
+    err = next(m for m in at.metric if m.label == "output row vs float64")
+    assert float(err.value) < 1e-5
+
+
+@pytest.mark.parametrize("kw", [
+    dict(seq_q=130, seq_k=200, block_q=32, block_k=16, causal=True),
+    dict(seq_q=300, seq_k=100, block_q=32, block_k=32, causal=True, dtype="float16"),
+    dict(seq_q=96, seq_k=300, block_q=64, block_k=64, dtype="bfloat16", inputs="rising"),
+])
+def test_one_row_emulated_alone_is_the_traced_runs_row(kw):
+    cfg = engine.AttentionConfig(heads=2, seed=fresh_seed(), **kw)
+    q, k, v, res = traced(cfg)
+    for r in (0, 5, 40, cfg.seq_q - 1):
+        alone = softmax_data.emulate_row(cfg, q, k, v, 0, 1, r)
+        whole = softmax_data.row_of(res.trace, cfg, 0, 1, r, res.output)
+        np.testing.assert_array_equal(alone.processed, whole.processed)
+        for field in ("running_max", "running_sum", "rescale", "tile_max"):
+            np.testing.assert_allclose(getattr(alone, field), getattr(whole, field),
+                                       rtol=1e-5, err_msg=f"{field}, row {r}")
+        np.testing.assert_allclose(alone.output.astype(np.float64),
+                                   whole.output.astype(np.float64), rtol=1e-5, atol=1e-6)
+        pd_alone = softmax_data.row_trace(alone, cfg, 0, 1, r)
+        pd_whole = softmax_data.row_trace(res.trace, cfg, 0, 1, r)
+        assert list(pd_alone.columns) == list(pd_whole.columns)
+        conv = softmax_data.convergence(cfg, q, k, v, None, alone, 0, 1, r)
+        assert conv.output_error < (1e-5 if cfg.dtype == "float32" else 1e-2)

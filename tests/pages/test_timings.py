@@ -16,9 +16,10 @@ from app.features.timings import charts as charts_timing, data as timing_data
 from app.core.results_dir import BENCH_DIR_ENV
 from engine import recorded
 from engine.model import iomodel
+from engine.model.timing_stats import spread_of
 import seeds
-from apptest_helpers import (FIXTURES, ON_GPU, assert_clean, color_domains, open_page, specs,
-                             texts, url)
+from apptest_helpers import (FIXTURES, ON_GPU, assert_clean, color_domains, config_heading,
+                             open_page, specs, texts, url)
 from chart_helpers import H200, color_domain
 
 
@@ -112,18 +113,21 @@ def test_sweep_skips_naive_past_the_wall_and_computes_speedup():
     cfg = engine.AttentionConfig(batch=8, heads=32, dtype="float16")
     wall = timing_data.memory_wall(cfg, H200)
     lengths = [wall // 4, wall // 2 + 1, wall * 2]
-    calls = []
+    calls, points = [], []
 
-    def timer(c, algorithm, backend, kernel, reps):
-        calls.append((c.seq_q, algorithm))
-        return fake_timing(2.0 if algorithm == "naive" else 0.5)
+    def time_point(c, runs):
+        points.append((c.seq_q, [algorithm for _, algorithm, _ in runs]))
+        calls.extend((c.seq_q, algorithm) for _, algorithm, _ in runs)
+        return [fake_timing(2.0 if algorithm == "naive" else 0.5) for _, algorithm, _ in runs]
 
     from app.features.timings.sweep import run_sweep
     progress = []
-    df = run_sweep(cfg, "numpy", H200, lengths, timer, 3,
+    df = run_sweep(cfg, "numpy", H200, lengths, time_point,
                    on_point=lambda d, t, what: progress.append((d, t)))
     assert (wall * 2, "naive") not in calls                  # never attempted
     assert (wall // 4, "naive") in calls and (wall * 2, "flash") in calls
+    # naive and flash of one length are handed over together (timed interleaved on the CPU)
+    assert points[0] == (wall // 4, ["naive", "flash"]) and points[-1] == (wall * 2, ["flash"])
     assert progress[-1] == (6, 6)
     skipped = df[df.skipped != ""]
     assert list(skipped.seq) == [wall * 2] and "predicted not to fit" in skipped.skipped.iloc[0]
@@ -135,7 +139,7 @@ def test_sweep_over_the_limit_is_refused():
     from app.features.timings.sweep import run_sweep
     with pytest.raises(engine.LimitError, match="sweep_points"):
         run_sweep(engine.AttentionConfig(), "numpy", H200, list(range(1, 40)),
-                  lambda *a: fake_timing(1.0), 3)
+                  lambda c, runs: [fake_timing(1.0) for _ in runs])
 
 
 def test_timing_charts():
@@ -304,3 +308,97 @@ def test_memory_wall_is_drawn_at_the_gpus_memory_and_the_row_limit_apart():
     assert drawn == {f"memory wall (N = {walls['memory']:,})": walls["memory"],
                      "softmax row limit (N = 58,113)": 58113}
     assert "The naive softmax GPU kernel's row limit comes first" in texts(at)
+
+
+# ---- CPU timings: this session's own, with their spread; talk mode leads with the GPU ------
+def fake_cpu_timings(counter: list, noisy: bool = False):
+    """A stand-in for engine.facade.benchmark_cpu_together that counts its calls."""
+    def timed(cfg, algorithms, direction="forward"):
+        counter.append(cfg)
+        calls = [1.0, 1.0, 1.6, 1.6] if noisy else [1.0, 1.01, 1.02, 1.03]
+        return [with_spread(timing_of([c * (2 if a == "naive" else 1) for c in calls]))
+                for a in algorithms]
+    return timed
+
+
+def with_spread(t: engine.Timing) -> engine.Timing:
+    s = spread_of(t.samples_ms)
+    t.q1_ms, t.q3_ms, t.iqr_rel, t.noisy = s.q1_ms, s.q3_ms, s.iqr_rel, s.noisy
+    return t
+
+
+@pytest.mark.skipif(ON_GPU, reason="a GPU's timings are cached for every visitor")
+def test_cpu_timing_is_each_sessions_own_and_can_be_repeated(monkeypatch):
+    from app.features.timings import measure
+    counter = []
+    monkeypatch.setattr(measure, "benchmark_cpu_together", fake_cpu_timings(counter))
+    at = open_page("timings")
+    assert_clean(at)
+    assert len(counter) == 1
+    body = texts(at)
+    assert "on the CPU" in config_heading(at) and "not a GPU" in config_heading(at)
+    assert "**naive (NumPy)**: 2.03 ms, IQR 2.02–2.04 ms" in body and "4 calls" in body
+    assert "not shared with other visitors" in body
+    assert not any("spread widely" in w.value for w in at.warning)
+    at.run()
+    assert len(counter) == 1                       # a rerun shows this session's timing
+    next(b for b in at.button if b.label == "Time again").click().run()
+    assert_clean(at)
+    assert len(counter) == 2
+    other = open_page("timings")                   # another visitor measures anew
+    assert_clean(other)
+    assert len(counter) == 3
+
+
+@pytest.mark.skipif(ON_GPU, reason="CPU timings only")
+def test_a_wide_spread_is_a_warning(monkeypatch):
+    from app.features.timings import measure
+    monkeypatch.setattr(measure, "benchmark_cpu_together", fake_cpu_timings([], noisy=True))
+    at = open_page("timings")
+    assert_clean(at)
+    warned = " ".join(w.value for w in at.warning)
+    assert "spread widely" in warned and "not to be trusted" in warned
+    assert "naive (NumPy): IQR 46% of the median" in warned
+
+
+def test_talk_mode_leads_with_recorded_gpu_timings(monkeypatch):
+    monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
+    at = open_page("timings", talk="true")
+    assert_clean(at)
+    heads = [h.value for h in at.main.subheader]
+    assert heads[0] == "Recorded on real GPUs", heads
+    first = json.dumps(specs(at)[0])
+    assert "Naive against flash against PyTorch" in first and "NVIDIA H" in first
+    assert "GPU figures, recorded" in texts(at)
+    if not ON_GPU:
+        assert "on the CPU" in heads[1] and "not a GPU" in heads[1]
+        assert "CPU figures, not a GPU's" in texts(at)
+    plain = open_page("timings")
+    assert [h.value for h in plain.main.subheader][0].startswith("This config")
+
+
+def test_spread_lines_and_noisy_warning():
+    calm, wide = (with_spread(timing_of(c)) for c in ([1.0, 1.2, 1.4, 1.6], [1.0, 1.0, 2.0, 2.0]))
+    assert not calm.noisy and wide.noisy
+    table = timing_data.timing_table([("naive", calm), ("CPU emulation", wide)])
+    lines = timing_data.spread_lines(table)
+    assert lines[0] == "**naive (NumPy)**: 1.30 ms, IQR 1.15–1.45 ms (IQR/median 23%), 4 calls"
+    assert "IQR/median 67%" in lines[1]
+    warned = timing_data.noisy_warning(table)
+    assert "flash (CPU emulation): IQR 67% of the median" in warned and "naive" not in warned
+    assert timing_data.noisy_warning(table.iloc[:1]) == ""
+    swept = table.assign(seq=[256, 512])
+    assert "at N = 512" in timing_data.noisy_warning(swept)
+
+
+def test_cpu_point_times_together_and_names_a_limit(monkeypatch):
+    from app.features.timings.sweep import cpu_point
+    from engine.model.limits import LIMITS
+    cfg = engine.AttentionConfig(seq_q=32, seq_k=32, head_dim=16, block_q=16, block_k=16)
+    runs = [("naive", "naive", "teaching"), ("CPU emulation", "flash", "teaching")]
+    naive, flash = cpu_point(cfg, runs)
+    assert naive.reps == flash.reps >= 15 and "interleaved" in naive.method
+    monkeypatch.setenv(LIMITS["naive_bytes"].env, "16")
+    naive, flash = cpu_point(cfg, runs)
+    assert isinstance(naive, str) and "naive_bytes" in naive
+    assert isinstance(flash, engine.Timing) and "interleaved" not in flash.method

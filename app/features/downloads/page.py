@@ -1,10 +1,12 @@
-"""Downloads: the run's trace (NPZ, CSV) and timing results (JSON, CSV)."""
+"""Downloads: the run's trace (NPZ, CSV) and timing results (JSON, CSV); an uploaded trace is
+checked, summarised and kept for replay on SRAM tiling and Online softmax."""
 import functools
 
 import streamlit as st
 
 from app.core import runner
 from app.features.downloads.data import results_csv, results_json, trace_summary
+from app.features.downloads.replay import PAGES, keep, replay_choice, uploaded
 from app.core.results_dir import bench_dir
 from app.features.timings.data import recorded_table
 from app.core.ui import guarded, source_line, usable_settings
@@ -69,3 +71,8 @@ if upload is not None:
                    f"d={ucfg.head_dim}, tiles {ucfg.block_q}×{ucfg.block_k}, {ucfg.dtype}"
                    + (", causal" if ucfg.causal else "") + ".")
         st.dataframe(trace_summary(ures), hide_index=True)
+        keep(upload.name, ucfg, ures)
+if uploaded() is not None:
+    st.caption(f"Kept for this session: the {uploaded().label}. With **Replay the uploaded "
+               f"trace** on, {PAGES} animate it with its own config.")
+    replay_choice("downloads")

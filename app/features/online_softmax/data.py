@@ -1,6 +1,7 @@
-"""Tables for the online-softmax page, for one query row: the run's trace over key tiles, the
-partial output after each tile against the exact answer, the row of scores, and float16's
-overflow when the max is not subtracted."""
+"""Tables for the online-softmax page, for one query row: the run's trace over key tiles (from a
+traced run, or the emulation of that one row alone, O(N·d), so the page draws a row at any
+N), the partial output after each tile against the exact answer, the row of scores, and
+float16's overflow when the max is not subtracted."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 import engine
-from engine.model.tiles import hidden, key_tile_ends, visible_in_tiles
+from engine.model.tiles import (hidden, key_rows, key_tile_ends, seen_key_tiles,
+                                visible_in_tiles)
 
 MAX_SCORE_POINTS = 2000
 FP16_MAX = float(np.finfo(np.float16).max)
@@ -20,19 +22,77 @@ def _finite_or_nan(x: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(x), x, np.nan)
 
 
-def row_trace(trace: engine.Trace, cfg: engine.AttentionConfig, b: int, h: int,
-              r: int) -> pd.DataFrame:
-    """One row of the trace per key tile j; -inf (nothing visible yet) becomes NaN."""
+@dataclass(frozen=True)
+class RowRun:
+    """One query row's online softmax: its trace fields after each key tile j, (Tc,) float32
+    as engine.Trace defines them, whether its query tile processes tile j, and the output row
+    (d,) in the input dtype (empty when not known)."""
+    running_max: np.ndarray
+    running_sum: np.ndarray
+    rescale: np.ndarray
+    tile_max: np.ndarray
+    processed: np.ndarray
+    output: np.ndarray
+
+
+def row_of(trace: engine.Trace, cfg: engine.AttentionConfig, b: int, h: int, r: int,
+           output: np.ndarray | None = None) -> RowRun:
+    """Row (b, h, r) of a traced run (with its output row when `output`, the run's
+    (B, H, N_q, d) output, is given)."""
+    return RowRun(running_max=trace.running_max[b, h, r], running_sum=trace.running_sum[b, h, r],
+                  rescale=trace.rescale[b, h, r], tile_max=trace.tile_max[b, h, r],
+                  processed=trace.processed[r // cfg.block_q],
+                  output=np.empty(0) if output is None else output[b, h, r])
+
+
+def emulate_row(cfg: engine.AttentionConfig, q, k, v, b: int, h: int, r: int) -> RowRun:
+    """The flash loop of query row r alone, over every key tile, with the arithmetic of the
+    CPU emulation (engine.cpu.forward.flash: float32, the scale folded into q; a tile its
+    query tile skips keeps the state, rescale 1 and tile max -inf): O(N_k·d) time and memory,
+    where a traced run of the whole config holds B·H·N_q·T_c values of each field."""
+    Tc = cfg.Tc
+    qr = q[b, h, r].astype(np.float32) * np.float32(cfg.softmax_scale)
+    K, V = k[b, h], v[b, h]
+    ran = np.arange(Tc) < seen_key_tiles(cfg)[r // cfg.block_q]
+    fields = {name: np.empty(Tc, np.float32) for name in
+              ("running_max", "running_sum", "rescale", "tile_max")}
+    m, l = np.float32(-np.inf), np.float32(0)
+    o = np.zeros(cfg.head_dim, np.float32)
+    for j in range(Tc):
+        tile_max, rescale = np.float32(-np.inf), np.float32(1)
+        if ran[j]:
+            k0, k1 = key_rows(cfg, j)
+            s = K[k0:k1].astype(np.float32) @ qr
+            mask = hidden(cfg, r, r + 1, k0, k1)
+            if mask is not None:
+                s[mask[0]] = -np.inf
+            tile_max = s.max()
+            m_new = max(m, tile_max)
+            if m_new != m:
+                rescale = np.exp(m - m_new, dtype=np.float32)
+            p = np.exp(s - (np.float32(0) if np.isneginf(m_new) else m_new))
+            l = rescale * l + p.sum(dtype=np.float32)
+            o = o * rescale + p @ V[k0:k1].astype(np.float32)
+            m = m_new
+        fields["running_max"][j], fields["running_sum"][j] = m, l
+        fields["rescale"][j], fields["tile_max"][j] = rescale, tile_max
+    return RowRun(**fields, processed=ran, output=(o / l).astype(q.dtype))
+
+
+def row_trace(trace, cfg: engine.AttentionConfig, b: int, h: int, r: int) -> pd.DataFrame:
+    """One row of the trace per key tile j; -inf (nothing visible yet) becomes NaN. `trace` is
+    a RowRun, or an engine.Trace whose row (b, h, r) is taken."""
+    row = trace if isinstance(trace, RowRun) else row_of(trace, cfg, b, h, r)
     j = np.arange(cfg.Tc)
     k0, k1 = j * cfg.block_k, key_tile_ends(cfg)
     visible = visible_in_tiles(cfg, r)
     return pd.DataFrame({
         "tile": j, "k0": k0, "k1": k1, "visible_keys": visible,
-        "processed": trace.processed[r // cfg.block_q],
-        "tile_max": _finite_or_nan(trace.tile_max[b, h, r]),
-        "running_max": _finite_or_nan(trace.running_max[b, h, r]),
-        "rescale": np.asarray(trace.rescale[b, h, r], dtype=np.float64),
-        "running_sum": np.asarray(trace.running_sum[b, h, r], dtype=np.float64),
+        "processed": row.processed,
+        "tile_max": _finite_or_nan(row.tile_max),
+        "running_max": _finite_or_nan(row.running_max),
+        "rescale": np.asarray(row.rescale, dtype=np.float64),
+        "running_sum": np.asarray(row.running_sum, dtype=np.float64),
     })
 
 
@@ -52,11 +112,13 @@ class Convergence:
     output_error: float      # relative error of the run's output row against float64
 
 
-def convergence(cfg: engine.AttentionConfig, q, k, v, output: np.ndarray,
-                trace: engine.Trace, b: int, h: int, r: int) -> Convergence:
+def convergence(cfg: engine.AttentionConfig, q, k, v, output: np.ndarray | None,
+                trace, b: int, h: int, r: int) -> Convergence:
     """Partial output after key tile j = (Σ_{c < end of tile j} p_c v_c) / (Σ p_c), computed
     in float64 from the inputs, against the exact row; plus how well the run's trace and
-    output agree with float64."""
+    output agree with float64. `trace` is a RowRun with its output row (`output` None), or an
+    engine.Trace with `output` the run's (B, H, N_q, d) output."""
+    row = trace if isinstance(trace, RowRun) else row_of(trace, cfg, b, h, r, output)
     s, visible = scores(cfg, q, k, b, h, r)
     V = v[b, h].astype(np.float64)
     M = s[visible].max()
@@ -69,10 +131,10 @@ def convergence(cfg: engine.AttentionConfig, q, k, v, output: np.ndarray,
     with np.errstate(invalid="ignore", divide="ignore"):
         partial = P / L[:, None]
         err = np.linalg.norm(partial - exact, axis=1) / norm
-        m = trace.running_max[b, h, r].astype(np.float64)
+        m = row.running_max.astype(np.float64)
         l_f64 = L * np.exp(M - m)
-        gap = np.abs(trace.running_sum[b, h, r] - l_f64) / l_f64
-    out_err = np.linalg.norm(output[b, h, r].astype(np.float64) - exact) / norm
+        gap = np.abs(row.running_sum - l_f64) / l_f64
+    out_err = np.linalg.norm(row.output.astype(np.float64) - exact) / norm
     return Convergence(
         table=pd.DataFrame({"tile": np.arange(cfg.Tc), "rel_error": _finite_or_nan(err)}),
         sum_agreement=float(np.nanmax(gap[np.isfinite(gap)])) if np.isfinite(gap).any()

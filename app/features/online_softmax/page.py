@@ -1,12 +1,15 @@
 """Online softmax: one query row's running max, rescale factors, running sum and partial
-output over the key tiles, straight from the run's trace."""
+output over the key tiles: from the GPU's traced run, or the emulation of the row drawn alone
+(any N the sidebar allows), or a trace file uploaded on the Downloads page."""
 import streamlit as st
 
+import engine
 from app.core import runner
 from app.core.player.component import play_row
+from app.features.downloads.replay import replay_choice, row_fits_inputs
 from app.features.online_softmax.charts import safe_softmax_chart, scores_chart, stats_chart
-from app.features.online_softmax.data import (EXP_DTYPE, convergence, exp_overflow,
-                                              overflow_text, row_trace, score_row)
+from app.features.online_softmax.data import (EXP_DTYPE, convergence, emulate_row, exp_overflow,
+                                              overflow_text, row_of, row_trace, score_row)
 from app.features.sram_tiling.data import smem_layout
 from app.core.ui import (chart, guarded, linked_number, notes, on_stage, source_line, stage,
                          usable_settings)
@@ -16,14 +19,39 @@ from engine.model.units import format_bytes
 st.title("Online softmax")
 s = usable_settings()
 slot = stage()
-cfg = s.cfg
-res = guarded(runner.flash, cfg, s.backend, s.kernel)
-if res is None:
-    st.stop()
+replay = replay_choice("online_softmax")
+cfg = replay.cfg if replay else s.cfg
+# The GPU's trace of the whole config when it runs one and the trace fits the server's limit;
+# otherwise only the row drawn is computed, by the CPU emulation of its loop (O(N·d)).
+whole = None
+if replay:
+    whole = replay.res
+    st.info(f"Replaying the {replay.label}. The sidebar's config is set aside while "
+            f"**Replay the uploaded trace** is on.")
+elif s.backend == "cupy":
+    try:
+        engine.check_limits(cfg, algorithm="flash", trace=True)
+    except engine.LimitError as exc:
+        st.caption(f"The GPU's trace of every row would be over this server's limit: {exc} "
+                   f"This page draws one row, so that row is computed alone by the CPU "
+                   f"emulation of the kernel's loop.")
+    else:
+        whole = guarded(runner.flash, cfg, s.backend, s.kernel)
+        if whole is None:
+            st.stop()
+if whole is None:
+    try:
+        engine.check_limits(cfg, algorithm="flash", trace=False)
+    except engine.LimitError as exc:
+        st.error(str(exc))
+        st.stop()
 q, k, v = runner.inputs(cfg)
-st.info(source_line(s, res.backend))
+if not replay:
+    st.info(source_line(s, whole.backend if whole is not None else "numpy") + (
+        "" if whole is not None else f" Only the row drawn is computed: its loop over all "
+        f"{cfg.Tc:,} key tiles, {cfg.seq_k:,} keys × d = {cfg.head_dim}, at any N."))
 budget = iomodel.smem_budget(cfg, s.device.gpu, smem_layout(cfg, s.device.gpu, s.kernel))
-if not budget.fits:
+if not budget.fits and not replay:
     st.warning(f"The GPU cannot launch this config: its tiles need "
                f"{format_bytes(budget.total)} of shared memory per thread block and "
                f"{s.device.gpu.name} allows {format_bytes(budget.limit)} (the SRAM tiling "
@@ -37,8 +65,13 @@ with on_stage(slot):
     r = linked_number(c3, "query row", "sm_row", 0, cfg.seq_q - 1,
                       min(cfg.seq_q - 1, cfg.block_q + 5))
     i = r // cfg.block_q
-    rows = row_trace(res.trace, cfg, b, h, r)
-    conv = convergence(cfg, q, k, v, res.output, res.trace, b, h, r)
+    run = (row_of(whole.trace, cfg, b, h, r, whole.output) if whole is not None
+           else emulate_row(cfg, q, k, v, b, h, r))
+    rows = row_trace(run, cfg, b, h, r)
+    conv = convergence(cfg, q, k, v, None, run, b, h, r)
+    misfit = row_fits_inputs(replay, b, h, r, conv.output_error) if replay else ""
+    if misfit:
+        st.warning(misfit)
     skipped = int((~rows.processed).sum())
     above = st.container()
     tile = st.container()          # the charts open on the tile the player stands on

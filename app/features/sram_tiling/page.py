@@ -1,6 +1,8 @@
 """SRAM tiling: the kernel's loop over tiles of S in FlashAttention-2's or FlashAttention-1's
 order, the shared-memory budget of the kernel that runs, HBM traffic and thread blocks in waves
 over the SMs."""
+import dataclasses
+
 import streamlit as st
 
 from app.features.sram_tiling.charts import smem_chart, waves_chart
@@ -11,12 +13,17 @@ from app.features.sram_tiling.data import (ORDERS, grid_text, intro_text, l2_tex
                                            reread_text, smem_layout, smem_table, waves)
 from app.core.player.component import play_loop
 from app.core.ui import chart, linked_radio, notes, on_stage, stage, usable_settings
+from app.features.downloads.replay import replay_choice, with_trace_labels
 from engine.model import iomodel
 
 st.title("SRAM tiling")
 s = usable_settings()
 slot = stage()
-cfg, gpu = s.cfg, s.device.gpu
+replay = replay_choice("sram_tiling")        # a trace uploaded on Downloads, with its config
+cfg, gpu = (replay.cfg if replay else s.cfg), s.device.gpu
+if replay:
+    st.info(f"Replaying the {replay.label}: the loop below walks its tiles, and each tile "
+            f"says how many of its rows' running max rose there in the trace.")
 fmt = iomodel.format_bytes
 
 intro = st.container()       # filled once the loop order below is known
@@ -50,8 +57,11 @@ with on_stage(slot):
     order = linked_radio("loop order", "sram_order", ORDERS, "fa2")
     intro.markdown(intro_text(cfg, order))
     view = loop_view(cfg, order)
+    tiles, steps = (with_trace_labels(view.tiles, view.steps, view.group, cfg, replay.res.trace)
+                    if replay else (view.tiles, view.steps))
     above = st.container()
-    play_loop("sram", view, "sram_step", compact=s.talk)
+    play_loop("sram", dataclasses.replace(view, tiles=tiles, steps=steps), "sram_step",
+              compact=s.talk)
     notes(above).caption(
         "Play, step with ◀ ▶ (or the arrow keys once you click the board) or drag the slider: "
         "it all runs in your browser. Grey: done; purple: the tile S_ij on chip now; light "

@@ -18,10 +18,11 @@ from engine.model import catalog, iomodel
 from engine.model.config import AttentionConfig, MAX_SEQ
 from engine.model.devices import datasheet_profile
 from engine.model.units import GiB, format_gbps, format_tflops
+from engine.model.timing_stats import NOISY_SPREAD, spread_of
 
 TIMING_COLUMNS = ["kernel", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "peak_MB",
                   "backend", "method", "name", "q1_ms", "q3_ms", "lo_ms", "hi_ms", "outliers_ms",
-                  "spread"]
+                  "spread", "iqr_rel", "noisy"]
 TUKEY = 1.5          # whiskers reach the furthest call within 1.5 interquartile ranges
 
 
@@ -45,7 +46,49 @@ def timing_row(label: str, t: engine.Timing) -> dict:
     return {"kernel": label, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
             "reps": t.reps, "tflops": t.tflops, "peak_MB": t.peak_bytes / 1e6,
             "backend": t.backend, "method": t.method, "name": kernel_name(label, t.backend),
-            **spread(t)}
+            **spread(t), "iqr_rel": _iqr_rel(t), "noisy": bool(t.noisy)}
+
+
+def _iqr_rel(t: engine.Timing) -> float:
+    """IQR / median of t's calls (engine.model.timing_stats), NaN without its calls."""
+    if t.samples_ms:
+        return spread_of(t.samples_ms).iqr_rel
+    return float(t.iqr_rel)
+
+
+def spread_lines(table: pd.DataFrame) -> list[str]:
+    """Each timing's median with its spread in words: '**naive (NumPy)**: 1.02 ms, IQR
+    0.98–1.10 ms (IQR/median 8%), 280 calls'."""
+    lines = []
+    for r in table.itertuples():
+        what = "IQR" if r.spread == "IQR" else "p10–p90"
+        rel = (f" ({what}/median {100 * (r.q3_ms - r.q1_ms) / r.median_ms:.0f}%)"
+               if r.median_ms > 0 else "")
+        lines.append(f"**{r.name}**: {fmt_ms(r.median_ms)}, {what} {fmt_ms(r.q1_ms, False)}"
+                     f"–{fmt_ms(r.q3_ms)}{rel}, {int(r.reps):,} calls")
+    return lines
+
+
+def noisy_warning(table: pd.DataFrame) -> str:
+    """A warning naming the timings whose calls spread more than NOISY_SPREAD of their median
+    (engine.model.timing_stats), with their N in a sweep, or '' when none does."""
+    if "noisy" not in table:
+        return ""
+    bad = table[table.noisy.fillna(False).astype(bool)]
+    if bad.empty:
+        return ""
+    at = (lambda r: f" at N = {int(r.seq):,}") if "seq" in bad else (lambda r: "")
+    named = "; ".join(f"{r.name}{at(r)}: IQR {100 * r.iqr_rel:.0f}% of the median"
+                      for r in bad.itertuples())
+    return (f"These calls spread widely ({named}; above {100 * NOISY_SPREAD:.0f}% the median "
+            f"is not to be trusted): something else is using this machine's CPU. Time again, "
+            f"or read the recorded GPU results.")
+
+
+def fmt_ms(v: float, unit: bool = True) -> str:
+    """Milliseconds with 3 significant-ish digits: 0.473, 1.02, 43.7, 512."""
+    digits = 3 if v < 1 else 2 if v < 10 else 1 if v < 100 else 0
+    return f"{v:.{digits}f}" + (" ms" if unit else "")
 
 
 def timing_table(entries: list[tuple[str, engine.Timing]]) -> pd.DataFrame:

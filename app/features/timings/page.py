@@ -1,5 +1,7 @@
 """Timings: naive vs flash for the chosen config, a sweep over sequence length with naive's
-memory wall, and GPU results recorded in benchmarks/."""
+memory wall, and GPU results recorded in benchmarks/. On the CPU the timings are this
+session's own (measured with a budget, interleaved, their spread shown); in talk mode the
+recorded GPU results come first."""
 import pandas as pd
 import streamlit as st
 
@@ -8,13 +10,17 @@ from app.features.timings.charts import (config_chart, hbm_chart, memory_chart, 
                                          sweep_chart)
 from app.core.figures import hbm_text
 from engine.model.units import format_bytes
-from app.features.timings.sweep import run_sweep
+from app.features.timings.measure import kept_cpu_timings, measure_cpu_timings
+from app.features.timings.talk import talk_headline
+from app.features.timings.sweep import cpu_point, each_point, run_sweep
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.features.timings.data import (add_speedup, ceilings_note, fastest, in_kernel_order,
-                                       memory_table, naive_walls, recorded_table, stage_table,
-                                       sweep_lengths, timing_table, with_builds, with_companions)
-from app.core.ui import chart, guarded, linked_choice, method_note, usable_settings
+                                       memory_table, naive_walls, noisy_warning,
+                                       recorded_table, spread_lines, stage_table, sweep_lengths,
+                                       timing_table, with_builds, with_companions)
+from app.core.ui import (chart, guarded, linked_choice, method_note, on_stage, stage,
+                         usable_settings)
 from engine.facade import recorded
 
 GPU_METHOD = ("CUDA events around the kernel(s), warm-up runs first (compile, module load and "
@@ -25,27 +31,47 @@ CPU_AUTO_FLOPS = 4e9     # on CPU, time the chosen config automatically below th
 
 st.title("Timings")
 s = usable_settings()
+slot = stage()
 cfg, gpu, on_gpu = s.cfg, s.device.gpu, s.on_gpu
-reps = 30 if on_gpu else 5
+reps = 30 if on_gpu else None       # CPU: adaptive, until a time budget is spent
 where = s.device.name if on_gpu else "this machine's CPU (NumPy emulation, not a GPU figure)"
+if slot is not None:    # talk mode opens on what real GPUs recorded, not on this machine's CPU
+    with on_stage(slot):
+        talk_headline(s.device, on_gpu)
 
-st.subheader("This config: naive against flash")
+st.subheader("This config: naive against flash" if on_gpu else
+             "This config on the CPU, not a GPU: naive against flash")
 left = st.container()
 auto = on_gpu or cfg.flops <= CPU_AUTO_FLOPS
-if auto or left.button("Time this config"):
+kept = None if on_gpu else kept_cpu_timings(cfg)
+again = not on_gpu and kept is not None and left.button(
+    "Time again", help="This session's CPU timing of this config, measured anew.")
+if kept is not None or auto or left.button("Time this config"):
     entries = []
-    for label, algorithm, kernel in runner.kernels_for(s.backend):
-        # A kernel that does not take this config is a note, not a failure of the page.
-        t = guarded(runner.timing, cfg, algorithm, s.backend, kernel, reps, show=st.warning)
-        if t is not None:
-            entries.append((label, t))
+    if on_gpu:
+        for label, algorithm, kernel in runner.kernels_for(s.backend):
+            # A kernel that does not take this config is a note, not a failure of the page.
+            t = guarded(runner.timing, cfg, algorithm, s.backend, kernel, reps, show=st.warning)
+            if t is not None:
+                entries.append((label, t))
+    elif kept is not None and not again:
+        entries = kept          # this session's own timing, never another visitor's
+    else:
+        with st.spinner("Timing naive and flash on the CPU, interleaved…"):
+            entries = guarded(measure_cpu_timings, cfg, show=st.warning) or []
     table = timing_table(entries)
     if not table.empty:
         st.session_state["config_timings"] = table
         with left:
-            st.caption(f"Measured on {where}. Each box is the middle half of the calls "
-                       f"(interquartile range) with the median as a white tick; whiskers reach "
-                       f"the furthest call within 1.5 box lengths, calls beyond are points "
+            if not on_gpu:
+                st.markdown("  \n".join(spread_lines(table)))
+                warn = noisy_warning(table)
+                if warn:
+                    st.warning(warn)
+            st.caption(f"Measured on {where}" + ("" if on_gpu else " in this session (not "
+                       "shared with other visitors)") + ". Each box is the middle half of the "
+                       "calls (interquartile range) with the median as a white tick; whiskers "
+                       f"reach the furthest call within 1.5 box lengths, calls beyond are points "
                        f"(▸ on the edge when off the scale), so one slow call cannot stretch "
                        f"the chart.")
             chart(config_chart, table)
@@ -70,7 +96,8 @@ lengths = sweep_lengths(256, largest)
 key = (cfg, s.backend, tuple(lengths))
 if c1.button("Run sweep", type="primary"):
     bar = st.progress(0.0, text="starting…")
-    result = guarded(run_sweep, cfg, s.backend, gpu, lengths, runner.timing, reps,
+    time_point = each_point(runner.timing, s.backend, reps) if on_gpu else cpu_point
+    result = guarded(run_sweep, cfg, s.backend, gpu, lengths, time_point,
                      lambda done, total, what: bar.progress(done / total, text=what))
     bar.empty()
     if result is not None:
@@ -78,6 +105,9 @@ if c1.button("Run sweep", type="primary"):
 c2.caption(f"Times {len(lengths)} lengths × {len(runner.kernels_for(s.backend))} kernels on "
            f"{where}. Naive is never attempted where the memory model predicts it would not "
            f"fit in {gpu.name}'s {format_bytes(gpu.memory_bytes)}. " + walls["note"])
+if not on_gpu:
+    c2.caption("On the CPU, naive and flash are timed interleaved at each length, with the "
+               "budget of this config's timing above, so that a busy machine slows both alike.")
 stored = st.session_state.get("sweep")
 if stored and stored[0] == key:
     sweep = stored[1]
@@ -91,6 +121,9 @@ if stored and stored[0] == key:
     st.caption("Peak memory: " + ("the high-water mark of device allocations, measured."
                                   if on_gpu else "from the memory model (a CPU run has no "
                                   "device memory to measure)."))
+    warn = noisy_warning(sweep[sweep.skipped == ""])
+    if warn:
+        st.warning(warn)
     skipped = sweep[sweep.skipped != ""]
     if not skipped.empty:
         st.caption("Not run: " + "; ".join(f"{r.kernel} at N = {r.seq}: {r.skipped}"
