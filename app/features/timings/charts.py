@@ -4,10 +4,19 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from app.core.legible import POW2_LABEL, log_ticks, pow2_labels
 from app.core.style import ALARM, FONT, INK, TILE_COLORS, finish, kernel_name, named_scale
 
 METRICS = {"median_ms": "time (ms, median)", "tflops": "TFLOP/s", "speedup": "speedup over naive",
            "peak_MB": "peak memory (MB)"}
+
+
+def log_axis(values: pd.Series, **kw) -> alt.Axis:
+    """A log axis labelled at a few round values of `values`' range, never crowded."""
+    v = pd.to_numeric(values, errors="coerce")
+    v = v[v > 0]
+    ticks = log_ticks(float(v.min()), float(v.max())) if len(v) else []
+    return alt.Axis(format="~g", **({"values": ticks} if ticks else {}), **kw)
 
 
 def _names(df: pd.DataFrame) -> pd.DataFrame:
@@ -90,10 +99,11 @@ def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
     seqs = list(sweep.seq) + ([wall] if wall else [])
     x = alt.X("seq:Q", title="sequence length N (log)",
               scale=alt.Scale(type="log", base=2, domain=[min(seqs), max(seqs)]),
-              axis=alt.Axis(format="d", values=sorted(set(seqs)), labelAngle=-45))
+              axis=alt.Axis(values=pow2_labels(seqs), labelExpr=POW2_LABEL, labelAngle=-45))
     scale = named_scale(sweep.kernel if "build" not in sweep else sweep.build, sweep.name)
     lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
-        x=x, y=alt.Y(f"{metric}:Q", title=METRICS[metric], scale=alt.Scale(type="log")),
+        x=x, y=alt.Y(f"{metric}:Q", title=METRICS[metric], scale=alt.Scale(type="log"),
+                     axis=log_axis(data[metric])),
         color=alt.Color("name:N", scale=scale, title="kernel",
                         legend=alt.Legend(orient="bottom", columns=2 if width >= 420 else 1,
                                           labelLimit=320)),
@@ -111,11 +121,13 @@ def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: in
                  width: int = 290, wall_text: str = "naive would not fit") -> alt.LayerChart:
     """Peak device memory of naive and flash against N (model), with the GPU's memory."""
     x = alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
-              axis=alt.Axis(format="d", labelAngle=-45))
+              axis=alt.Axis(values=pow2_labels(memory.seq), labelExpr=POW2_LABEL,
+                            labelAngle=-45))
     color = alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
         domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]]))
     lines = alt.Chart(memory).mark_line(point=True, strokeWidth=3, clip=True).encode(
-        x=x, y=alt.Y("peak_GB:Q", title="peak memory (GB, log)", scale=alt.Scale(type="log")),
+        x=x, y=alt.Y("peak_GB:Q", title="peak memory (GB, log)", scale=alt.Scale(type="log"),
+                     axis=log_axis(pd.concat([memory.peak_GB, pd.Series([gpu_bytes / 1e9])]))),
         color=color, tooltip=["algorithm:N", "seq:Q", alt.Tooltip("peak_GB:Q", format=".4g")])
     cap = pd.DataFrame({"GB": [gpu_bytes / 1e9],
                         "t": [f"{gpu_name}: {gpu_bytes / 2**30:.0f} GiB"]})
@@ -132,8 +144,10 @@ def hbm_chart(memory: pd.DataFrame, width: int = 290) -> alt.Chart:
     """Modelled HBM bytes moved by naive and flash against N."""
     chart = alt.Chart(memory).mark_line(point=True, strokeWidth=3).encode(
         x=alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
-                axis=alt.Axis(format="d", labelAngle=-45)),
-        y=alt.Y("hbm_GB:Q", title="HBM traffic (GB, log)", scale=alt.Scale(type="log")),
+                axis=alt.Axis(values=pow2_labels(memory.seq), labelExpr=POW2_LABEL,
+                              labelAngle=-45)),
+        y=alt.Y("hbm_GB:Q", title="HBM traffic (GB, log)", scale=alt.Scale(type="log"),
+                axis=log_axis(memory.hbm_GB)),
         color=alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
             domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]])),
         tooltip=["algorithm:N", "seq:Q", alt.Tooltip("hbm_GB:Q", format=".4g")])
@@ -148,14 +162,16 @@ def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300,
     rows = _names(rows).assign(peak_GB=lambda d: d.peak_bytes / 1e9)
     scale = named_scale(rows.build if "build" in rows else rows.kernel, rows.name)
     seqs = sorted(rows.seq.unique())
-    x = alt.X("seq:Q", title="sequence length N (log)", axis=alt.Axis(format="d", values=seqs,
-              labelAngle=-45), scale=alt.Scale(type="log", base=2))
+    x = alt.X("seq:Q", title="sequence length N (log)", axis=alt.Axis(
+              values=pow2_labels(seqs), labelExpr=POW2_LABEL, labelAngle=-45),
+              scale=alt.Scale(type="log", base=2))
     color = alt.Color("name:N", scale=scale, title=None,
                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=320))
 
     def panel(field: str, title: str) -> alt.Chart:
         return alt.Chart(rows).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
-            x=x, y=alt.Y(f"{field}:Q", title=None, scale=alt.Scale(type="log")), color=color,
+            x=x, y=alt.Y(f"{field}:Q", title=None, scale=alt.Scale(type="log"),
+                         axis=log_axis(rows[field])), color=color,
             tooltip=[alt.Tooltip("name:N", title="kernel"), "seq:Q", "batch:Q",
                      alt.Tooltip(f"{field}:Q", format=".4g")]).properties(
             width=width, height=height, title=title)
