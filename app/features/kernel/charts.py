@@ -24,8 +24,8 @@ def timeline_chart(schedule: pd.DataFrame, title: str | list[str], width: int = 
     ran it, from its start to its end, coloured by its query tile i; blocks resident on one SM
     at once share its row in lanes (the "slot" column of data.schedule_table), so
     waves read left to right. At most `height` px tall with every bar at least MIN_LANE_PX
-    thick: where all SMs do not fit, the first ones are drawn and the title says how many
-    (the time axis still spans every block)."""
+    thick: where all SMs do not fit, the first ones are drawn and the SM axis's title says
+    how many (the time axis still spans every block)."""
     sms = int(schedule.sm.max()) + 1 if len(schedule) else 1
     lanes = int(schedule.slot.max()) + 1 if "slot" in schedule and len(schedule) else 1
     shown, lane_px = timeline_rows(sms, lanes, height)
@@ -34,14 +34,12 @@ def timeline_chart(schedule: pd.DataFrame, title: str | list[str], width: int = 
                            sm_top=schedule.sm + (slot + 0.85) / lanes)
     span = [0.0, float(data.end_us.max()) if len(data) else 1.0]
     data = data[data.sm < shown]
-    if shown < sms:
-        note = f"SMs 0–{shown - 1} of {sms} shown (each block's bar {MIN_LANE_PX} px or more)"
-        title = [*([title] if isinstance(title, str) else title), note]
+    y_title = "SM (%smid)" if shown == sms else f"SM (%smid): 0–{shown - 1} of {sms}"
     chart = alt.Chart(data).mark_rect().encode(
         x=alt.X("start_us:Q", title="time since the first block started (µs)",
                 scale=alt.Scale(domain=span)),
         x2="end_us:Q",
-        y=alt.Y("sm_lane:Q", title="SM (%smid)", scale=alt.Scale(domain=[0, shown], nice=False),
+        y=alt.Y("sm_lane:Q", title=y_title, scale=alt.Scale(domain=[0, shown], nice=False),
                 axis=alt.Axis(format="d", tickMinStep=1)),
         y2="sm_top:Q",
         color=alt.Color("q_tile:Q", title="query tile i", scale=alt.Scale(scheme="viridis"),
