@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, serve
+import engine
 from app import page_list
 from app.features.tile_sizes.charts import HEATMAP_SIZE
 
@@ -552,5 +553,123 @@ def test_talk_mode_fits_the_main_chart_on_one_screen(browser, server, name):
         _assert_vega_clean(page, f"/{path}?talk=true")
         SHOTS_TALK.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS_TALK / f"{name}.png"))
+    finally:
+        page.close()
+
+
+# ---- every page on the classroom profiles, default and talk mode: drawn and readable ------
+# The H200, H100, A100 and T4 profiles (their keys in engine.PROFILES). CI opens every page in
+# both modes, the profiles taken in turn (each page meets two, each profile several pages);
+# FA_LAB_BROWSER_EVERY_PROFILE=1 opens every page on every profile in both modes.
+CLASSROOM = tuple(next(k for k in engine.PROFILES if k.startswith(p))
+                  for p in ("H200", "H100", "A100", "T4"))
+EVERY_PROFILE = os.environ.get("FA_LAB_BROWSER_EVERY_PROFILE") == "1"
+
+
+def _profile_matrix() -> list[tuple[str, str, bool]]:
+    names = list(PAGES)
+    if EVERY_PROFILE:
+        return [(n, p, talk) for n in names for p in CLASSROOM for talk in (False, True)]
+    return [(n, CLASSROOM[(i + 2 * talk) % len(CLASSROOM)], talk)
+            for i, n in enumerate(names) for talk in (False, True)]
+
+
+# What a reader of each SVG chart could not read: text on a filled cell (a rect, bar, area or
+# symbol mark under its centre, drawn before it, at least half opaque, 3 px or more each way)
+# below 4.5:1 (WCAG's relative luminance, from the SVG's own fill colours), a label wider than
+# its cell, two labels of the marks on top of each other, two labels of one axis on top of each
+# other ("0.00.5"), and a legend label of six or more decimals.
+READABLE = r"""() => {
+  const hex = c => { if (!c) return null; c = c.trim();
+    let m = c.match(/^#([0-9a-f]{3})$/i); if (m) return m[1].split('').map(x => parseInt(x + x, 16));
+    m = c.match(/^#([0-9a-f]{6})$/i); if (m) return [0, 2, 4].map(i => parseInt(m[1].slice(i, i + 2), 16));
+    m = c.match(/^rgba?\(([^)]*)\)/); if (m) { const p = m[1].split(',').map(Number);
+      if (p.length > 3 && p[3] < 0.5) return null; return p.slice(0, 3); }
+    if (c === 'white') return [255, 255, 255]; if (c === 'black') return [0, 0, 0];
+    return null; };
+  const lum = rgb => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(rgb[0]) + 0.7152 * f(rgb[1]) + 0.0722 * f(rgb[2]); };
+  const contrast = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
+  const opaque = el => { const o = s => s == null ? 1 : Number(s);
+    return o(el.getAttribute('fill-opacity')) * o(el.getAttribute('opacity')) >= 0.5; };
+  const out = [];
+  document.querySelectorAll('.vega-embed').forEach((e, ci) => {
+    const svg = e.querySelector('svg.marks');
+    if (!svg || !svg.checkVisibility() || !svg.getBoundingClientRect().width) return;
+    const title = [...svg.querySelectorAll('.role-title-text text')].map(t => t.textContent).join(' ') || e.getAttribute('aria-label') || '';
+    const rects = [];
+    svg.querySelectorAll('g.role-mark').forEach(g => {
+      if (!/\bmark-(rect|bar|area|symbol|arc)\b/.test(g.getAttribute('class'))) return;
+      for (const item of g.children) {
+        const fill = hex(item.getAttribute('fill'));
+        if (!fill || !opaque(item)) continue;
+        const r = item.getBoundingClientRect(); if (r.width < 3 || r.height < 3) continue;
+        rects.push({r, fill});
+      }
+    });
+    const texts = [];
+    svg.querySelectorAll('g.role-mark.mark-text text').forEach(t => {
+      const s = (t.textContent || '').trim(); if (!s) return;
+      const r = t.getBoundingClientRect(); if (r.width < 1) return;
+      const cx = (r.left + r.right) / 2, cy = (r.top + r.bottom) / 2;
+      let under = null;
+      for (const q of rects) if (cx >= q.r.left && cx <= q.r.right && cy >= q.r.top && cy <= q.r.bottom) under = q;
+      const fill = hex(t.getAttribute('fill')) || [0, 0, 0];
+      texts.push({s, r, under});
+      if (under) { const c = contrast(fill, under.fill);
+        if (c < 4.5) out.push({chart: ci + 1, title, kind: 'contrast', text: s, ratio: +c.toFixed(2),
+                               ink: t.getAttribute('fill'), cell: under.fill.join(',')});
+        const u = under.r;
+        if (r.width > u.width + 2 && u.width < 200)
+          out.push({chart: ci + 1, title, kind: 'overflow', text: s, text_w: Math.round(r.width), cell_w: Math.round(u.width)});
+      }
+    });
+    for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+      const a = texts[i].r, b = texts[j].r;
+      const w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (w > 2 && h > 2) out.push({chart: ci + 1, title, kind: 'text overlap', text: texts[i].s + ' | ' + texts[j].s});
+    }
+    // axis labels on one axis overlapping
+    svg.querySelectorAll('g.role-axis').forEach(ax => {
+      const labels = [...ax.querySelectorAll('g.role-axis-label text')].filter(t => t.textContent && Number(t.getAttribute('opacity') ?? 1) > 0)
+        .map(t => ({s: t.textContent, r: t.getBoundingClientRect()}));
+      for (let i = 0; i + 1 < labels.length; i++) for (let j = i + 1; j < labels.length; j++) {
+        const a = labels[i].r, b = labels[j].r;
+        const w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (w > 1 && h > 1) out.push({chart: ci + 1, title, kind: 'tick overlap', text: labels[i].s + ' | ' + labels[j].s});
+      }
+    });
+    svg.querySelectorAll('g.role-legend-label text').forEach(t => {
+      if (/\d\.\d{5,}/.test(t.textContent)) out.push({chart: ci + 1, title, kind: 'legend digits', text: t.textContent});
+    });
+  });
+  return out;
+}"""
+# Developer text a visitor should never read (an exception's name, a traceback)
+DEVELOPER_TEXT = re.compile(r"Traceback|No module named|\b[A-Z][A-Za-z]+(Error|Exception)\b")
+
+
+@pytest.mark.parametrize("name,profile,talk", _profile_matrix(),
+                         ids=lambda v: v if isinstance(v, str) else ("talk" if v else "default"))
+def test_every_chart_draws_and_reads(browser, server, name, profile, talk):
+    """At 1280×720 on a classroom profile, with and without talk mode: no Vega warning, no
+    chart drawn without its marks, no heatmap text below 4.5:1 against its cell, no label
+    overflowing its cell or lying on another, no crowded axis, no long-decimal legend, no
+    exception text on the page."""
+    from urllib.parse import quote
+    query = f"?profile={quote(profile)}" + ("&talk=true" if talk else "")
+    page = _new_page(browser, viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(f"{server}/{PAGES[name][0]}{query}")
+        page.wait_for_selector("h1", timeout=30000)
+        _settle(page)
+        where = f"/{PAGES[name][0]}{query}"
+        assert page.locator('[data-testid="stException"]').count() == 0, where
+        _assert_vega_clean(page, where)
+        problems = page.evaluate(READABLE)
+        assert not problems, f"{where}: {problems[:12]}"
+        shown = page.locator('[data-testid="stMain"]').inner_text()
+        assert not DEVELOPER_TEXT.search(shown), (
+            f"{where}: developer text on screen: {DEVELOPER_TEXT.search(shown).group(0)!r}")
     finally:
         page.close()

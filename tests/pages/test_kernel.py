@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import engine
@@ -303,3 +304,18 @@ def test_kernel_page_float32_config_shows_the_models_facts_labelled():
     assert facts["this config"].iloc[0] == "◀ model"
     assert "◀" not in set(facts["this config"].iloc[1:])
     assert "No build for this config (d=64, 64×64, float32) is recorded" in texts(at)
+
+
+@pytest.mark.parametrize("sms,lanes", [(132, 1), (132, 2), (132, 3), (108, 2), (40, 1), (1, 1)])
+@pytest.mark.parametrize("height", [330, 820])
+def test_timeline_bars_are_never_thinner_than_the_minimum(sms, lanes, height):
+    """Every block's bar at least MIN_LANE_PX thick, the chart at most `height` tall (talk
+    mode: 330 px); where not every SM fits, the SM axis's title says which are drawn."""
+    shown, lane_px = charts_kernel.timeline_rows(sms, lanes, height)
+    assert 1 <= shown <= sms and lane_px >= charts_kernel.MIN_LANE_PX
+    assert shown * lanes * lane_px <= height + 1 or shown == 1
+    df = pd.DataFrame({"sm": np.arange(sms * lanes) % sms, "slot": np.arange(sms * lanes) // sms,
+                       "q_tile": 0, "bh": 0, "start_us": 0.0, "end_us": 1.0})
+    spec = charts_kernel.timeline_chart(df, "t", height=height).to_dict()
+    assert spec["height"] == round(shown * lanes * lane_px)
+    assert (f"of {sms}" in spec["encoding"]["y"]["title"]) == (shown < sms)

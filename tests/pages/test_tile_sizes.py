@@ -14,6 +14,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import engine
+from app.core import legible
 from app.core import style
 from app.features.tile_sizes import charts as charts_tiles, data as td
 from app.core.results_dir import BENCH_DIR_ENV
@@ -79,7 +80,8 @@ def test_tile_page_without_gpu_labels_model_and_recorded_grid():
     assert "A test fixture: five made-up shapes." in text
     measured = chart_data(at, "teaching kernel: measured on").set_index(["block_q", "block_k"])
     assert measured.loc[(64, 64)].marks == "★"          # 0.050 ms, the fastest of three
-    assert measured.loc[(64, 64)].text == "0.05 ms"
+    assert measured.loc[(64, 64)].text == "50"              # the grid in µs, as its legend says
+    assert set(measured.unit) == {"µs"}
     assert measured.loc[(32, 32)].text == "not timed"
     tc = chart_data(at, "tensor-core kernel: measured on").set_index(["block_q", "block_k"])
     assert tc.loc[(128, 64)].marks == "★"
@@ -327,7 +329,7 @@ def test_try_this_answers_for_the_students_config_not_the_recorded_grid():
     expected = td.fastest_answer(td.model_table(cfg, PROFILES["T4"]),
                                  tilemodel.paper_tiles(cfg, PROFILES["T4"]),
                                  "model, CPU emulation of Tesla T4")
-    answers = [m.value for m in at.expander[0].markdown]
+    answers = [m.value for e in at.expander for m in e.markdown]
     assert expected in answers
     assert answers.index(expected) < next(i for i, a in enumerate(answers)
                                           if "recorded on" in a)
@@ -378,3 +380,77 @@ def test_marks_sit_inside_their_cell(size):
     assert mark["baseline"] == "middle" and mark["align"] == "center"
     assert mark["dy"] + mark["fontSize"] / 2 <= half_cell
     assert mark["dy"] - mark["fontSize"] / 2 >= 12 / 2 - 1     # below the 12 px label
+
+
+# ---- readable: the heatmaps' text, units and legends ------------------------------------
+@pytest.mark.parametrize("profile", ["H200", "H100 SXM", "A100 40GB", "T4"])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_heatmap_text_reads_on_every_cell(profile, dtype):
+    """Every label and mark of every heatmap of the page reaches 4.5:1 against the colour its
+    cell is drawn in (computed as Vega computes it), and fits its cell."""
+    gpu = engine.PROFILES[profile]
+    cfg = CFG.with_(dtype=dtype)
+    table = td.model_table(cfg, gpu)
+    grids = [(td.smem_cells(table), "blues", False), (td.blocks_cells(table), "greens", False),
+             (td.waves_cells(table, cfg, gpu), "oranges", False),
+             (td.hbm_cells(table), "purples", True),
+             (td.time_cells(table, "teaching", "model_ms"), "greys", True),
+             (td.time_cells(table, "tensorcore", "model_ms"), "greys", True)]
+    for cells, scheme, log in grids:
+        for size in (charts_tiles.HEATMAP_SIZE, 250):               # talk mode draws 250 px
+            drawn = charts_tiles.cell_colors(cells, scheme, log, size)
+            worst = min(legible.contrast(i, f) for i, f in zip(drawn.ink, drawn.fill))
+            assert worst >= legible.MIN_CONTRAST, (profile, dtype, scheme, worst)
+            wide = [t for t in drawn.label if legible.text_width(t, charts_tiles.LABEL_PX)
+                    > size / 5 - 4]
+            assert not wide, (scheme, size, wide)
+
+
+def test_dark_cells_get_white_text_and_light_cells_black():
+    table = td.model_table(CFG, H200)
+    drawn = charts_tiles.cell_colors(td.time_cells(table, "teaching", "model_ms"), "greys",
+                                     log=True)
+    fits = drawn[drawn.status == "fits"]
+    slowest, fastest = fits.loc[fits.value.idxmax()], fits.loc[fits.value.idxmin()]
+    assert slowest.fill == "#1e1e1e" and slowest.ink == legible.LIGHT_INK
+    assert fastest.fill == "#e2e2e2" and fastest.ink == legible.DARK_INK
+
+
+def test_unfit_labels_shorten_to_their_cell_and_keep_the_bytes_in_the_tooltip():
+    cfg = CFG.with_(dtype="float32")
+    cells = td.smem_cells(td.model_table(cfg, engine.PROFILES["T4"]))
+    drawn = charts_tiles.cell_colors(cells, "blues")
+    unfit = drawn[drawn.status == "does not fit"]
+    assert len(unfit) and set(unfit.label) == {"no fit"}
+    assert all(t.startswith("no fit ") and t.endswith(" KiB") for t in unfit.text)
+    spec = charts_tiles.tile_heatmap(cells, "smem", "KiB").to_dict()
+    tips = [t for layer in spec["layer"] for t in layer.get("encoding", {}).get("tooltip", [])]
+    assert {"field": "text", "type": "nominal", "title": "KiB"} in tips
+
+
+@pytest.mark.parametrize("profile", ["H200", "T4"])
+def test_one_unit_per_time_grid_and_round_legend_labels(profile):
+    """A time grid is in ms or in µs throughout, named once in its legend; the legend's
+    labels are round numbers, never a ten-digit float."""
+    gpu = engine.PROFILES[profile]
+    for cfg in (CFG, CFG.with_(seq_q=8192, seq_k=8192, batch=4)):
+        cells = td.time_cells(td.model_table(cfg, gpu), "teaching", "model_ms")
+        unit = set(cells.unit)
+        assert unit in ({"ms"}, {"µs"})
+        values = cells.value.dropna()
+        assert values.max() >= 1 or unit == {"µs"}
+        assert all(" " not in t for t in cells.text[cells.status == "fits"])   # no unit per cell
+        spec = charts_tiles.tile_heatmap(cells, "t", "ms", log=True).to_dict()
+        legend = next(layer["encoding"]["color"] for layer in spec["layer"]
+                      if layer["encoding"].get("color", {}).get("field") == "value")
+        assert legend["title"] == unit.pop()
+        assert legend["legend"]["format"] == ",.3~r"
+        for v in legend["legend"].get("values", []):
+            assert len(f"{v:g}") <= 6, v
+
+
+def test_hbm_grid_is_in_one_byte_unit():
+    cells = td.hbm_cells(td.model_table(CFG.with_(seq_q=1, seq_k=1), H200))
+    assert len(set(cells.unit)) == 1
+    big = td.hbm_cells(td.model_table(CFG.with_(seq_q=65536, seq_k=65536), H200))
+    assert set(big.unit) == {"GiB"}

@@ -9,6 +9,7 @@ from app.features.backward.charts import (growth_chart, hbm_parts_chart, loop_ch
                                           price_chart, rowsum_chart)
 from app.features.timings.charts import config_chart, memory_chart, sweep_chart
 from app.core.controls import kernel_label
+from app.core.figures import device_sentence
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.features.timings.data import (memory_table, memory_wall, recorded_speedup, recorded_table,
@@ -155,8 +156,9 @@ if on_gpu or st.button("Time the CPU emulation"):
         with right:
             method_note(entries[0][1].method, GPU_METHOD if on_gpu else None)
 else:
-    st.caption(f"No GPU is in use here ({s.device.reason}). Press the button to time the NumPy "
-               f"emulation on this CPU; the GPU figures below were recorded on a real GPU.")
+    st.caption(f"No GPU is in use here: {device_sentence(s.device.reason)} Press the button to "
+               f"time the NumPy emulation on this CPU; the GPU figures below were recorded on a "
+               f"real GPU.")
 
 files, shown = closest_files(recorded.load_benchmarks(bench_dir(), direction="backward"),
                              s.device)

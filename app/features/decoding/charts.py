@@ -10,9 +10,13 @@ import altair as alt
 import pandas as pd
 
 from app.features.sram_tiling.charts import step_param
+from app.core.legible import POW2_LABEL, fit_label, ink_on, log_ticks, pow2_labels
 from app.core.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, kernel_scale
 
 SPLIT_COLORS = [TILE_COLORS["K_j"], TILE_COLORS["V_j"]]      # alternate, so splits stand apart
+# Vega's tableau10, the sequences' colours (given here so that each label's ink can be chosen)
+SEQUENCE_COLORS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2",
+                   "#ff9da6", "#9d755d", "#bab0ac"]
 MERGED = "datum.split < step"
 
 
@@ -20,7 +24,11 @@ def cache_chart(strip: pd.DataFrame, seq_k: int, page_size: int | None,
                 width: int = 820) -> alt.LayerChart:
     """The KV cache of one sequence as a strip of seq_k keys, cut into splits (one thread
     block each), with the page boundaries of a paged cache as ticks."""
-    data = strip.assign(parity=strip.split % 2, mid=(strip.k0 + strip.k1) / 2)
+    px = (strip.k1 - strip.k0) * width / max(seq_k, 1)          # each split's width on screen
+    data = strip.assign(parity=strip.split % 2, mid=(strip.k0 + strip.k1) / 2,
+                        ink=[ink_on(SPLIT_COLORS[s % 2]) for s in strip.split],
+                        label=[fit_label([str(s), ""], w, FONT["text"])
+                               for s, w in zip(strip.split, px)])
     x = alt.X("k0:Q", title="key position in the cache", scale=alt.Scale(domain=[0, seq_k]),
               axis=alt.Axis(format="~s", tickCount=8))
     bars = alt.Chart(data).mark_rect(stroke="white", strokeWidth=1).encode(
@@ -30,13 +38,12 @@ def cache_chart(strip: pd.DataFrame, seq_k: int, page_size: int | None,
                  alt.Tooltip("k1:Q", title="end"), alt.Tooltip("keys:Q")])
     layers = [bars]
     if len(data) <= 32:
-        layers.append(alt.Chart(data).mark_text(fontSize=FONT["text"], color="white",
-                                                fontWeight="bold").encode(
-            x="mid:Q", text=alt.Text("split:Q")))
+        layers.append(alt.Chart(data).mark_text(fontSize=FONT["text"], fontWeight="bold")
+                      .encode(x="mid:Q", text="label:N", color=alt.Color("ink:N", scale=None)))
     if page_size and seq_k // page_size <= 512:
         ticks = pd.DataFrame({"k": range(page_size, seq_k, page_size)})
         layers.append(alt.Chart(ticks).mark_tick(color=INK, thickness=1, size=14).encode(
-            x="k:Q"))
+            x="k:Q", y=alt.value(53)))          # along the bottom edge, clear of the labels
     title = (f"{len(data)} split{'s' if len(data) > 1 else ''} of the cache"
              + (f", pages of {page_size} keys (ticks)" if page_size else ", contiguous"))
     chart = alt.layer(*layers, height=60, title=title)
@@ -100,8 +107,15 @@ def pool_chart(cells: pd.DataFrame, columns: int, width: int = 820) -> alt.Layer
                y=alt.Y("row:O", title=f"physical page ÷ {columns}",
                        axis=alt.Axis(values=list(range(0, rows, max(1, rows // 8))))))
     cellsize = max(6, min(34, 600 // max(rows, 1)))
+    cell_w = min(width, columns * 24) / max(columns, 1)
+    seqs = sorted(cells.sequence.unique())
+    fills = {q: SEQUENCE_COLORS[i % len(SEQUENCE_COLORS)] for i, q in enumerate(seqs)}
+    cells = cells.assign(ink=[ink_on(fills[q]) for q in cells.sequence],
+                         label=[fit_label([str(v), ""], cell_w, 12) if cellsize >= 14 else ""
+                                for v in cells.logical])
     rects = alt.Chart(cells).mark_rect(stroke="white", strokeWidth=1).encode(
         **enc, color=alt.Color("sequence:N", title="sequence",
+                               scale=alt.Scale(domain=seqs, range=[fills[q] for q in seqs]),
                                legend=alt.Legend(orient="top") if cells.sequence.max() < 16
                                else None),
         tooltip=[alt.Tooltip("page:Q", title="physical page"), "sequence",
@@ -110,8 +124,8 @@ def pool_chart(cells: pd.DataFrame, columns: int, width: int = 820) -> alt.Layer
                  "split"])
     layers = [rects]
     if len(cells) <= 256:
-        layers.append(alt.Chart(cells).mark_text(fontSize=12, color="white").encode(
-            **enc, text="logical:Q"))
+        layers.append(alt.Chart(cells).mark_text(fontSize=12).encode(
+            **enc, text="label:N", color=alt.Color("ink:N", scale=None)))
     chart = alt.layer(*layers, height=rows * cellsize,
                       title="Page pool: cell = physical page, number = logical page")
     return finish(chart, min(width, columns * 24))
@@ -132,13 +146,18 @@ def bytes_chart(table: pd.DataFrame, width: int = 200) -> alt.Chart:
 def floor_chart(sweep: pd.DataFrame, width: int = 290) -> alt.Chart:
     """Time of one step against cache length: the HBM floor and the model with and without
     splitting (log–log)."""
+    positive = sweep.ms[sweep.ms > 0]
     chart = alt.Chart(sweep, title="Step time vs HBM floor (model)").mark_line(
         point=True).encode(
         x=alt.X("seq_k:Q", title="cached keys seq_k", scale=alt.Scale(type="log", base=2),
-                axis=alt.Axis(labelAngle=-45, format="~s")),
-        y=alt.Y("ms:Q", title="ms per step", scale=alt.Scale(type="log")),
+                axis=alt.Axis(labelAngle=-45, values=pow2_labels(sweep.seq_k),
+                              labelExpr=POW2_LABEL)),
+        y=alt.Y("ms:Q", title="ms per step", scale=alt.Scale(type="log"),
+                axis=alt.Axis(values=log_ticks(positive.min(), positive.max()), format="~g")
+                if len(positive) else alt.Axis(format="~g")),
         color=alt.Color("series:N", title=None, legend=alt.Legend(orient="bottom",
-                                                                  direction="vertical"),
+                                                                  direction="vertical",
+                                                                  labelLimit=300),
                         scale=alt.Scale(range=[INK, TILE_COLORS["S_ij"], ALARM])),
         strokeDash=alt.condition("datum.series == 'HBM floor (K, V bytes ÷ bandwidth)'",
                                  alt.value([6, 4]), alt.value([1, 0])),
@@ -152,12 +171,16 @@ def splits_chart(table: pd.DataFrame, title: str | list, auto: int | None = None
     """Time of one step against the number of splits (log2 axis), one line per series
     (model, floor, measured kernels), with the auto rule's count marked."""
     names = list(dict.fromkeys(table.series))
+    positive = table.ms[table.ms > 0]
     lines = alt.Chart(table).mark_line(point=True).encode(
         x=alt.X("num_splits:Q", title="num_splits", scale=alt.Scale(type="log", base=2),
                 axis=alt.Axis(values=[1, 2, 4, 8, 16, 32, 64, 128])),
-        y=alt.Y("ms:Q", title="ms per step", scale=alt.Scale(type="log")),
+        y=alt.Y("ms:Q", title="ms per step", scale=alt.Scale(type="log"),
+                axis=alt.Axis(values=log_ticks(positive.min(), positive.max()), format="~g")
+                if len(positive) else alt.Axis(format="~g")),
         color=alt.Color("series:N", title=None, scale=kernel_scale(names),
-                        legend=alt.Legend(orient="bottom", direction="vertical")),
+                        legend=alt.Legend(orient="bottom", direction="vertical",
+                                          labelLimit=300)),
         tooltip=["series", "num_splits", alt.Tooltip("ms:Q", format=".4f")])
     layers = [lines]
     if auto is not None:

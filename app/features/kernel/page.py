@@ -6,6 +6,7 @@ from app.core import runner
 from app.features.kernel.charts import timeline_chart
 from app.core.arch_notice import build_refusal
 from app.core.controls import kernel_label
+from app.core.figures import device_sentence
 from app.features.kernel.data import (BY_KEY, KERNEL_SOURCES, facts_for_config, facts_table,
                                       kernel_that_runs, recorded_how, recorded_label,
                                       schedule_summary, schedule_table, source_text,
@@ -29,9 +30,11 @@ if s.on_gpu:
     if res is not None:
         st.success(f"The {name} ran on {s.device.name} for this config.")
 else:
-    st.info(f"No GPU is in use here, so no CUDA kernel ran: {s.device.reason} The pages show "
-            f"the NumPy emulation of the same loop. Below: the source of any kernel, compile "
-            f"facts and schedules recorded on a real GPU (benchmarks/results/).")
+    st.info(f"No GPU is in use here, so no CUDA kernel ran: {device_sentence(s.device.reason)} "
+            f"The pages show the NumPy emulation of the same loop. Below: the source of any "
+            f"kernel, compile facts and schedules recorded on a real GPU (benchmarks/results/).")
+    with st.expander("Why no GPU: the technical detail"):
+        st.caption(s.device.reason)
 
 ran = kernel_that_runs(s.kernel, cfg, res.info if res is not None else None)
 keys = [k.key for k in KERNEL_SOURCES]

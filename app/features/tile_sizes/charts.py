@@ -12,7 +12,7 @@ import altair as alt
 import pandas as pd
 
 from engine import BLOCK_SIZES
-
+from app.core.legible import fit_label, ink_on, log_ticks, scale_position, scheme_color
 from app.core.style import ALARM, FONT, HALF_COLUMN, INK, PENDING, TILE_COLORS, finish, wrap_title
 
 SELECTION = "cell"
@@ -35,22 +35,55 @@ def marks_position(size: int) -> dict:
                 dy=round(cell_height * 0.3))
 
 
+LABEL_PX = 12           # a cell's label
+# shorter labels, by status or by text, for cells too narrow for the full one (in the tooltip)
+SHORTER = {"does not fit": ["no fit"], "not taken by this kernel": ["—"],
+           "not timed": ["untimed", "–"]}
+
+
+def cell_colors(cells: pd.DataFrame, scheme: str = "blues", log: bool = False,
+                size: int = HEATMAP_SIZE) -> pd.DataFrame:
+    """cells with what the heatmap draws: `fill` (the colour Vega gives the cell: the scheme's
+    colour at its value on a scale over the grid's values, or its status's colour), `ink`
+    (black or white, whichever reads on `fill`) and `label` (its text, shortened to fit the
+    cell: the full text stays in the tooltip)."""
+    values = cells.value[cells.value.notna() & (cells.value > 0 if log else True)]
+    domain = (float(values.min()), float(values.max())) if len(values) else (1.0, 1.0)
+    fill = [scheme_color(scheme, scale_position(v, domain, log)) if st == "fits" and v == v
+            else STATUS_COLORS.get(st, PENDING) for v, st in zip(cells.value, cells.status)]
+    width = size / max(cells.block_k.nunique(), 1)
+    label = [fit_label([t, *SHORTER.get(st, SHORTER.get(t, []))], width, LABEL_PX)
+             if isinstance(t, str) else "" for t, st in zip(cells.text, cells.status)]
+    return cells.assign(fill=fill, ink=[ink_on(f) for f in fill], label=label)
+
+
 def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "blues",
                  log: bool = False, size: int = HEATMAP_SIZE) -> alt.LayerChart:
     """block_k across, block_q down; colour = value (cells that do not fit or that the kernel
     does not take drawn in their own colour, with a word); ★ fastest measured, ▲ the paper's
-    choice; the current config outlined in black."""
+    choice; the current config outlined in black. Text in black or white by the cell's
+    colour, shortened where it would overflow its cell; the legend names the grid's one unit
+    (a `unit` column, where the cells have one)."""
+    if "unit" in cells and len(cells):
+        legend = str(cells.unit.iloc[0])
+    cells = cell_colors(cells, scheme, log, size)
     x = alt.X("block_k:O", title="block_k (Bc)", axis=alt.Axis(labelAngle=0))
     y = alt.Y("block_q:O", title="block_q (Br)")
     base = alt.Chart(cells).encode(x=x, y=y)
-    has_values = bool(cells.value.notna().any())
-    scale = alt.Scale(scheme=scheme, type="log" if log else "linear")
+    valid = cells.value[cells.value.notna() & (cells.value > 0 if log else True)]
+    has_values = bool(len(valid))
     layers = []
     if has_values:
+        lo, hi = float(valid.min()), float(valid.max())
+        scale = alt.Scale(scheme=scheme, type="log" if log else "linear", domain=[lo, hi],
+                          nice=False, **({} if log else {"zero": False}))
+        ticks = log_ticks(lo, hi, 4) if log else None
         layers.append(base.transform_filter("isValid(datum.value)").mark_rect(
             stroke="white", strokeWidth=1).encode(
             color=alt.Color("value:Q", title=legend, scale=scale,
-                            legend=alt.Legend(orient="bottom", gradientLength=size - 80))))
+                            legend=alt.Legend(orient="bottom", gradientLength=size - 80,
+                                              format=",.3~r", labelOverlap=True,
+                                              **({"values": ticks} if ticks else {})))))
     others = cells[cells.status != "fits"]
     if not others.empty:
         layers.append(alt.Chart(others).mark_rect(stroke="white", strokeWidth=1).encode(
@@ -58,9 +91,10 @@ def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "bl
                                       scale=alt.Scale(domain=list(STATUS_COLORS),
                                                       range=list(STATUS_COLORS.values())),
                                       legend=alt.Legend(orient="bottom", direction="vertical"))))
-    layers.append(base.mark_text(fontSize=12, baseline="middle", color=INK).encode(
-        text="text:N"))
-    layers.append(base.mark_text(**marks_position(size), color=INK).encode(text="marks:N"))
+    ink = alt.Color("ink:N", scale=None)
+    layers.append(base.mark_text(fontSize=LABEL_PX, baseline="middle").encode(
+        text="label:N", color=ink))
+    layers.append(base.mark_text(**marks_position(size)).encode(text="marks:N", color=ink))
     layers.append(base.transform_filter("datum.current").mark_rect(
         fill=None, stroke="black", strokeWidth=4))
     pick = alt.selection_point(name=SELECTION, fields=["block_q", "block_k"], on="click",

@@ -11,7 +11,7 @@ import pandas as pd
 import engine
 from engine.model import iomodel, registry, tilemodel
 from engine.model.devices import PROFILES, datasheet_profile, memory_levels
-from engine.model.units import MiB, format_bandwidth, format_bytes
+from engine.model.units import GiB, KiB, MiB, format_bandwidth, format_bytes
 
 CONFIG_KEYS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "dtype", "causal")
 FAMILY_NAMES = registry.family_names()     # kernel= value -> "teaching kernel", ...
@@ -95,16 +95,40 @@ def waves_cells(df, cfg: engine.AttentionConfig, gpu, kernel="teaching", fast=No
     return _cells(df, kernel, w, w.map(lambda x: f"{int(x):,}"), fast)
 
 
+BYTE_UNITS = ((GiB, "GiB"), (MiB, "MiB"), (KiB, "KiB"), (1.0, "B"))   # engine.model.units
+TIME_UNITS = ((1.0, "ms"), (1e-3, "µs"))     # of a time in ms
+
+
+def _one_unit(values: pd.Series, units) -> tuple[float, str]:
+    """(size, name) of the largest unit of `units` at or below the grid's largest value: one
+    unit for every cell of a heatmap, named in its legend."""
+    top = values[np.isfinite(values)].max() if len(values) else np.nan
+    for size, name in units:
+        if top == top and top >= size:
+            return size, name
+    return units[-1]
+
+
+def _in_unit(values: pd.Series, units, missing: str = "") -> tuple[pd.Series, pd.Series, str]:
+    size, name = _one_unit(values, units)
+    scaled = values / size
+    return scaled, scaled.map(lambda v: missing if v != v else f"{v:.3g}"), name
+
+
 def hbm_cells(df, fast=None):
+    """HBM bytes, in one decimal unit for the whole grid (the `unit` column: the legend)."""
     t = df[df.kernel == "teaching"]
-    return _cells(df, "teaching", t.hbm_bytes / MiB, t.hbm_bytes.map(format_bytes), fast)
+    value, text, unit = _in_unit(t.hbm_bytes.astype(float), BYTE_UNITS)
+    return _cells(df, "teaching", value, text, fast).assign(unit=unit)
 
 
 def time_cells(df, kernel: str, column: str, fast=None):
+    """Times, in ms or µs for the whole grid (the `unit` column: the legend)."""
     t = df[df.kernel == kernel]
     if column not in t:
         t = t.assign(**{column: np.nan})
-    return _cells(df, kernel, t[column], t[column].map(_ms_text), fast)
+    value, text, unit = _in_unit(t[column].astype(float), TIME_UNITS, "not timed")
+    return _cells(df, kernel, value, text, fast).assign(unit=unit)
 
 
 def _ms_text(ms) -> str:

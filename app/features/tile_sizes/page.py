@@ -141,7 +141,8 @@ if not on_gpu:
                    f"{file_rows.method.iloc[0].rstrip('.')}. The model beside it is for the same shape on "
                    f"the {rec_gpu.name} profile.")
         if note:
-            st.caption(f"What this grid is: {note}")
+            with st.expander("What this recorded grid is"):
+                st.caption(note)
         recorded_answer = (rec, tilemodel.paper_tiles(rec_cfg, rec_gpu),
                            f"recorded on {choice[1]}, {td.config_text(rec_cfg)}")
         for kernel in ("teaching", "tensorcore"):

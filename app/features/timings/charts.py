@@ -4,11 +4,20 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from app.core.legible import POW2_LABEL, log_ticks, pow2_labels
 from app.core.style import ALARM, FONT, INK, TILE_COLORS, finish, kernel_name, named_scale
 from engine.model.units import GiB, format_bytes
 
 METRICS = {"median_ms": "time (ms, median)", "tflops": "TFLOP/s", "speedup": "speedup over naive",
            "peak_MB": "peak memory (MB)"}
+
+
+def log_axis(values: pd.Series, **kw) -> alt.Axis:
+    """A log axis labelled at a few round values of `values`' range, never crowded."""
+    v = pd.to_numeric(values, errors="coerce")
+    v = v[v > 0]
+    ticks = log_ticks(float(v.min()), float(v.max())) if len(v) else []
+    return alt.Axis(format="~g", **({"values": ticks} if ticks else {}), **kw)
 
 
 def _names(df: pd.DataFrame) -> pd.DataFrame:
@@ -102,10 +111,11 @@ def sweep_chart(sweep: pd.DataFrame, metric: str, wall: int | None = None,
     seqs = list(sweep.seq) + ([wall] if wall else []) + ([row_limit[0]] if row_limit else [])
     x = alt.X("seq:Q", title="sequence length N (log)",
               scale=alt.Scale(type="log", base=2, domain=[min(seqs), max(seqs)]),
-              axis=alt.Axis(format="d", values=sorted(set(seqs)), labelAngle=-45))
+              axis=alt.Axis(values=pow2_labels(seqs), labelExpr=POW2_LABEL, labelAngle=-45))
     scale = named_scale(sweep.kernel if "build" not in sweep else sweep.build, sweep.name)
     lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
-        x=x, y=alt.Y(f"{metric}:Q", title=METRICS[metric], scale=alt.Scale(type="log")),
+        x=x, y=alt.Y(f"{metric}:Q", title=METRICS[metric], scale=alt.Scale(type="log"),
+                     axis=log_axis(data[metric])),
         color=alt.Color("name:N", scale=scale, title="kernel",
                         legend=alt.Legend(orient="bottom", columns=2 if width >= 420 else 1,
                                           labelLimit=320)),
@@ -126,11 +136,13 @@ def memory_chart(memory: pd.DataFrame, gpu_bytes: float, gpu_name: str, wall: in
     naive's memory wall (where its peak passes it); when given, the naive softmax kernel's
     row limit (N, text) as a grey rule of its own."""
     x = alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
-              axis=alt.Axis(format="d", labelAngle=-45))
+              axis=alt.Axis(values=pow2_labels(memory.seq), labelExpr=POW2_LABEL,
+                            labelAngle=-45))
     color = alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
         domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]]))
     lines = alt.Chart(memory).mark_line(point=True, strokeWidth=3, clip=True).encode(
-        x=x, y=alt.Y("peak_GiB:Q", title="peak memory (GiB, log)", scale=alt.Scale(type="log")),
+        x=x, y=alt.Y("peak_GiB:Q", title="peak memory (GiB, log)", scale=alt.Scale(type="log"),
+                     axis=log_axis(pd.concat([memory.peak_GiB, pd.Series([gpu_bytes / GiB])]))),
         color=color, tooltip=["algorithm:N", "seq:Q", alt.Tooltip("peak_GiB:Q", format=".4g")])
     cap = pd.DataFrame({"GiB": [gpu_bytes / GiB], "t": [f"{gpu_name}: {format_bytes(gpu_bytes)}"]})
     limit = (alt.Chart(cap).mark_rule(color=INK, strokeDash=[4, 4], strokeWidth=2)
@@ -147,8 +159,10 @@ def hbm_chart(memory: pd.DataFrame, width: int = 290) -> alt.Chart:
     """Modelled HBM bytes moved by naive and flash against N."""
     chart = alt.Chart(memory).mark_line(point=True, strokeWidth=3).encode(
         x=alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
-                axis=alt.Axis(format="d", labelAngle=-45)),
-        y=alt.Y("hbm_GB:Q", title="HBM traffic (GB, log)", scale=alt.Scale(type="log")),
+                axis=alt.Axis(values=pow2_labels(memory.seq), labelExpr=POW2_LABEL,
+                              labelAngle=-45)),
+        y=alt.Y("hbm_GB:Q", title="HBM traffic (GB, log)", scale=alt.Scale(type="log"),
+                axis=log_axis(memory.hbm_GB)),
         color=alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
             domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]])),
         tooltip=["algorithm:N", "seq:Q", alt.Tooltip("hbm_GB:Q", format=".4g")])
@@ -163,14 +177,16 @@ def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300,
     rows = _names(rows).assign(peak_GB=lambda d: d.peak_bytes / 1e9)
     scale = named_scale(rows.build if "build" in rows else rows.kernel, rows.name)
     seqs = sorted(rows.seq.unique())
-    x = alt.X("seq:Q", title="sequence length N (log)", axis=alt.Axis(format="d", values=seqs,
-              labelAngle=-45), scale=alt.Scale(type="log", base=2))
+    x = alt.X("seq:Q", title="sequence length N (log)", axis=alt.Axis(
+              values=pow2_labels(seqs), labelExpr=POW2_LABEL, labelAngle=-45),
+              scale=alt.Scale(type="log", base=2))
     color = alt.Color("name:N", scale=scale, title=None,
                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=320))
 
     def panel(field: str, title: str) -> alt.Chart:
         return alt.Chart(rows).mark_line(point=alt.OverlayMarkDef(size=80), strokeWidth=3).encode(
-            x=x, y=alt.Y(f"{field}:Q", title=None, scale=alt.Scale(type="log")), color=color,
+            x=x, y=alt.Y(f"{field}:Q", title=None, scale=alt.Scale(type="log"),
+                         axis=log_axis(rows[field])), color=color,
             tooltip=[alt.Tooltip("name:N", title="kernel"), "seq:Q", "batch:Q",
                      alt.Tooltip(f"{field}:Q", format=".4g")]).properties(
             width=width, height=height, title=title)
