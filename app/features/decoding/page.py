@@ -3,6 +3,7 @@ cache with its block table, grouped-query heads, bytes per token against the HBM
 time against the number of splits."""
 import streamlit as st
 
+from app.features.decoding import cards
 from app.core import runner
 from app.features.decoding.charts import (bytes_chart, cache_chart, floor_chart, merge_chart,
                                           pool_chart, splits_chart)
@@ -173,3 +174,5 @@ else:
             chart(splits_chart, model, ["Model of this page's config", "(not measured)"],
                   auto)
         st.caption(f"Method: {info.get('method', 'not stated')}")
+
+cards.show(dcfg, gpu, res.num_splits)      # the classroom lab's question cards

@@ -2,6 +2,7 @@
 output over the key tiles, straight from the run's trace."""
 import streamlit as st
 
+from app.features.online_softmax import cards
 from app.core import runner
 from app.features.online_softmax.charts import safe_softmax_chart, scores_chart, stats_chart
 from app.features.online_softmax.data import convergence, fp16_overflow, row_trace, score_row
@@ -77,3 +78,5 @@ if scores["keys"].max() > 1:
     st.caption(f"Each point stands for {scores['keys'].max()} keys (their largest score), so "
                f"the chart's count of overflowing keys is an upper bound.")
 chart(safe_softmax_chart, scores)
+
+cards.show(cfg, res.trace, q, k, b, h, r)      # the classroom lab's question cards

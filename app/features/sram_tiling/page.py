@@ -3,6 +3,7 @@ order, the shared-memory budget of the kernel that runs, HBM traffic and thread 
 over the SMs."""
 import streamlit as st
 
+from app.features.sram_tiling import cards
 from app.features.sram_tiling.charts import loop_chart, smem_chart, waves_chart
 from app.core.controls import kernel_label
 from app.core.figures import kib
@@ -96,3 +97,5 @@ else:
         f"the schedule a GPU really ran.)" + (f" The first {w.shown} waves are drawn."
                                                if w.shown < w.waves else ""))
     chart(waves_chart, w.table, gpu.sms)
+
+cards.show(cfg, gpu, layout)      # the classroom lab's question cards
