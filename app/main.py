@@ -1,7 +1,7 @@
 """FlashAttention Lab: `python -m streamlit run app/main.py` from the repository root."""
 import streamlit as st
 
-from app.core import navigation, sidebar
+from app.core import card_view, navigation, sidebar
 from app.core.style import TALK_CSS
 from app.core.ui import SETTINGS_KEY
 
@@ -11,7 +11,9 @@ st.set_page_config(page_title="FlashAttention Lab", page_icon="⚡", layout="wid
 page = st.navigation(navigation.pages())
 navigation.redirect_root(page.url_path)
 st.session_state[sidebar.PAGE_KEY] = page.url_path
+lab = st.sidebar.container()      # the classroom lab's progress, above the controls
 st.session_state[SETTINGS_KEY] = sidebar.render()
+card_view.sidebar_panel(lab)
 if talk:
     st.html(TALK_CSS)
 try:

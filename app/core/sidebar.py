@@ -9,6 +9,7 @@ import streamlit as st
 import engine
 from engine.model import catalog
 from app.core import arch_notice
+from app.core.cards import CARDS_PARAM, link_text, parse_link
 from app.core.figures import device_sentence
 from app.core.controls import BACKEND_LABELS, CONTROLS, PRESETS, kernel_label
 from app.core.url_params import PAGE_CONTROLS, parse_value, to_text
@@ -19,6 +20,7 @@ CONFIG_FIELDS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "blo
 NO_PRESET = "(choose a preset)"
 PAGE_KEY = "_page"            # url_path of the page being shown (set by app/main.py)
 PAGE_URL_KEY = "_page_url"    # page control -> (its page, URL text), non-default values only
+CARDS_KEY = "_lab_cards"      # the card ids a teacher's link names (app/core/card_view.py)
 
 
 @dataclass(frozen=True)
@@ -76,23 +78,36 @@ def _load_url_once() -> list[str]:
             if name in PAGE_CONTROLS:
                 ss.setdefault(PAGE_URL_KEY, {})[name] = (PAGE_CONTROLS[name][0],
                                                          to_text(ss[name]))
-    unknown = sorted(set(params) - set(CONTROLS) - set(PAGE_CONTROLS))
+    if CARDS_PARAM in params:
+        ss[CARDS_KEY], problem = parse_link(params[CARDS_PARAM])
+        if problem:
+            errors.append(problem)
+    unknown = sorted(set(params) - set(CONTROLS) - set(PAGE_CONTROLS) - {CARDS_PARAM})
     if unknown:
         errors.append(f"The link has unknown parameters {', '.join(unknown)}; they were "
-                      f"ignored. Known parameters: {', '.join([*CONTROLS, *PAGE_CONTROLS])}.")
+                      f"ignored. Known parameters: "
+                      f"{', '.join([*CONTROLS, *PAGE_CONTROLS, CARDS_PARAM])}.")
     ss["_url_loaded"] = True
     ss["_url_errors"] = errors
     return errors
 
 
-def write_url() -> None:
-    """Put every sidebar control that differs from its default, and the shown page's own
-    controls that differ from theirs, into the URL."""
+def url_wanted() -> dict:
+    """The URL's parameters as name -> text: every sidebar control that differs from its
+    default, the shown page's own controls that differ from theirs, and a teacher's cards."""
     ss = st.session_state
     values = {n: ss[n] for n in CONTROLS}
     wanted = {n: to_text(v) for n, v in values.items() if v != CONTROLS[n].default}
     wanted |= {n: text for n, (page, text) in ss.get(PAGE_URL_KEY, {}).items()
                if page == ss.get(PAGE_KEY)}
+    if ss.get(CARDS_KEY):
+        wanted[CARDS_PARAM] = link_text(ss[CARDS_KEY])
+    return wanted
+
+
+def write_url() -> None:
+    """Put url_wanted() into the URL."""
+    wanted = url_wanted()
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 

@@ -2,6 +2,7 @@
 gradients grow, bytes, FLOPs and peak memory of naive against flash backward, and times."""
 import streamlit as st
 
+from app.features.backward import cards
 from app.core import runner
 from app.features.backward.data import (dkv_growth, dq_growth, hbm_parts, loop_view, peak_table,
                                         price, price_verdict, row_mass, rowsum_gap)
@@ -186,3 +187,5 @@ else:
             with col:
                 chart(sweep_chart, rows, metric, width=290)
         st.dataframe(rows.drop(columns=["file", "method"]), hide_index=True)
+
+cards.show(cfg, gpu, g)      # the classroom lab's question cards

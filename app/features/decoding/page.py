@@ -3,6 +3,7 @@ cache with its block table, grouped-query heads, bytes per token against the HBM
 time against the number of splits."""
 import streamlit as st
 
+from app.features.decoding import cards
 from app.core import runner
 from app.features.decoding.charts import (bytes_chart, cache_chart, floor_chart, merge_chart,
                                           pool_chart, splits_chart)
@@ -209,3 +210,5 @@ else:
 why_auto = auto_against_model(dcfg, gpu)
 if why_auto:
     st.markdown(why_auto)
+
+cards.show(dcfg, gpu, res.num_splits)      # the classroom lab's question cards

@@ -4,6 +4,7 @@ output over the key tiles: from the GPU's traced run, or the emulation of the ro
 import streamlit as st
 
 import engine
+from app.features.online_softmax import cards
 from app.core import runner
 from app.core.player.component import play_row
 from app.features.downloads.replay import replay_choice, row_fits_inputs
@@ -113,3 +114,5 @@ if scores["keys"].max() > 1:
     st.caption(f"Each point stands for {scores['keys'].max()} keys (their largest score), so "
                f"the chart's count of overflowing keys is an upper bound.")
 chart(safe_softmax_chart, scores, EXP_DTYPE, kernel_exp.limit)
+
+cards.show(cfg, run, q, k, b, h, r)      # the classroom lab's question cards

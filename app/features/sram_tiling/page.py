@@ -5,6 +5,7 @@ import dataclasses
 
 import streamlit as st
 
+from app.features.sram_tiling import cards
 from app.features.sram_tiling.charts import smem_chart, waves_chart
 from app.core.controls import kernel_label
 from engine.model.units import format_bytes
@@ -107,3 +108,5 @@ else:
           "shows the schedule a GPU really ran.)" + (f" The first {w.shown} waves are drawn."
                                                      if w.shown < w.waves else ""))
     chart(waves_chart, w.table, gpu.sms)
+
+cards.show(cfg, gpu, layout)      # the classroom lab's question cards

@@ -2,6 +2,7 @@
 bytes, the model's time and the measured one — and the GPU memory pyramid."""
 import streamlit as st
 
+from app.features.tile_sizes import cards
 from app.features.tile_sizes import data as td
 from app.features.tile_sizes.charts import SELECTION, placement_chart, pyramid_chart, tile_heatmap
 from app.core.sidebar import choose_tiles
@@ -187,3 +188,5 @@ with st.expander("2. Why does block_q = 16 read K and V so often?"):
     st.markdown(td.kv_reads_answer(cfg, table))
 with st.expander("3. What stops the largest tiles from filling the GPU?"):
     st.markdown(td.residency_answer(cfg, gpu, table))
+
+cards.show(cfg, gpu)      # the classroom lab's question cards
