@@ -119,11 +119,11 @@ def sweep(args) -> int:
 def print_table(data: dict):
     print(f"{data['direction']} pass")
     print(f"{'kernel':<12}{'N':>7}{'d':>5} {'dtype':<8}{'causal':<7}{'median ms':>11}"
-          f"{'TFLOP/s':>9}{'peak MB':>9}")
+          f"{'TFLOP/s':>9}{'peak MiB':>9}")
     for r in data["results"]:
         print(f"{r['kernel']:<12}{r['seq_q']:>7}{r['head_dim']:>5} {r['dtype']:<8}"
               f"{str(r['causal']):<7}{r['median_ms']:>11.4f}{r['tflops']:>9.2f}"
-              f"{r['peak_bytes'] / 1e6:>9.1f}")
+              f"{r['peak_bytes'] / 2**20:>9.1f}")
     for s in data["skipped"]:
         c = s["config"]
         print(f"skipped {s['kernel']} N={c['seq_q']} d={c['head_dim']} {c['dtype']} "

@@ -183,11 +183,11 @@ def backward(results: Path = RESULTS) -> str:
                      f"{_tflops(ours, 'backward'):.0f}", _ms(flash), _ms(cudnn),
                      _ms(_ms_of(lines, "torch_math", n, d, causal)),
                      _times(flash, ours["median_ms"]), _times(cudnn, ours["median_ms"]),
-                     f"{ours['peak_bytes'] / 1e6:.0f}",
-                     f"{naive['peak_bytes'] / 1e6:.0f}" if naive else "–"])
+                     f"{ours['peak_bytes'] / 2**20:.0f}",
+                     f"{naive['peak_bytes'] / 2**20:.0f}" if naive else "–"])
     out = _table(["N", "d", "causal", "B·H", "naive ms", "ours ms", "TFLOP/s",
                   "PyTorch flash ms", "cuDNN ms", "PyTorch math ms", "× flash", "× cuDNN",
-                  "ours peak MB", "naive peak MB"], rows)
+                  "ours peak MiB", "naive peak MiB"], rows)
     out += ["", f"{_device(doc)}; {doc['date']}; {DTYPE}, the backward pass alone; medians "
             f"of {_reps(lines.values())}; `benchmarks/results/{doc['file']}`. "
             "TFLOP/s counts 2.5× the forward's FLOPs; "

@@ -6,7 +6,10 @@ Altair on a cache miss; the Backward pass and Tile sizes pages' charts re-record
 when the kernel registry named the placement chart's tensor-core row by its build, "flash,
 tensor core (mma.sync)", and both pages' again later on 2026-11-25, when the placement chart's
 bars got a set log domain and baseline and the gradient-growth chart a set norm domain (Vega
-drew no bars, and warned of an infinite extent); the other pages' entries kept), and the cached and templated builds of
+drew no bars, and warned of an infinite extent); every page's re-recorded on 2026-11-25 again,
+when the charts took the project's binary byte units, text inked by contrast, one unit per
+grid and round log ticks, and the loop player replaced the SRAM tiling loop chart; the
+other pages' entries kept), and the cached and templated builds of
 app.core.specs equal Altair's own spec for random inputs.
 
 Re-record (only when a chart is meant to change): python tests/test_chart_specs.py

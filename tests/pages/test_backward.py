@@ -284,6 +284,6 @@ def test_backward_memory_wall_comes_before_the_forward_one():
     assert peak(wall - 1) <= H200.memory_bytes < peak(wall)
     assert wall < timing_data.memory_wall(cfg, H200)       # P, dP and dS against S and P
     table = timing_data.memory_table(cfg, [1024, 4096], direction="backward")
-    flash = table[table.algorithm == "FlashAttention"].set_index("seq").hbm_GB
-    assert flash[4096] * 1e9 == pytest.approx(
+    flash = table[table.algorithm == "FlashAttention"].set_index("seq").hbm_GiB
+    assert flash[4096] * 2**30 == pytest.approx(
         iomodel.flash_backward_hbm(cfg.with_(seq_q=4096, seq_k=4096)).total)

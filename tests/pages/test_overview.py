@@ -91,7 +91,7 @@ def test_headline_has_naive_flash_and_pytorch_with_device_and_date():
     text = json.dumps(spec)
     assert "NVIDIA H200" in json.dumps(spec["title"]) and "2026-11-23" in json.dumps(
         spec["title"])
-    assert "median_ms" in text and "peak_GB" in text
+    assert "median_ms" in text and "peak_GiB" in text
     legend = color_domain(spec)
     assert "PyTorch cuDNN" in legend and not {"torch_cudnn", "torch_flash"} & set(legend)
     # time and memory panels: flash's peak stays flat while naive's grows with N

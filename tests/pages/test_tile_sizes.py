@@ -241,7 +241,7 @@ def test_placement_agrees_with_the_io_models_other_counts():
 def test_placement_bars_start_inside_their_log_axis(cfg):
     """The log axis has no zero: its domain is set, starts above 0 and below every array, and
     every bar runs from that start (not from Vega-Lite's 0, which draws no bar at all), not
-    stacked; its tick labels are powers of ten in the page's decimal byte units."""
+    stacked; its tick labels are powers of two in the project's binary byte units."""
     places = td.placement_table(cfg)
     spec = charts_tiles.placement_chart(places).to_dict()
     x = spec["encoding"]["x"]
@@ -252,17 +252,20 @@ def test_placement_bars_start_inside_their_log_axis(cfg):
     data = next(iter(spec["datasets"].values()))
     assert len(data) == len(places) and all(row["bytes"] > low for row in data)
     ticks = x["axis"]["values"]
-    assert ticks[0] == low and ticks[-1] <= high and 2 <= len(ticks) <= 6
-    assert all(np.log10(t) == round(np.log10(t)) for t in ticks)
-    assert "' kB'" in x["axis"]["labelExpr"] and "' GB'" in x["axis"]["labelExpr"]
+    assert low <= ticks[0] and ticks[-1] <= high and 2 <= len(ticks) <= 6
+    assert all(np.log2(t) == round(np.log2(t)) for t in ticks)
+    assert "' KiB'" in x["axis"]["labelExpr"] and "' GiB'" in x["axis"]["labelExpr"]
 
 
 def test_byte_axis_domain_is_never_zero_and_never_touches_an_array():
     sizes = pd.Series([100.0, 256.0, 1e9])
-    assert charts_tiles.byte_axis_domain(sizes) == [10.0, 1e9]
-    assert charts_tiles.byte_axis_domain(pd.Series([8.0])) == [1.0, 10.0]
-    assert charts_tiles.byte_axis_domain(pd.Series([], dtype=float)) == [1.0, 10.0]
-    assert charts_tiles.byte_ticks([100.0, 1e12]) == [1e2, 1e4, 1e6, 1e8, 1e10, 1e12]
+    assert charts_tiles.byte_axis_domain(sizes) == [64.0, 2.0 ** 30]
+    assert charts_tiles.byte_axis_domain(pd.Series([8.0])) == [4.0, 8.0]
+    assert charts_tiles.byte_axis_domain(pd.Series([], dtype=float)) == [1.0, 2.0]
+    # binary round sizes: 1 KiB, 32 KiB, 1 MiB, 32 MiB, 1 GiB; over a wider range one per 2^10
+    assert charts_tiles.byte_ticks([64.0, 2.0 ** 30]) == [2.0 ** e for e in (10, 15, 20, 25, 30)]
+    assert charts_tiles.byte_ticks([4.0, 8.0]) == [4.0, 8.0]
+    assert charts_tiles.byte_ticks([1.0, 2.0 ** 40]) == [2.0 ** e for e in (0, 10, 20, 30, 40)]
 
 
 def test_recorded_grid_rows_keep_device_date_and_pick_the_closest_config():

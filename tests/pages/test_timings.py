@@ -48,7 +48,7 @@ def test_timings_page_times_and_sweeps_with_progress():
     titles = [json.dumps(s.get("title", "")) for s in specs(at)]
     assert sum("TFLOP/s" in t for t in titles) == 2        # this sweep and the recorded one
     assert sum("speedup" in t for t in titles) == 2
-    assert sum("peak memory (MB)" in t for t in titles) == 2
+    assert sum("peak memory (MiB)" in t for t in titles) == 2
     results = at.session_state["timing_results"]
     assert set(results.kernel) == ({"naive", *engine.KERNELS} if ON_GPU
                                    else {"naive", "CPU emulation"})
@@ -57,7 +57,7 @@ def test_timings_page_times_and_sweeps_with_progress():
     assert_clean(at)
     # A new config has no sweep yet; the chosen config's timing is new.
     assert sum("TFLOP/s" in json.dumps(s.get("title", "")) for s in specs(at)) == 1
-    assert sum("peak memory (MB)" in json.dumps(s.get("title", "")) for s in specs(at)) == 1
+    assert sum("peak memory (MiB)" in json.dumps(s.get("title", "")) for s in specs(at)) == 1
 
 
 def test_timings_default_recorded_file_is_the_fastest_kernels(monkeypatch):
@@ -165,7 +165,7 @@ def test_timing_charts():
                      .to_dict())
     assert "139.8 GiB" in mem and "97211" in mem      # totalGlobalMem of the H200
     hbm = json.dumps(charts_timing.hbm_chart(memory).to_dict())
-    assert "hbm_GB" in hbm
+    assert "hbm_GiB" in hbm
 
 
 def test_every_kernel_keeps_one_distinct_colour():
@@ -247,7 +247,7 @@ def test_runs_and_kernels_are_named_in_words():
     files = recorded.load_benchmarks(recorded.BENCH_DIR)
     rows = timing_data.with_builds(timing_data.recorded_table(files), files)
     one = rows[rows["shape"] == "H=16, d=64, float16"]
-    for metric in ("median_ms", "peak_MB"):
+    for metric in ("median_ms", "peak_MiB"):
         legend = color_domain(charts_timing.sweep_chart(one, metric).to_dict())
         assert "PyTorch cuDNN" in legend and "PyTorch math" in legend
         assert not {"torch_cudnn", "torch_math", "torch_flash", "tensorcore"} & set(legend)

@@ -221,13 +221,13 @@ def hbm_parts_chart(parts: pd.DataFrame, width: int = 300) -> alt.Chart:
     chart = alt.Chart(parts).transform_calculate(
         order=f"indexof({names}, datum.part)").mark_bar(
         height=34, stroke="white", strokeWidth=1).encode(
-        x=alt.X("sum(MB):Q", title="HBM traffic (MB)"),
+        x=alt.X("sum(MiB):Q", title="HBM traffic (MiB)"),
         y=alt.Y("algorithm:N", title=None, sort=list(ALGORITHM_COLORS.domain)),
         color=alt.Color("way:N", title=None, legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=["read", "write"],
                                         range=[TILE_COLORS["O_i"], TILE_COLORS["K_j"]])),
         order=alt.Order("order:Q"),
-        tooltip=["algorithm:N", "part:N", alt.Tooltip("MB:Q", format=",.3f")])
+        tooltip=["algorithm:N", "part:N", alt.Tooltip("MiB:Q", format=",.3f")])
     return finish(chart.properties(height=alt.Step(56),
                                    title="HBM bytes of one backward pass (model)"), width=width)
 
@@ -253,15 +253,15 @@ def price_chart(table: pd.DataFrame, width: int = 300) -> alt.Chart:
 
 def peak_chart(peak: pd.DataFrame, width: int = 300) -> alt.Chart:
     """Device bytes held at the backward's peak, naive against flash."""
-    data = peak.assign(MB=peak["bytes"] / 1e6)
+    data = peak.assign(MiB=peak["bytes"] / 2**20)
     chart = alt.Chart(data).mark_bar(height=34).encode(
-        x=alt.X("MB:Q", title="peak device memory (MB)",
-                scale=alt.Scale(domain=[0, float(data.MB.max()) * 1.2])),
+        x=alt.X("MiB:Q", title="peak device memory (MiB)",
+                scale=alt.Scale(domain=[0, float(data.MiB.max()) * 1.2])),
         y=alt.Y("algorithm:N", title=None, sort=list(ALGORITHM_COLORS.domain)),
         color=alt.Color("algorithm:N", legend=None, scale=ALGORITHM_COLORS),
-        tooltip=["algorithm:N", alt.Tooltip("MB:Q", format=",.3f")])
+        tooltip=["algorithm:N", alt.Tooltip("MiB:Q", format=",.3f")])
     label = alt.Chart(data).mark_text(align="left", dx=6, fontSize=FONT["text"]).encode(
-        x="MB:Q", y=alt.Y("algorithm:N", sort=list(ALGORITHM_COLORS.domain)),
-        text=alt.Text("MB:Q", format=",.3g"))
+        x="MiB:Q", y=alt.Y("algorithm:N", sort=list(ALGORITHM_COLORS.domain)),
+        text=alt.Text("MiB:Q", format=",.3g"))
     return finish(alt.layer(chart, label).properties(
         height=alt.Step(56), title="Peak memory of the backward (model)"), width=width)

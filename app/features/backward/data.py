@@ -148,7 +148,7 @@ def hbm_parts(cfg: engine.AttentionConfig) -> pd.DataFrame:
         for part, n in traffic.parts.items():
             rows.append({"algorithm": ALGORITHMS[algo], "part": part,
                          "way": "write" if part.startswith("write") else "read",
-                         "bytes": int(n), "MB": n / 1e6})
+                         "bytes": int(n), "MiB": n / 2**20})
     return pd.DataFrame(rows)
 
 

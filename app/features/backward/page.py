@@ -127,7 +127,7 @@ with left:
 with right:
     ns = sweep_lengths(256, max(16384, 2 * wall if wall else 0))
     # Only the peak is drawn: tile sizes change the HBM column, not this chart (nor its cache).
-    peaks = memory_table(cfg, [n for n in ns if n <= 2**20], "backward").drop(columns="hbm_GB")
+    peaks = memory_table(cfg, [n for n in ns if n <= 2**20], "backward").drop(columns="hbm_GiB")
     chart(memory_chart, peaks, gpu.memory_bytes, gpu.name, wall)
 st.caption("Naive backward holds P, dP and dS (N² each); flash backward holds Q, K, V, O, dO, "
            "their gradients, lse, D and a float32 dQ accumulator (N·d). Model figures.")

@@ -144,20 +144,20 @@ def hbm_bars(steps: pd.DataFrame, order: str = "fa2") -> alt.Chart:
     """HBM bytes moved up to the current step in the loop order `order`, beside naive
     attention's whole pass. Needs the `step` param from the enclosing chart."""
     labels = hbm_labels(order)
-    top = float(max(steps[list(labels)].max().max(), 1)) / 1e6
+    top = float(max(steps[list(labels)].max().max(), 1)) / 2**20
     data = steps[["order", *labels]]
     return alt.Chart(data).transform_filter(f"datum.order == {STEP}").transform_fold(
         list(labels), as_=["what", "bytes"],
     ).transform_calculate(
-        MB="datum.bytes / 1e6",
+        MiB="datum.bytes / 1048576",
         label=" + ".join(f"(datum.what == '{k}' ? '{v}' : '')" for k, v in labels.items()),
         fill=f"indexof(datum.what, 'flash') == 0 ? '{TILE_COLORS['Q_i']}' : '{ALARM}'",
     ).mark_bar(height=22).encode(
-        x=alt.X("MB:Q", title="HBM traffic (MB)", scale=alt.Scale(domain=[0, top])),
+        x=alt.X("MiB:Q", title="HBM traffic (MiB)", scale=alt.Scale(domain=[0, top])),
         y=alt.Y("label:N", title=None, sort=list(labels.values()),
                 axis=alt.Axis(labelLimit=400)),
         color=alt.Color("fill:N", scale=None),
-        tooltip=["label:N", alt.Tooltip("MB:Q", format=",.3f")],
+        tooltip=["label:N", alt.Tooltip("MiB:Q", format=",.3f")],
     ).properties(width=300, height=130, title="HBM bytes moved")
 
 

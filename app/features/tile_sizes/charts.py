@@ -138,31 +138,33 @@ def pyramid_chart(levels: pd.DataFrame) -> alt.LayerChart:
     return finish(chart)
 
 
-# Axis labels in the decimal units of iomodel.format_bytes (the page's sizes): 100 B, 10 kB, 1 GB
-BYTE_LABELS = ("datum.value >= 1e9 ? format(datum.value / 1e9, '~g') + ' GB' : "
-               "datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + ' MB' : "
-               "datum.value >= 1e3 ? format(datum.value / 1e3, '~g') + ' kB' : "
-               "format(datum.value, '~g') + ' B'")
+# Axis labels in the binary units of engine.model.units (the page's sizes): 512 B, 32 KiB, 1 GiB
+BYTE_LABELS = ("datum.value >= 1073741824 ? format(datum.value / 1073741824, '~g') + ' GiB' : "
+               "datum.value >= 1048576 ? format(datum.value / 1048576, '~g') + ' MiB' : "
+               "datum.value >= 1024 ? format(datum.value / 1024, '~g') + ' KiB' : "
+               "format(datum.value, '~g') + ' B'")   # the binary units of engine.model.units
 
 
 def byte_axis_domain(sizes: pd.Series) -> list[float]:
-    """A log axis's domain for these byte counts (all positive): from the power of ten
-    below the smallest, so its bar is never of zero length, to the power of ten at or above
-    the largest ([1, 10] for none)."""
+    """A log axis's domain for these byte counts (all positive): from the power of two below
+    the smallest, so its bar is never of zero length, to the power of two at or above the
+    largest ([1, 2] for none)."""
     if not len(sizes):
-        return [1.0, 10.0]
+        return [1.0, 2.0]
     low, high = float(sizes.min()), float(sizes.max())
-    return [10.0 ** (math.ceil(math.log10(low)) - 1), 10.0 ** math.ceil(math.log10(high))]
+    return [2.0 ** (math.ceil(math.log2(low)) - 1), 2.0 ** max(1, math.ceil(math.log2(high)))]
 
 
 def byte_ticks(domain: list[float], most: int = 6) -> list[float]:
-    """Powers of ten across a byte_axis_domain, every one or every few decades: at most
+    """Round binary sizes across a byte_axis_domain: every power of two over a narrow one,
+    else 1 B, 1 KiB, 1 MiB, 1 GiB (with 32 of each between them where few fit): at most
     `most` labels (more collide in 400 px)."""
-    low, high = (round(math.log10(v)) for v in domain)
-    step = max(1, math.ceil((high - low) / (most - 1)))
-    return [10.0 ** k for k in range(low, high + 1, step)]
-
-
+    low, high = (round(math.log2(v)) for v in domain)
+    for every in (1, 5, 10, 20, 40):
+        ticks = [2.0 ** e for e in range(low, high + 1) if e % every == 0]
+        if len(ticks) <= most:
+            return ticks
+    return ticks
 def placement_chart(places: pd.DataFrame) -> alt.Chart:
     """Bytes of each array of this config by where it lives (log scale), naive and flash.
     Each bar runs from the axis's left end, a power of ten below the smallest array, to the

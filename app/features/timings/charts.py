@@ -9,7 +9,7 @@ from app.core.style import ALARM, FONT, INK, TILE_COLORS, finish, kernel_name, n
 from engine.model.units import GiB, format_bytes
 
 METRICS = {"median_ms": "time (ms, median)", "tflops": "TFLOP/s", "speedup": "speedup over naive",
-           "peak_MB": "peak memory (MB)"}
+           "peak_MiB": "peak memory (MiB)"}
 
 
 def log_axis(values: pd.Series, **kw) -> alt.Axis:
@@ -161,11 +161,11 @@ def hbm_chart(memory: pd.DataFrame, width: int = 290) -> alt.Chart:
         x=alt.X("seq:Q", title="sequence length N (log)", scale=alt.Scale(type="log", base=2),
                 axis=alt.Axis(values=pow2_labels(memory.seq), labelExpr=POW2_LABEL,
                               labelAngle=-45)),
-        y=alt.Y("hbm_GB:Q", title="HBM traffic (GB, log)", scale=alt.Scale(type="log"),
-                axis=log_axis(memory.hbm_GB)),
+        y=alt.Y("hbm_GiB:Q", title="HBM traffic (GiB, log)", scale=alt.Scale(type="log"),
+                axis=log_axis(memory.hbm_GiB)),
         color=alt.Color("algorithm:N", legend=alt.Legend(orient="bottom"), scale=alt.Scale(
             domain=["naive", "FlashAttention"], range=[ALARM, TILE_COLORS["Q_i"]])),
-        tooltip=["algorithm:N", "seq:Q", alt.Tooltip("hbm_GB:Q", format=".4g")])
+        tooltip=["algorithm:N", "seq:Q", alt.Tooltip("hbm_GiB:Q", format=".4g")])
     return finish(chart.properties(height=300, title="HBM bytes moved (model)"), width=width)
 
 
@@ -174,7 +174,7 @@ def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300,
     """The Overview's picture: time and peak memory against N, one line per kernel in words
     (naive, the project's flash builds, PyTorch's flash and cuDNN), titled with the device and
     date of the recording."""
-    rows = _names(rows).assign(peak_GB=lambda d: d.peak_bytes / 1e9)
+    rows = _names(rows).assign(peak_GiB=lambda d: d.peak_bytes / GiB)
     scale = named_scale(rows.build if "build" in rows else rows.kernel, rows.name)
     seqs = sorted(rows.seq.unique())
     x = alt.X("seq:Q", title="sequence length N (log)", axis=alt.Axis(
@@ -192,7 +192,7 @@ def headline_chart(rows: pd.DataFrame, subtitle: str, width: int = 300,
             width=width, height=height, title=title)
 
     chart = alt.hconcat(panel("median_ms", "time (ms, median, log)"),
-                        panel("peak_GB", "peak memory (GB, log)"), spacing=30).properties(
+                        panel("peak_GiB", "peak memory (GiB, log)"), spacing=30).properties(
         title=alt.Title("Naive against flash against PyTorch", subtitle=subtitle,
                         subtitleFontSize=FONT["label"]))
     return finish(chart)

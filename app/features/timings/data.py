@@ -20,7 +20,7 @@ from engine.model.devices import datasheet_profile
 from engine.model.units import GiB, format_gbps, format_tflops
 from engine.model.timing_stats import NOISY_SPREAD, spread_of
 
-TIMING_COLUMNS = ["kernel", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "peak_MB",
+TIMING_COLUMNS = ["kernel", "median_ms", "p10_ms", "p90_ms", "reps", "tflops", "peak_MiB",
                   "backend", "method", "name", "q1_ms", "q3_ms", "lo_ms", "hi_ms", "outliers_ms",
                   "spread", "iqr_rel", "noisy"]
 TUKEY = 1.5          # whiskers reach the furthest call within 1.5 interquartile ranges
@@ -44,7 +44,7 @@ def spread(t: engine.Timing) -> dict:
 
 def timing_row(label: str, t: engine.Timing) -> dict:
     return {"kernel": label, "median_ms": t.median_ms, "p10_ms": t.p10_ms, "p90_ms": t.p90_ms,
-            "reps": t.reps, "tflops": t.tflops, "peak_MB": t.peak_bytes / 1e6,
+            "reps": t.reps, "tflops": t.tflops, "peak_MiB": t.peak_bytes / 2**20,
             "backend": t.backend, "method": t.method, "name": kernel_name(label, t.backend),
             **spread(t), "iqr_rel": _iqr_rel(t), "noisy": bool(t.noisy)}
 
@@ -183,7 +183,7 @@ def memory_table(cfg: engine.AttentionConfig, ns: list[int],
         for algo, label in (("naive", "naive"), ("flash", "FlashAttention")):
             rows.append({"seq": n, "algorithm": label,
                          "peak_GiB": iomodel.peak_memory(c, algo, direction=direction) / GiB,
-                         "hbm_GB": HBM_MODELS[direction, algo](c).total / 1e9})
+                         "hbm_GiB": HBM_MODELS[direction, algo](c).total / GiB})
     return pd.DataFrame(rows)
 
 
@@ -214,7 +214,7 @@ def recorded_table(files: list[dict]) -> pd.DataFrame:
         return df
     df["seq"] = df.seq_q
     df["tokens"] = df.batch * df.seq_q
-    df["peak_MB"] = df.peak_bytes / 1e6 if "peak_bytes" in df else np.nan
+    df["peak_MiB"] = df.peak_bytes / 2**20 if "peak_bytes" in df else np.nan
     df["shape"] = [f"H={h}, d={d}, {t}" + (", causal" if c else "")
                    for h, d, t, c in zip(df.heads, df.head_dim, df.dtype, df.causal)]
     return df

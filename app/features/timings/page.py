@@ -113,7 +113,7 @@ if stored and stored[0] == key:
     sweep = stored[1]
     shown_wall = wall if wall and wall <= 4 * largest else None
     shown_row = row_limit if row_limit and row_limit[0] <= 4 * largest else None
-    for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
+    for metrics in (("median_ms", "tflops"), ("speedup", "peak_MiB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
                 chart(sweep_chart, sweep, metric, shown_wall, width=290, wall_text=wall_text,
@@ -179,7 +179,7 @@ else:
         st.write(chosen.get("method", "not stated"))
         st.caption(ceilings_note(chosen, gpu))
     plotted = rows.drop(columns=["stages", "method"], errors="ignore")   # cheap to hash
-    for metrics in (("median_ms", "tflops"), ("speedup", "peak_MB")):
+    for metrics in (("median_ms", "tflops"), ("speedup", "peak_MiB")):
         for col, metric in zip(st.columns(2), metrics):
             with col:
                 chart(sweep_chart, plotted, metric, width=290)

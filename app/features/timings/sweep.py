@@ -78,7 +78,7 @@ def run_sweep(cfg: engine.AttentionConfig, backend: str, gpu: engine.GpuProfile,
         if on_point:
             on_point(done, total, f"N = {n}")
     df = pd.DataFrame(rows)
-    for col in ("median_ms", "p10_ms", "p90_ms", "tflops", "peak_MB", "iqr_rel"):
+    for col in ("median_ms", "p10_ms", "p90_ms", "tflops", "peak_MiB", "iqr_rel"):
         if col not in df:
             df[col] = float("nan")
     df["noisy"] = (df["noisy"].fillna(False).astype(bool) if "noisy" in df else False)
