@@ -42,7 +42,7 @@ def test_preset_buttons_and_selectbox_apply_presets():
 def test_overview_headline_from_recorded_results(monkeypatch):
     from engine import recorded
     monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
-    at = open_page("overview")
+    at = open_page("overview", backend="numpy")      # the H200 profile, also on a GPU
     assert_clean(at)
     head = [s for s in specs(at) if "Naive against flash" in json.dumps(s.get("title", ""))]
     assert len(head) == 1

@@ -54,7 +54,7 @@ def label_of(body: str) -> str:
 def test_each_page_shows_the_closest_recorded_gpu(monkeypatch, tmp_path, page, profile):
     source, copy, data = results_dir(tmp_path, page)
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
-    at = open_page(page, profile=profile)
+    at = open_page(page, profile=profile, backend="numpy")
     assert_clean(at)
     body = texts(at)
     label = label_of(body)
@@ -88,7 +88,7 @@ def test_the_numbers_are_the_chosen_gpus(monkeypatch, tmp_path, page):
     h200 = {round(r["median_ms"], 9) for r in data["results"]}
     h100 = {round(r["median_ms"] * SLOWER, 9) for r in data["results"]}
     for profile, mine, theirs in (("H100 SXM", h100, h200), ("H200", h200, h100)):
-        at = open_page(page, profile=profile)
+        at = open_page(page, profile=profile, backend="numpy")
         assert_clean(at)
         shown = recorded_medians(at)
         assert shown and shown <= mine and not shown & (theirs - mine)
@@ -98,7 +98,7 @@ def test_a_more_recent_h200_is_the_t4s_closest(monkeypatch, tmp_path):
     """Both GPUs are compute capability 9.0: the T4 profile gets the one recorded last."""
     results_dir(tmp_path, "timings", h100_date="2026-11-20")
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
-    at = open_page("timings", profile="T4")
+    at = open_page("timings", profile="T4", backend="numpy")
     assert_clean(at)
     assert label_of(texts(at)).startswith("Recorded on NVIDIA H200 (2026-11-23), the closest "
                                           "recorded GPU to the T4 profile")
@@ -115,7 +115,7 @@ def test_the_kernel_page_shows_the_chosen_gpus_facts_and_schedules(monkeypatch, 
         (tmp_path / copy).write_text(json.dumps({**moved, "date": "2026-11-25"}))
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
     for profile, mine, theirs in (("H100 SXM", "h100", "h200"), ("H200", "h200", "h100")):
-        at = open_page("kernel", profile=profile)
+        at = open_page("kernel", profile=profile, backend="numpy")
         assert_clean(at)
         body = texts(at)
         assert f"(kernel_facts_{mine}.json)" in body and f"kernel_facts_{theirs}" not in body
@@ -130,7 +130,7 @@ def test_changing_the_profile_changes_the_recorded_gpu(monkeypatch, tmp_path, pa
     """The recorded panel's own choosers follow a new profile without an error."""
     source, copy, _ = results_dir(tmp_path, page)
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
-    at = open_page(page)                                   # the H200 profile
+    at = open_page(page, backend="numpy")                  # the H200 profile
     assert_clean(at)
     assert label_of(texts(at)).startswith("Recorded on NVIDIA H200 (")
     at.selectbox(key="profile").select("H100 SXM").run()

@@ -63,7 +63,7 @@ def test_timings_page_times_and_sweeps_with_progress():
 def test_timings_default_recorded_file_is_the_fastest_kernels(monkeypatch):
     from engine import recorded
     monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
-    at = open_page("timings")
+    at = open_page("timings", backend="numpy")      # the H200 profile, also on a GPU
     assert_clean(at)
     assert at.selectbox(key="rec_file").value.startswith("bench_h200_forward_2026-11-23.json")
     assert at.selectbox(key="rec_shape").value == "H=1, d=128, bfloat16"
