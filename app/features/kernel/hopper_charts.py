@@ -7,6 +7,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from app.core.legible import ink_on, scale_position, scheme_color
 from app.core.style import ALARM, DONE, INK, PENDING, TILE_COLORS, finish, slider
 
 # what a bar is, and its colour: the tiles keep their colours of every page
@@ -85,26 +86,28 @@ def walk_chart(walk: pd.DataFrame, title: str | list[str], width: int = 760) -> 
     """A recorded persistent walk: one row per block (its SM, and the block of the kernel's
     rule whose walk it is), one cell per item in walk order, coloured by query tile i and
     labelled i / batch·head."""
+    domain = (0, int(walk.q_tile.max()) if len(walk) else 1)
     data = walk.assign(who=walk.block.astype(str).radd("block ")
                        + walk.sm.astype(str).radd(" on SM "),
-                       text=walk.q_tile.astype(str) + "/" + walk.bh.astype(str))
+                       text=walk.q_tile.astype(str) + "/" + walk.bh.astype(str),
+                       ink=[ink_on(scheme_color("blues", scale_position(q, domain)))
+                            for q in walk.q_tile])
     order = (data.drop_duplicates("who").sort_values("block").who.tolist())
     base = alt.Chart(data).encode(
         x=alt.X("order:O", title="item in the block's walk (first to last)",
                 axis=alt.Axis(labelAngle=0)),
         y=alt.Y("who:N", sort=order, title=None))
     cells = base.mark_rect(stroke="white").encode(
-        color=alt.Color("q_tile:Q", title="query tile i", scale=alt.Scale(scheme="viridis"),
+        color=alt.Color("q_tile:Q", title="query tile i",
+                        scale=alt.Scale(scheme="blues", domain=list(domain)),
                         legend=alt.Legend(orient="bottom", gradientLength=200, format="d")),
         tooltip=[alt.Tooltip("who:N", title="block"), alt.Tooltip("order:O", title="item"),
                  alt.Tooltip("q_tile:Q", title="query tile i"),
                  alt.Tooltip("bh:Q", title="batch·head"),
                  alt.Tooltip("start_us:Q", title="start (µs)", format=".1f"),
                  alt.Tooltip("end_us:Q", title="end (µs)", format=".1f")])
-    labels = base.mark_text(fontSize=11).encode(
-        text="text:N",
-        color=alt.condition(alt.datum.q_tile > walk.q_tile.max() / 2 if len(walk) else True,
-                            alt.value(INK), alt.value("white")))
+    labels = base.mark_text(fontSize=11).encode(text="text:N",
+                                                color=alt.Color("ink:N", scale=None))
     chart = alt.layer(cells, labels).properties(height=24 * len(order), title=title)
     return finish(chart, width=width)
 
