@@ -4,6 +4,7 @@ import streamlit as st
 
 from app.core import runner
 from app.features.kernel.charts import timeline_chart
+from app.features.kernel.hopper import section as hopper_section
 from app.core.arch_notice import build_refusal
 from app.core.controls import kernel_label
 from app.core.figures import device_sentence
@@ -117,6 +118,8 @@ with on_stage(slot):
                           help=f"SMs sit idle {summary['idle_tail']:.0%} of it on average after "
                                f"their last block ends")
             st.caption(timeline_caption(summary, "block" in sched))
+
+hopper_section(s)
 
 st.subheader("CUDA source")
 text = source_text(key)[1]

@@ -1,0 +1,132 @@
+"""Charts of the Kernel page's Hopper section: the wgmma kernel's pipeline in lanes (played in
+the browser: a time slider, Vega moves the cursor, no server rerun), the persistent walk of a
+recorded launch, and who writes O under split-Q and split-K. Pure functions: DataFrames in,
+Altair charts out."""
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from app.core.legible import ink_on, scale_position, scheme_color
+from app.core.style import ALARM, DONE, INK, PENDING, TILE_COLORS, finish, slider
+
+# what a bar is, and its colour: the tiles keep their colours of every page
+PAINT = {
+    "Q_i copy": TILE_COLORS["Q_i"], "K_j copy": TILE_COLORS["K_j"],
+    "V_j copy": TILE_COLORS["V_j"], "S = Q Kᵀ": TILE_COLORS["S_ij"],
+    "O += P V": TILE_COLORS["O_i"], "S not used": DONE, "softmax": ALARM,
+    "rescale O, P": "#F0B67F", "write O_i": INK, "waits": PENDING,
+    "held, phase 0": "#C8B6E2", "held, phase 1": "#9FD8F0",
+}
+KIND_PAINT = {"Q": "Q_i copy", "K": "K_j copy", "V": "V_j copy", "S": "S = Q Kᵀ",
+              "PV": "O += P V", "S unused": "S not used", "softmax": "softmax",
+              "finish": "rescale O, P", "epilogue": "write O_i", "wait": "waits"}
+
+
+def lane_name(lane: str, row: str) -> str:
+    return lane if row == "ring" else f"{lane} · {row}"
+
+
+def pipeline_table(spans, shape) -> pd.DataFrame:
+    """The model's spans (hopper_pipeline.Span) as rows: lane (its name on the y axis), paint,
+    label, start, end, stage, phase."""
+    rows = [{"lane": lane_name(s.lane, s.row),
+             "paint": f"held, phase {s.phase}" if s.kind == "held" else KIND_PAINT[s.kind],
+             "label": s.label, "start": round(s.start, 3), "end": round(s.end, 3),
+             "stage": s.stage, "phase": s.phase} for s in spans]
+    return pd.DataFrame(rows, columns=["lane", "paint", "label", "start", "end", "stage",
+                                       "phase"])
+
+
+def lane_order(shape) -> list[str]:
+    """The rows top to bottom: the producer, each consumer, then Q_i's buffers and the
+    ring's stages (K and V halves)."""
+    out = ["producer · copies", "producer · threads"]
+    for w in range(shape.consumers):
+        out += [f"consumer {w} · tensor cores", f"consumer {w} · threads"]
+    out += [f"Q buffer {q}" for q in range(shape.q_stages)]
+    out += [f"stage {s} {h}" for s in range(shape.stages) for h in ("K", "V")]
+    return out
+
+
+def pipeline_chart(table: pd.DataFrame, lanes: list[str], end: float, start_at: float,
+                   title: str | list[str], width: int = 760) -> alt.Chart:
+    """Every span as a bar in its lane; the `t` slider (model time) moves a cursor: what has
+    started by then is drawn solid, the rest faint, and a label says what each ring stage
+    holds and in which phase at the cursor."""
+    t = slider("t", start_at, 0.0, round(end, 1), 0.1, "time (model units) ")
+    base = alt.Chart(table)
+    y = alt.Y("lane:N", sort=lanes, title=None, scale=alt.Scale(domain=lanes),
+              axis=alt.Axis(labelLimit=260))
+    bars = base.mark_bar(height=15, cornerRadius=2).encode(
+        x=alt.X("start:Q", title="time (model units; one product of 64 × Bc × d = 1)",
+                scale=alt.Scale(domain=[0, end], nice=False)),
+        x2="end:Q", y=y,
+        color=alt.Color("paint:N", title=None,
+                        scale=alt.Scale(domain=list(PAINT), range=list(PAINT.values())),
+                        legend=alt.Legend(orient="bottom", columns=4, labelLimit=200)),
+        opacity=alt.condition("datum.start <= t", alt.value(1.0), alt.value(0.15)),
+        tooltip=[alt.Tooltip("lane:N"), alt.Tooltip("label:N", title="what"),
+                 alt.Tooltip("start:Q", format=".1f"), alt.Tooltip("end:Q", format=".1f")])
+    cursor = alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color=INK, strokeWidth=2).encode(
+        x=alt.X("cursor:Q")).transform_calculate(cursor="t")
+    held = base.transform_filter(
+        (alt.datum.paint == "held, phase 0") | (alt.datum.paint == "held, phase 1")
+    ).transform_filter("datum.start <= t && datum.end > t").mark_text(
+        align="left", dx=4, fontSize=13, color=INK).encode(
+        x=alt.X("cursor:Q"), y=y, text="label:N").transform_calculate(cursor="t")
+    chart = alt.layer(bars, cursor, held).properties(height=26 * len(lanes), title=title)
+    return finish(chart, width=width, params=[t])
+
+
+WALK_BLOCKS = 12      # blocks drawn of a recorded walk
+
+
+def walk_chart(walk: pd.DataFrame, title: str | list[str], width: int = 760) -> alt.Chart:
+    """A recorded persistent walk: one row per block (its SM, and the block of the kernel's
+    rule whose walk it is), one cell per item in walk order, coloured by query tile i and
+    labelled i / batch·head."""
+    domain = (0, int(walk.q_tile.max()) if len(walk) else 1)
+    data = walk.assign(who=walk.block.astype(str).radd("block ")
+                       + walk.sm.astype(str).radd(" on SM "),
+                       text=walk.q_tile.astype(str) + "/" + walk.bh.astype(str),
+                       ink=[ink_on(scheme_color("blues", scale_position(q, domain)))
+                            for q in walk.q_tile])
+    order = (data.drop_duplicates("who").sort_values("block").who.tolist())
+    base = alt.Chart(data).encode(
+        x=alt.X("order:O", title="item in the block's walk (first to last)",
+                axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("who:N", sort=order, title=None))
+    cells = base.mark_rect(stroke="white").encode(
+        color=alt.Color("q_tile:Q", title="query tile i",
+                        scale=alt.Scale(scheme="blues", domain=list(domain)),
+                        legend=alt.Legend(orient="bottom", gradientLength=200, format="d")),
+        tooltip=[alt.Tooltip("who:N", title="block"), alt.Tooltip("order:O", title="item"),
+                 alt.Tooltip("q_tile:Q", title="query tile i"),
+                 alt.Tooltip("bh:Q", title="batch·head"),
+                 alt.Tooltip("start_us:Q", title="start (µs)", format=".1f"),
+                 alt.Tooltip("end_us:Q", title="end (µs)", format=".1f")])
+    labels = base.mark_text(fontSize=11).encode(text="text:N",
+                                                color=alt.Color("ink:N", scale=None))
+    chart = alt.layer(cells, labels).properties(height=24 * len(order), title=title)
+    return finish(chart, width=width)
+
+
+def split_chart(owners: pd.DataFrame, width: int = 260) -> alt.Chart:
+    """Who computes each 16 × 16 cell of S_ij and of O_i, and who writes O_i, in FA2's
+    split-Q (top) and FA1's split-K (bottom)."""
+    names = sorted(owners.owner.unique(), key=lambda n: (n.startswith("warps"), n))
+    colors = [TILE_COLORS[k] for k in ("Q_i", "K_j", "V_j", "S_ij", "O_i", "m_i")]
+    scale = alt.Scale(domain=names, range=[colors[k % len(colors)] if not n.startswith("warps")
+                                           else ALARM for k, n in enumerate(names)])
+    chart = alt.Chart(owners).mark_rect(stroke="white").encode(
+        x=alt.X("col:O", title="column (keys of K_j, or d)", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("row:O", title="query row of Q_i"),
+        color=alt.Color("owner:N", title="computed by", scale=scale,
+                        legend=alt.Legend(orient="bottom", columns=3, labelLimit=220)),
+        tooltip=["scheme:N", "matrix:N", "row:O", "col:O", alt.Tooltip("owner:N", title="by")],
+    ).properties(width=width, height=160).facet(
+        row=alt.Row("scheme:N", title=None, sort=["FA2: split-Q", "FA1: split-K"]),
+        column=alt.Column("matrix:N", title=None, sort=["S_ij = Q_i K_jᵀ", "O_i"]),
+    ).resolve_scale(x="independent")
+    return finish(chart)
