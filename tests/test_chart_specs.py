@@ -8,7 +8,8 @@ tensor core (mma.sync)", and both pages' again later on 2026-11-25, when the pla
 bars got a set log domain and baseline and the gradient-growth chart a set norm domain (Vega
 drew no bars, and warned of an infinite extent); every page's re-recorded on 2026-11-25 again,
 when the charts took the project's binary byte units, text inked by contrast, one unit per
-grid and round log ticks, and the loop player replaced the SRAM tiling loop chart; the
+grid and round log ticks, the loop player replaced the SRAM tiling loop chart and the Kernel
+page gained its Hopper section; the
 other pages' entries kept), and the cached and templated builds of
 app.core.specs equal Altair's own spec for random inputs.
 
