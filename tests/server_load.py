@@ -1,8 +1,8 @@
 """Server load without browsers: many sessions speak Streamlit's websocket protocol to the app,
 as remote browsers would, so the figure is the server's own (no browser shares its CPU). A
 session opens a page from a link (a new session: its first script run), changes the seed (a
-rerun with the new widget value) or steps a loop animation (a fragment rerun of the step
-slider), and waits for the run to finish. Behind nginx (scripts/serve.sh) a session first
+rerun with the new widget value) or stops the in-browser loop player on a step (its one report
+of the step, a rerun; playing sends nothing), and waits for the run to finish. Behind nginx (scripts/serve.sh) a session first
 fetches the page, as a browser does, and sends the sticky cookie nginx set with its websocket.
 
 Scenarios:
@@ -10,11 +10,11 @@ Scenarios:
   seed every 0.5–2 s (the load of lab/NOTES.md's before/after CPU figures);
 - class: `sessions` students (100 at full size) arriving over 10 s, each acting every 3–10 s;
 - talk: `sessions` visitors (200) opening the same link within `arrive_s` (30 s), each then
-  stepping the SRAM-tiling animation 5 times (1 s apart) and changing one control (the seed).
+  stopping the SRAM-tiling player on 5 steps (1 s apart) and changing one control (the seed).
 
 Checked on every run: no exception element, the seq_q control carries this visitor's value,
-the URL written back holds its seq_q and seed, and a step shows the loop chart at this
-visitor's step. Reported: runs per second, p50/p95/p99 time from request to finished run (the
+the URL written back holds its seq_q and seed, and after a stop the player opens at this
+visitor's step and the URL holds it. Reported: runs per second, p50/p95/p99 time from request to finished run (the
 first page and later actions apart too), errors, wrong results, the CPU seconds and peak
 memory of every server process (psutil: the app processes and nginx), CPU per run, and the
 GPU's busy fraction where nvidia-smi answers (n/a on CPU).
@@ -69,6 +69,7 @@ class Visitor:
         self.widgets: dict[str, tuple[str, bool, float]] = {}  # label -> (id, is_int, value)
         self.sliders: dict[str, tuple[str, str, int]] = {}     # label -> (id, fragment, value)
         self.steps_shown: list[int] = []     # the loop chart's step param, as last drawn
+        self.player: tuple[str, dict] | None = None   # the loop player's id and arguments
         self.exceptions = 0
         self.query = ""
 
@@ -92,10 +93,15 @@ class Visitor:
         await self._run(query_string=query, page_name=page)
 
     def _states(self, number: tuple[str, int] | None = None,
-                slider: tuple[str, int] | None = None):
-        """Every widget's value, as a browser sends it, with one changed."""
+                slider: tuple[str, int] | None = None, player_step: int | None = None):
+        """Every widget's value, as a browser sends it, with one changed (player_step: the
+        loop player's report of the step it stopped on)."""
         WidgetStates = proto("WidgetStates")
         states = WidgetStates()
+        if player_step is not None and self.player is not None:
+            state = states.widgets.add()
+            state.id = self.player[0]
+            state.json_value = json.dumps({"step": player_step, "sig": self.player[1]["sig"]})
         for name, (wid, is_int, shown) in self.widgets.items():
             state = states.widgets.add()
             state.id = wid
@@ -110,6 +116,13 @@ class Visitor:
             state.double_array_value.data.append(
                 float(slider[1] if slider and name == slider[0] else shown))
         return states
+
+    async def report_step(self, step: int, page: str) -> None:
+        """What the browser's loop player sends when Play stops on a step (0-based): its one
+        report, a rerun; playing itself sends nothing."""
+        self.steps_shown = []
+        await self._run(query_string=self.query, page_name=page,
+                        widget_states=self._states(player_step=step))
 
     async def set_number(self, label: str, value: int, page: str) -> None:
         """Change one number input (a rerun of the whole page)."""
@@ -169,6 +182,11 @@ class Visitor:
             shown = (w.value[0] if w.set_value and w.value else known[2] if known
                      else w.default[0])
             self.sliders[w.label] = (w.id, fragment_id, int(shown))
+        elif kind == "component_instance" and \
+                element.component_instance.component_name.endswith("loop_player"):
+            c = element.component_instance
+            self.player = (c.id, json.loads(c.json_args))
+            self.steps_shown.append(int(self.player[1]["start"]))
         elif kind == "vega_lite_chart" and '"name": "step"' in element.vega_lite_chart.spec:
             spec = json.loads(element.vega_lite_chart.spec)
             self.steps_shown += [p["value"] for p in spec.get("params", [])
@@ -240,8 +258,9 @@ async def _acting(base, seq_q, start_in, stop_at, stats, rng, think):
 
 
 async def _talk_session(base: str, i: int, arrive_s: float, stats: dict, rng):
-    """A talk's listener: opens the link shown on the slide, steps the loop animation
-    TALK_STEPS times a second apart, then changes the seed."""
+    """A talk's listener: opens the link shown on the slide, plays the loop animation in the
+    browser and stops it TALK_STEPS times a second apart (each stop: the player's one report
+    of its step, a rerun), then changes the seed."""
     page, seq_q, seed = TALK_LINK
     await asyncio.sleep(rng.uniform(0, arrive_s))
     v = Visitor(base)
@@ -253,12 +272,14 @@ async def _talk_session(base: str, i: int, arrive_s: float, stats: dict, rng):
         for step in range(2, TALK_STEPS + 2):
             await asyncio.sleep(1.0)
             t0 = time.perf_counter()
-            await v.set_slider(STEP_LABEL, step, page)
+            await v.report_step(step, page)
             _timed(stats, "step", t0)
             stats["exceptions"] += v.exceptions
             v.exceptions = 0
-            if v.steps_shown != [step]:
-                stats["wrong"].append(f"step {step}: the loop chart shows {v.steps_shown}")
+            linked = dict(p.split("=", 1) for p in v.query.split("&") if "=" in p)
+            if v.steps_shown != [step] or linked.get("sram_step") != str(step + 1):
+                stats["wrong"].append(f"stop at step {step}: the player opens at "
+                                      f"{v.steps_shown}, the URL has {v.query!r}")
         await asyncio.sleep(rng.uniform(1.0, 3.0))
         seed = rng.randrange(2, 1000)
         t0 = time.perf_counter()

@@ -373,16 +373,21 @@ def test_papers_choice_not_fitting_is_explained():
 
 @pytest.mark.parametrize("size", [charts_tiles.HEATMAP_SIZE, 250])
 def test_marks_sit_inside_their_cell(size):
-    """★ and ▲ are centred across their cell and their glyph lies wholly between the cell's
-    centre label and its bottom edge (not on the border with the next row)."""
+    """★ and ▲ are part of their cell's one centred label (never a second text that could
+    leave the cell or overlap the first), which fits the cell; where the figure does not fit
+    beside them, the marks stay and the figure gives way."""
+    cells = charts_tiles.cell_colors(td.smem_cells(td.model_table(CFG, H200)), size=size)
+    width = size / cells.block_k.nunique()
+    for r in cells.itertuples():
+        if r.marks:
+            assert r.label.endswith(r.marks), r
+        assert legible.text_width(r.label, charts_tiles.LABEL_PX) <= width - 4 or \
+            r.label == r.marks, r
     layers = charts_tiles.tile_heatmap(td.smem_cells(td.model_table(CFG, H200)), "t", "KiB",
                                        size=size).to_dict()["layer"]
-    mark = next(layer["mark"] for layer in layers
-                if layer.get("encoding", {}).get("text", {}).get("field") == "marks")
-    half_cell = int(size * 0.8) / len(engine.BLOCK_SIZES) / 2
-    assert mark["baseline"] == "middle" and mark["align"] == "center"
-    assert mark["dy"] + mark["fontSize"] / 2 <= half_cell
-    assert mark["dy"] - mark["fontSize"] / 2 >= 12 / 2 - 1     # below the 12 px label
+    assert not any(layer.get("encoding", {}).get("text", {}).get("field") == "marks"
+                   for layer in layers)
+    assert charts_tiles.with_marks(["128.5", "128"], "▲") == ["128.5 ▲", "128 ▲", "▲"]
 
 
 # ---- readable: the heatmaps' text, units and legends ------------------------------------
@@ -424,7 +429,9 @@ def test_unfit_labels_shorten_to_their_cell_and_keep_the_bytes_in_the_tooltip():
     cells = td.smem_cells(td.model_table(cfg, engine.PROFILES["T4"]))
     drawn = charts_tiles.cell_colors(cells, "blues")
     unfit = drawn[drawn.status == "does not fit"]
-    assert len(unfit) and set(unfit.label) == {"no fit"}
+    assert len(unfit) and set(unfit[unfit.marks == ""].label) == {"no fit"}
+    # a marked cell keeps its mark, the words giving way where both do not fit
+    assert set(unfit[unfit.marks != ""].label) <= {"no fit ▲", "▲", "no fit ★", "★"}
     assert all(t.startswith("no fit ") and t.endswith(" KiB") for t in unfit.text)
     spec = charts_tiles.tile_heatmap(cells, "smem", "KiB").to_dict()
     tips = [t for layer in spec["layer"] for t in layer.get("encoding", {}).get("tooltip", [])]

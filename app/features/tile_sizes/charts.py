@@ -11,7 +11,6 @@ import math
 import altair as alt
 import pandas as pd
 
-from engine import BLOCK_SIZES
 from app.core.legible import fit_label, ink_on, log_ticks, scale_position, scheme_color
 from app.core.style import ALARM, FONT, HALF_COLUMN, INK, PENDING, TILE_COLORS, finish, wrap_title
 
@@ -22,23 +21,19 @@ LEVEL_COLORS = {"registers": TILE_COLORS["S_ij"], "shared memory": TILE_COLORS["
 
 
 HEATMAP_SIZE = 290      # plot width in px; two heatmaps side by side fit 1280 px
-MARK_FONT = 13          # ★ and ▲, px
-
-
-def marks_position(size: int) -> dict:
-    """Where ★ and ▲ are drawn: centred across their cell, in its lower part, the glyph
-    wholly inside the cell (below the cell's centred label, above the cell's bottom edge).
-    Vega-Lite centres a text mark on its band; dy moves it down by 0.3 of the cell's
-    height (the plot is size × 0.8 px high, one row per block size)."""
-    cell_height = int(size * 0.8) / len(BLOCK_SIZES)
-    return dict(fontSize=MARK_FONT, baseline="middle", align="center",
-                dy=round(cell_height * 0.3))
-
-
 LABEL_PX = 12           # a cell's label
 # shorter labels, by status or by text, for cells too narrow for the full one (in the tooltip)
 SHORTER = {"does not fit": ["no fit"], "not taken by this kernel": ["—"],
            "not timed": ["untimed", "–"]}
+
+
+def with_marks(texts: list[str], marks: str) -> list[str]:
+    """A cell's label candidates (longest first) with its ★ / ▲ after each, and the marks
+    alone last: the marks are part of the one centred label, so they can neither leave the
+    cell nor overlap its text."""
+    if not marks:
+        return texts
+    return [f"{t} {marks}" for t in texts] + [marks]
 
 
 def cell_colors(cells: pd.DataFrame, scheme: str = "blues", log: bool = False,
@@ -52,8 +47,10 @@ def cell_colors(cells: pd.DataFrame, scheme: str = "blues", log: bool = False,
     fill = [scheme_color(scheme, scale_position(v, domain, log)) if st == "fits" and v == v
             else STATUS_COLORS.get(st, PENDING) for v, st in zip(cells.value, cells.status)]
     width = size / max(cells.block_k.nunique(), 1)
-    label = [fit_label([t, *SHORTER.get(st, SHORTER.get(t, []))], width, LABEL_PX)
-             if isinstance(t, str) else "" for t, st in zip(cells.text, cells.status)]
+    marks = cells.marks if "marks" in cells else [""] * len(cells)
+    label = [fit_label(with_marks([t, *SHORTER.get(st, SHORTER.get(t, []))], m), width,
+                       LABEL_PX) if isinstance(t, str) else m
+             for t, st, m in zip(cells.text, cells.status, marks)]
     return cells.assign(fill=fill, ink=[ink_on(f) for f in fill], label=label)
 
 
@@ -94,7 +91,6 @@ def tile_heatmap(cells: pd.DataFrame, title: str, legend: str, scheme: str = "bl
     ink = alt.Color("ink:N", scale=None)
     layers.append(base.mark_text(fontSize=LABEL_PX, baseline="middle").encode(
         text="label:N", color=ink))
-    layers.append(base.mark_text(**marks_position(size)).encode(text="marks:N", color=ink))
     layers.append(base.transform_filter("datum.current").mark_rect(
         fill=None, stroke="black", strokeWidth=4))
     pick = alt.selection_point(name=SELECTION, fields=["block_q", "block_k"], on="click",

@@ -38,6 +38,11 @@ def config_chart(timings: pd.DataFrame, width: int = 520) -> alt.LayerChart:
     calls = [(r.name, float(c)) for r in data.itertuples() for c in r.outliers_ms]
     out = pd.DataFrame(calls, columns=["name", "ms"]).assign(
         shown_ms=lambda d: d.ms.clip(upper=edge), off=lambda d: d.ms > edge)
+    # each median's label right of everything drawn on its row (whisker and outlying calls),
+    # never on a point
+    right = out.groupby("name").shown_ms.max() if len(out) else pd.Series(dtype=float)
+    data = data.assign(label_ms=[max(float(h), float(right.get(n, h)))
+                                 for n, h in zip(data.name, data.hi_ms)])
     names = list(data.name)
     y = alt.Y("name:N", title=None, sort=names, axis=alt.Axis(labelLimit=320))
     x_scale = alt.Scale(domain=[0, edge], zero=True, nice=False)
@@ -54,8 +59,8 @@ def config_chart(timings: pd.DataFrame, width: int = 520) -> alt.LayerChart:
     box = base.mark_bar(height=30).encode(x="q1_ms:Q", x2="q3_ms:Q", y=y, color=color,
                                           tooltip=tips)
     median = base.mark_tick(color="white", thickness=3, size=30).encode(x="median_ms:Q", y=y)
-    label = base.mark_text(align="left", dx=8, fontSize=FONT["text"]).encode(
-        x="hi_ms:Q", y=y, text=alt.Text("median_ms:Q", format=".3g"))
+    label = base.mark_text(align="left", dx=10, fontSize=FONT["text"]).encode(
+        x="label_ms:Q", y=y, text=alt.Text("median_ms:Q", format=".3g"))
     points = alt.Chart(out).mark_point(filled=True, size=90, color=INK).encode(
         x="shown_ms:Q", y=y,
         shape=alt.condition("datum.off", alt.value("triangle-right"), alt.value("circle")),
