@@ -1,7 +1,7 @@
 """FlashAttention Lab: `python -m streamlit run app/main.py` from the repository root."""
 import streamlit as st
 
-from app.core import card_view, navigation, sidebar
+from app.core import card_view, deck_view, navigation, sidebar
 from app.core.style import TALK_CSS
 from app.core.ui import SETTINGS_KEY
 
@@ -12,10 +12,14 @@ page = st.navigation(navigation.pages())
 navigation.redirect_root(page.url_path)
 st.session_state[sidebar.PAGE_KEY] = page.url_path
 lab = st.sidebar.container()      # the classroom lab's progress, above the controls
-st.session_state[SETTINGS_KEY] = sidebar.render()
+settings = st.session_state[SETTINGS_KEY] = sidebar.render()
 card_view.sidebar_panel(lab)
-if talk:
+slide_page = deck_view.follow(page.url_path, settings.talk)   # talk mode: the slide's page
+if slide_page:
+    sidebar.switch_page(slide_page)
+if settings.talk:
     st.html(TALK_CSS)
+    deck_view.bar()
 try:
     page.run()
 finally:                  # the URL follows the sidebar and the page's own controls

@@ -8,17 +8,18 @@ import streamlit as st
 
 import engine
 from engine.model import catalog
-from app.core import arch_notice
+from app.core import arch_notice, deck, deck_view
 from app.core.cards import CARDS_PARAM, link_text, parse_link
 from app.core.figures import device_sentence
 from app.core.controls import BACKEND_LABELS, CONTROLS, PRESETS, kernel_label
+from app.core.navigation import APP_DIR
 from app.core.url_params import PAGE_CONTROLS, parse_value, to_text
-from app.page_list import PAGES
+from app.page_list import PAGES, by_url
 
 CONFIG_FIELDS = ("batch", "heads", "seq_q", "seq_k", "head_dim", "block_q", "block_k", "dtype",
                  "causal", "inputs", "logit_scale", "seed")
 NO_PRESET = "(choose a preset)"
-PAGE_KEY = "_page"            # url_path of the page being shown (set by app/main.py)
+PAGE_KEY = deck_view.PAGE_KEY  # url_path of the page being shown (set by app/main.py)
 PAGE_URL_KEY = "_page_url"    # page control -> (its page, URL text), non-default values only
 CARDS_KEY = "_lab_cards"      # the card ids a teacher's link names (app/core/card_view.py)
 
@@ -58,6 +59,8 @@ def apply_preset(name: str | None = None) -> None:
     name = name or st.session_state.get("_preset")
     if name in PRESETS:
         st.session_state.update(PRESETS[name])
+        if st.session_state.get("talk") and name in deck.PRESET_SLIDES:
+            deck_view.go(deck.PRESET_SLIDES[name])     # talk mode: the slide making its point
     st.session_state["_preset"] = NO_PRESET
 
 
@@ -82,11 +85,17 @@ def _load_url_once() -> list[str]:
         ss[CARDS_KEY], problem = parse_link(params[CARDS_PARAM])
         if problem:
             errors.append(problem)
-    unknown = sorted(set(params) - set(CONTROLS) - set(PAGE_CONTROLS) - {CARDS_PARAM})
+    if deck.SLIDE_PARAM in params:
+        try:
+            deck_view.go(deck.parse(params[deck.SLIDE_PARAM]))   # talk mode opens that slide
+        except ValueError as exc:
+            errors.append(str(exc))
+    unknown = sorted(set(params) - set(CONTROLS) - set(PAGE_CONTROLS)
+                     - {CARDS_PARAM, deck.SLIDE_PARAM})
     if unknown:
         errors.append(f"The link has unknown parameters {', '.join(unknown)}; they were "
                       f"ignored. Known parameters: "
-                      f"{', '.join([*CONTROLS, *PAGE_CONTROLS, CARDS_PARAM])}.")
+                      f"{', '.join([*CONTROLS, *PAGE_CONTROLS, CARDS_PARAM, deck.SLIDE_PARAM])}.")
     ss["_url_loaded"] = True
     ss["_url_errors"] = errors
     return errors
@@ -94,7 +103,8 @@ def _load_url_once() -> list[str]:
 
 def url_wanted() -> dict:
     """The URL's parameters as name -> text: every sidebar control that differs from its
-    default, the shown page's own controls that differ from theirs, and a teacher's cards."""
+    default, the shown page's own controls that differ from theirs, a teacher's cards, and in
+    talk mode on a page of the deck the slide."""
     ss = st.session_state
     values = {n: ss[n] for n in CONTROLS}
     wanted = {n: to_text(v) for n, v in values.items() if v != CONTROLS[n].default}
@@ -102,6 +112,8 @@ def url_wanted() -> dict:
                if page == ss.get(PAGE_KEY)}
     if ss.get(CARDS_KEY):
         wanted[CARDS_PARAM] = link_text(ss[CARDS_KEY])
+    if ss.get("talk") and deck_view.on_deck() and ss.get(deck_view.SLIDE_KEY):
+        wanted[deck.SLIDE_PARAM] = str(ss[deck_view.SLIDE_KEY])
     return wanted
 
 
@@ -110,6 +122,17 @@ def write_url() -> None:
     wanted = url_wanted()
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
+
+
+def switch_page(url_path: str) -> None:
+    """Show the page at /<url_path> (talk mode's deck going to a slide's page) with the
+    sidebar's and that page's controls carried by its URL: st.switch_page drops the widgets'
+    state, so the next run reads them back from the link, as a session's first run does."""
+    ss = st.session_state
+    ss[PAGE_KEY] = url_path
+    wanted = url_wanted()
+    ss["_url_loaded"] = False
+    st.switch_page(APP_DIR / by_url(url_path).script, query_params=wanted)
 
 
 def keep_page_control(name: str, value, default) -> None:

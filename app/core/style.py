@@ -40,12 +40,22 @@ KERNEL_COLORS = {
 # sampled), so Altair's default 5000-row guard would only refuse charts within that cap.
 alt.data_transformers.disable_max_rows()
 
-# Talk mode: less empty space above the title and a smaller title, so that each page's main
-# chart and its controls fit a 1280×720 projector below it.
+# Talk mode: the title at the top, smaller and only as wide as its words, so that each page's
+# main chart and its controls fit a 1280×720 projector below it; the deck's counter and
+# buttons (app/core/deck_view.py) in the header's corner beside the title, over no content; a
+# slide's takeaway in bold over its chart.
 TALK_CSS = """<style>
-[data-testid="stMainBlockContainer"] { padding-top: 2.5rem; padding-bottom: 2rem; }
+[data-testid="stMainBlockContainer"] { padding-top: 0.5rem; padding-bottom: 2rem; }
 [data-testid="stHeader"] { background: transparent; }
-[data-testid="stMainBlockContainer"] h1 { font-size: 2rem; padding: 0 0 0.25rem 0; }
+[data-testid="stMainBlockContainer"] h1 { font-size: 1.8rem; padding: 0 0 0.1rem 0; }
+[data-testid="stElementContainer"]:has(h1) { width: fit-content; }
+.st-key-deck_bar { position: fixed; top: 0.2rem; right: 4.5rem; left: auto; z-index: 999991;
+  width: max-content !important; background: rgba(255, 255, 255, 0.94);
+  border-radius: 0.5rem; padding: 0 0.5rem; }
+.st-key-deck_bar p { margin: 0; white-space: nowrap; }
+.st-key-deck_bar button { min-height: 2rem; padding: 0 0.7rem; }
+.takeaway { font-size: 1.15rem; font-weight: 700; color: #222222; border-left: 0.3rem solid
+  #CC79A7; padding: 0 0 0 0.6rem; line-height: 1.3; }
 </style>"""
 
 FONT = {"label": 16, "title": 18, "chart_title": 20, "text": 16}

@@ -9,7 +9,7 @@ from typing import Callable, TypeVar
 import streamlit as st
 from app.core.st_internals import add_script_run_ctx, get_script_run_ctx
 
-from app.core import specs
+from app.core import deck_view, specs
 from app.core.controls import kernel_label
 from app.core.sidebar import Settings, keep_page_control
 from engine import GpuUnavailableError
@@ -42,9 +42,13 @@ def stage():
     return st.container() if settings().talk else None
 
 
-def on_stage(slot):
-    """The container for the main chart: the stage in talk mode, else a new one in place."""
-    return slot if slot is not None else st.container()
+def on_stage(slot, section: str | None = None):
+    """The container for the main chart: the stage in talk mode, else a new one in place. A
+    page with several sections that talk mode's deck can put on the stage (app/core/deck.py)
+    names each: the stage takes the one the slide shows, the others are drawn in place."""
+    if slot is not None and (section is None or section == deck_view.current_section()):
+        return slot
+    return st.container()
 
 
 def notes(above):

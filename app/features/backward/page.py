@@ -17,6 +17,8 @@ from app.features.timings.data import (memory_table, memory_wall, recorded_speed
                                        sweep_lengths, timing_table, with_builds)
 from app.core.ui import (chart, guarded, linked_number, loop_player, method_note, notes, on_stage,
                          source_line, stage, usable_settings)
+from app.core.deck_view import takeaway
+from app.core.takeaways import backward
 from engine import check_limits
 from engine.facade import recorded
 from engine.model import iomodel
@@ -46,6 +48,9 @@ if g is not None:
     with on_stage(slot):
         if not s.talk:
             st.subheader("The loop, step by step")
+        takeaway(backward(iomodel.naive_backward_hbm(cfg).total,
+                          iomodel.flash_backward_hbm(cfg).total,
+                          price(cfg, gpu, s.kernel).recompute_flops))
         above = st.container()
         view = loop_view(cfg, g.trace)
         loop_player("bw", len(view.steps), loop_chart, view.tiles, view.steps, view.rows,

@@ -63,6 +63,13 @@ def split_states(res: engine.DecodeResult, b: int, h: int, t: int) -> pd.DataFra
     return table
 
 
+def merge_gap(trace) -> float:
+    """How exactly the splits' sums merge: the largest gap between Σ_s l_s·exp(m_s − m_final)
+    and l_final over every row, relative to the largest l_final."""
+    merged = (trace.split_sum * trace.rescale).sum(-1)
+    return float(abs(merged - trace.l_final).max() / trace.l_final.max())
+
+
 def pool_cells(cfg: DecodeConfig, table: np.ndarray, bounds: np.ndarray) -> pd.DataFrame:
     """The physical pages of the paged pool (the first POOL_CAP), POOL_COLUMNS a row: which
     sequence owns each, its logical page, its keys and the split of its first key."""

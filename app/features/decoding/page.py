@@ -12,7 +12,7 @@ from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, auto_against_mod
                                         bytes_table, closest_shape, decode_config,
                                         decode_shape_text, default_kv_heads, floor_sweep, measured_table, pool_cells,
                                         recorded_table, split_counts, split_states, split_strip,
-                                        splits_model, spread_unsplit)
+                                        splits_model, spread_unsplit, merge_gap)
 from app.core.style import wrap_title
 from app.core.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes,
                          on_stage, stage, usable_settings)
@@ -24,6 +24,8 @@ from engine.model.rates import hbm_floor_bandwidth
 from engine.model.decode_config import AUTO_BLOCKS_PER_SM, MAX_DECODE_QUERIES, MIN_SPLIT_KEYS
 from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
+from app.core.deck_view import takeaway
+from app.core.takeaways import decoding
 
 
 
@@ -99,6 +101,7 @@ with on_stage(slot):
     h = linked_number(st.columns([1, 4])[0], "query head", "dec_head", 0, dcfg.heads - 1, 0)
     t = dcfg.seq_q - 1
     states = split_states(res, 0, h, t)
+    takeaway(decoding(res.num_splits, blocks, gpu.sms, merge_gap(res.trace)))
     above = st.container()
     loop_player("dec", res.num_splits, merge_chart, states, reset_on=(dcfg, h))
     notes(above).caption(
@@ -106,8 +109,7 @@ with on_stage(slot):
         "through the merge: each step merges one more split. When a split's max is above the "
         "running max, the sums merged so far shrink by exp(m_old − m_new), exactly as a new "
         "key tile rescales the online softmax.")
-tr = res.trace
-gap = float(abs((tr.split_sum * tr.rescale).sum(-1) - tr.l_final).max() / tr.l_final.max())
+gap = merge_gap(res.trace)
 st.caption(f"From the trace: Σ_s l_s·exp(m_s − m_final) equals l_final to {gap:.1e} "
            f"(relative) over every row; output = Σ_s rescale_s·l_s·O_s / l_final.")
 

@@ -14,6 +14,8 @@ from app.features.online_softmax.data import (EXP_DTYPE, convergence, emulate_ro
 from app.features.sram_tiling.data import smem_layout
 from app.core.ui import (chart, guarded, linked_number, notes, on_stage, source_line, stage,
                          usable_settings)
+from app.core.deck_view import takeaway
+from app.core.takeaways import online_softmax
 from engine.model import iomodel
 from engine.model.units import format_bytes
 
@@ -78,6 +80,7 @@ with on_stage(slot):
     tile = st.container()          # the charts open on the tile the player stands on
     shown = play_row("softmax", rows, "sm_tile", compact=s.talk)
     with tile:
+        takeaway(online_softmax(rows.rescale))
         chart(stats_chart, rows, conv.table, slider_values={"upto": shown},
               **(dict(width=400, height=130) if s.talk else {}))
     with notes(above):

@@ -10,6 +10,8 @@ from app.core.sidebar import apply_preset
 from app.core.results_dir import bench_dir
 from app.features.timings.data import recorded_headline
 from app.core.ui import chart, on_stage, settings, stage, usable_settings
+from app.core.deck_view import takeaway
+from app.core.takeaways import headline
 
 st.title("FlashAttention Lab")
 slot = stage()
@@ -29,6 +31,7 @@ with on_stage(slot):
                 "once `python -m benchmarks.bench_sweep` has written one there.")
     else:
         talk = dict(width=400, height=300) if settings().talk else {}
+        takeaway(headline(rows))
         chart(headline_chart, rows, subtitle, **talk)
         st.caption(f"Recorded, not live ({', '.join(sorted(rows.file.unique()))} in "
                    f"benchmarks/results/): medians of CUDA-event timings, non-causal; the "

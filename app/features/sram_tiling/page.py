@@ -14,6 +14,9 @@ from app.features.sram_tiling.data import (ORDERS, grid_text, intro_text, l2_tex
                                            reread_text, smem_layout, smem_table, waves)
 from app.core.player.component import play_loop
 from app.core.ui import chart, linked_radio, notes, on_stage, stage, usable_settings
+from app.core.deck_view import takeaway
+from app.core.takeaways import tiling
+from engine.model.tiles import processed_count
 from app.features.downloads.replay import replay_choice, with_trace_labels
 from engine.model import iomodel
 
@@ -53,6 +56,8 @@ else:
                f"shared memory alone lets {budget.blocks_per_sm} blocks share an SM.")
 
 with on_stage(slot):
+    takeaway(tiling(budget.total, budget.limit, budget.fits, budget.blocks_per_sm, gpu.name,
+                    processed_count(cfg), cfg.Tr * cfg.Tc))
     if not s.talk:
         st.subheader("The loop, step by step")
     order = linked_radio("loop order", "sram_order", ORDERS, "fa2")

@@ -21,6 +21,8 @@ from app.features.timings.data import (add_speedup, ceilings_note, fastest, in_k
                                        timing_table, with_builds, with_companions)
 from app.core.ui import (chart, guarded, linked_choice, method_note, on_stage, stage,
                          usable_settings)
+from app.core.deck_view import takeaway
+from app.core.takeaways import memory_wall
 from engine.facade import recorded
 
 GPU_METHOD = ("CUDA events around the kernel(s), warm-up runs first (compile, module load and "
@@ -36,7 +38,7 @@ cfg, gpu, on_gpu = s.cfg, s.device.gpu, s.on_gpu
 reps = 30 if on_gpu else None       # CPU: adaptive, until a time budget is spent
 where = s.device.name if on_gpu else "this machine's CPU (NumPy emulation, not a GPU figure)"
 if slot is not None:    # talk mode opens on what real GPUs recorded, not on this machine's CPU
-    with on_stage(slot):
+    with on_stage(slot, "speed"):
         talk_headline(s.device, on_gpu)
 
 st.subheader("This config: naive against flash" if on_gpu else
@@ -138,12 +140,14 @@ st.session_state["timing_results"] = pd.concat(parts, ignore_index=True) if part
 
 model_ns = sweep_lengths(256, max(largest, 2 * wall if wall else 0, 1024))
 memory = memory_table(cfg, [n for n in model_ns if n <= 2**20])
-c1, c2 = st.columns(2)
-with c1:
-    chart(memory_chart, memory, gpu.memory_bytes, gpu.name, wall, wall_text=wall_text,
-          row_limit=row_limit)
-with c2:
-    chart(hbm_chart, memory)
+with on_stage(slot, "memory"):           # talk mode's memory-wall slide
+    takeaway(memory_wall(memory, gpu.name, gpu.memory_bytes, wall), "memory")
+    c1, c2 = st.columns(2)
+    with c1:
+        chart(memory_chart, memory, gpu.memory_bytes, gpu.name, wall, wall_text=wall_text,
+              row_limit=row_limit)
+    with c2:
+        chart(hbm_chart, memory)
 st.caption("Both from the memory and IO model of this exact config (engine.model.iomodel), not "
            "measured. Naive's peak grows as N², flash's as N. " + hbm_text(cfg, gpu))
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 import engine
+from app.core.deck_view import takeaway
 from app.core.results_dir import bench_dir
+from app.core.takeaways import speed
 from app.core.ui import chart
 from app.features.timings.charts import headline_chart
 from app.features.timings.data import recorded_headline
@@ -22,6 +24,7 @@ def talk_headline(device: engine.DeviceInfo, on_gpu: bool) -> None:
         st.info("No GPU results are recorded in benchmarks/ yet; the timings below are "
                 + ("this GPU's." if on_gpu else "the CPU emulation's, not GPU figures."))
         return
+    takeaway(speed(rows), "speed")
     chart(headline_chart, rows, subtitle, width=400, height=300)
     st.caption(f"GPU figures, recorded ({', '.join(sorted(rows.file.unique()))}): medians of "
                f"CUDA-event timings. {shown.label} "
