@@ -76,7 +76,7 @@ def show_walk(rec: dict) -> None:
         got[got.sm < charts.WALK_BLOCKS].assign(block=got.sm)
     chart(charts.walk_chart, shown,
           [f"Recorded on {dev}, {rec.get('date', '?')}:", rec.get("label") or rec.get("file")],
-          width=760)
+          width=520)
     c = rec.get("config") or {}
     st.caption(
         f"{rec.get('file')}: B·H = {launch['bh_count']}, N = {c.get('seq_q')}, "
@@ -127,7 +127,7 @@ def section(s: Settings) -> None:
                default=0.0)
     chart(charts.pipeline_chart, table, charts.lane_order(shape), p.end, round(wrap, 1),
           [f"One block of the wgmma kernel: {len(RUNS)} items of "
-           f"{', '.join(map(str, RUNS))} key tiles (model)"], width=760)
+           f"{', '.join(map(str, RUNS))} key tiles (model)"], width=520)
     st.caption(
         f"Drag the time slider under the chart: bars that have started turn solid and the "
         f"ring's rows name what each stage holds at that moment and its phase (lavender: "

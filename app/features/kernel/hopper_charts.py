@@ -4,6 +4,8 @@ recorded launch, and who writes O under split-Q and split-K. Pure functions: Dat
 Altair charts out."""
 from __future__ import annotations
 
+import re
+
 import altair as alt
 import pandas as pd
 
@@ -27,15 +29,22 @@ def lane_name(lane: str, row: str) -> str:
     return lane if row == "ring" else f"{lane} · {row}"
 
 
+def _held_name(label: str) -> str:
+    """What a ring stage holds, without the run it belongs to ("Q_i of run 0" -> "Q_i"): the
+    label drawn at the cursor, which must fit its bar (the full label is in the tooltip)."""
+    return re.split(r" \(| of ", label)[0]
+
+
 def pipeline_table(spans, shape) -> pd.DataFrame:
     """The model's spans (hopper_pipeline.Span) as rows: lane (its name on the y axis), paint,
     label, start, end, stage, phase."""
     rows = [{"lane": lane_name(s.lane, s.row),
              "paint": f"held, phase {s.phase}" if s.kind == "held" else KIND_PAINT[s.kind],
-             "label": s.label, "start": round(s.start, 3), "end": round(s.end, 3),
+             "label": s.label, "short": f"{_held_name(s.label)}, phase {s.phase}",
+             "start": round(s.start, 3), "end": round(s.end, 3),
              "stage": s.stage, "phase": s.phase} for s in spans]
-    return pd.DataFrame(rows, columns=["lane", "paint", "label", "start", "end", "stage",
-                                       "phase"])
+    return pd.DataFrame(rows, columns=["lane", "paint", "label", "short", "start", "end",
+                                       "stage", "phase"])
 
 
 def lane_order(shape) -> list[str]:
@@ -50,14 +59,14 @@ def lane_order(shape) -> list[str]:
 
 
 def pipeline_chart(table: pd.DataFrame, lanes: list[str], end: float, start_at: float,
-                   title: str | list[str], width: int = 760) -> alt.Chart:
+                   title: str | list[str], width: int = 540) -> alt.Chart:
     """Every span as a bar in its lane; the `t` slider (model time) moves a cursor: what has
     started by then is drawn solid, the rest faint, and a label says what each ring stage
     holds and in which phase at the cursor."""
     t = slider("t", start_at, 0.0, round(end, 1), 0.1, "time (model units) ")
     base = alt.Chart(table)
     y = alt.Y("lane:N", sort=lanes, title=None, scale=alt.Scale(domain=lanes),
-              axis=alt.Axis(labelLimit=260))
+              axis=alt.Axis(labelLimit=150))
     bars = base.mark_bar(height=15, cornerRadius=2).encode(
         x=alt.X("start:Q", title="time (model units; one product of 64 × Bc × d = 1)",
                 scale=alt.Scale(domain=[0, end], nice=False)),
@@ -74,7 +83,7 @@ def pipeline_chart(table: pd.DataFrame, lanes: list[str], end: float, start_at: 
         (alt.datum.paint == "held, phase 0") | (alt.datum.paint == "held, phase 1")
     ).transform_filter("datum.start <= t && datum.end > t").mark_text(
         align="left", dx=4, fontSize=13, color=INK).encode(
-        x=alt.X("cursor:Q"), y=y, text="label:N").transform_calculate(cursor="t")
+        x=alt.X("cursor:Q"), y=y, text="short:N").transform_calculate(cursor="t")
     chart = alt.layer(bars, cursor, held).properties(height=26 * len(lanes), title=title)
     return finish(chart, width=width, params=[t])
 
@@ -82,14 +91,16 @@ def pipeline_chart(table: pd.DataFrame, lanes: list[str], end: float, start_at: 
 WALK_BLOCKS = 12      # blocks drawn of a recorded walk
 
 
-def walk_chart(walk: pd.DataFrame, title: str | list[str], width: int = 760) -> alt.Chart:
+def walk_chart(walk: pd.DataFrame, title: str | list[str], width: int = 540) -> alt.Chart:
     """A recorded persistent walk: one row per block (its SM, and the block of the kernel's
     rule whose walk it is), one cell per item in walk order, coloured by query tile i and
     labelled i / batch·head."""
     domain = (0, int(walk.q_tile.max()) if len(walk) else 1)
     data = walk.assign(who=walk.block.astype(str).radd("block ")
                        + walk.sm.astype(str).radd(" on SM "),
-                       text=walk.q_tile.astype(str) + "/" + walk.bh.astype(str),
+                       text=(walk.q_tile.astype(str) + "/" + walk.bh.astype(str))
+                       if width / max(int(walk["order"].max()) + 1 if len(walk) else 1, 1) >= 26
+                       else "",   # i / batch·head where a cell holds it (the tooltip always)
                        ink=[ink_on(scheme_color("blues", scale_position(q, domain)))
                             for q in walk.q_tile])
     order = (data.drop_duplicates("who").sort_values("block").who.tolist())
@@ -106,13 +117,14 @@ def walk_chart(walk: pd.DataFrame, title: str | list[str], width: int = 760) -> 
                  alt.Tooltip("bh:Q", title="batch·head"),
                  alt.Tooltip("start_us:Q", title="start (µs)", format=".1f"),
                  alt.Tooltip("end_us:Q", title="end (µs)", format=".1f")])
-    labels = base.mark_text(fontSize=11).encode(text="text:N",
+    labels = base.mark_text(fontSize=11).encode(
+        text="text:N",
                                                 color=alt.Color("ink:N", scale=None))
     chart = alt.layer(cells, labels).properties(height=24 * len(order), title=title)
     return finish(chart, width=width)
 
 
-def split_chart(owners: pd.DataFrame, width: int = 260) -> alt.Chart:
+def split_chart(owners: pd.DataFrame, width: int = 220) -> alt.Chart:
     """Who computes each 16 × 16 cell of S_ij and of O_i, and who writes O_i, in FA2's
     split-Q (top) and FA1's split-K (bottom)."""
     names = sorted(owners.owner.unique(), key=lambda n: (n.startswith("warps"), n))
