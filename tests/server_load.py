@@ -55,7 +55,6 @@ ARRIVAL_S = 0.2          # a new visitor every 0.2 s until all have arrived
 FINISHED = ("FINISHED_SUCCESSFULLY", "FINISHED_FRAGMENT_RUN_SUCCESSFULLY")
 TALK_LINK = (SRAM_TILING, 512, 1)       # the link a talk shows: page, seq_q, seed
 TALK_STEPS = 5
-STEP_LABEL = "loop step"
 
 
 class Visitor:
@@ -67,8 +66,7 @@ class Visitor:
         self.ws = None
         self.cookie = ""
         self.widgets: dict[str, tuple[str, bool, float]] = {}  # label -> (id, is_int, value)
-        self.sliders: dict[str, tuple[str, str, int]] = {}     # label -> (id, fragment, value)
-        self.steps_shown: list[int] = []     # the loop chart's step param, as last drawn
+        self.steps_shown: list[int] = []     # the step the loop player opens at, as last sent
         self.player: tuple[str, dict] | None = None   # the loop player's id and arguments
         self.exceptions = 0
         self.query = ""
@@ -84,7 +82,7 @@ class Visitor:
     async def open(self, page: str, query: str) -> None:
         import websockets
         await self.close()
-        self.widgets, self.sliders = {}, {}
+        self.widgets = {}
         if not self.cookie:
             await asyncio.to_thread(self._fetch_page)
         headers = {"Cookie": self.cookie} if self.cookie else None
@@ -93,7 +91,7 @@ class Visitor:
         await self._run(query_string=query, page_name=page)
 
     def _states(self, number: tuple[str, int] | None = None,
-                slider: tuple[str, int] | None = None, player_step: int | None = None):
+                player_step: int | None = None):
         """Every widget's value, as a browser sends it, with one changed (player_step: the
         loop player's report of the step it stopped on)."""
         WidgetStates = proto("WidgetStates")
@@ -110,11 +108,6 @@ class Visitor:
                 state.int_value = int(new)
             else:
                 state.double_value = float(new)
-        for name, (wid, _, shown) in self.sliders.items():
-            state = states.widgets.add()
-            state.id = wid
-            state.double_array_value.data.append(
-                float(slider[1] if slider and name == slider[0] else shown))
         return states
 
     async def report_step(self, step: int, page: str) -> None:
@@ -128,14 +121,6 @@ class Visitor:
         """Change one number input (a rerun of the whole page)."""
         await self._run(query_string=self.query, page_name=page,
                         widget_states=self._states(number=(label, value)))
-
-    async def set_slider(self, label: str, value: int, page: str) -> None:
-        """Move a slider of a fragment (a rerun of that fragment only)."""
-        wid, fragment, _ = self.sliders[label]
-        self.steps_shown = []
-        await self._run(query_string=self.query, page_name=page, fragment_id=fragment,
-                        widget_states=self._states(slider=(label, value)))
-        self.sliders[label] = (wid, fragment, value)
 
     async def _run(self, query_string: str, page_name: str, widget_states=None,
                    fragment_id: str = "") -> None:
@@ -176,21 +161,11 @@ class Visitor:
             known = self.widgets.get(w.label)
             shown = w.value if w.set_value else known[2] if known else w.default
             self.widgets[w.label] = (w.id, w.data_type == w.INT, shown)
-        elif kind == "slider" and element.slider.label == STEP_LABEL:
-            w = element.slider
-            known = self.sliders.get(w.label)
-            shown = (w.value[0] if w.set_value and w.value else known[2] if known
-                     else w.default[0])
-            self.sliders[w.label] = (w.id, fragment_id, int(shown))
         elif kind == "component_instance" and \
                 element.component_instance.component_name.endswith("loop_player"):
             c = element.component_instance
             self.player = (c.id, json.loads(c.json_args))
             self.steps_shown.append(int(self.player[1]["start"]))
-        elif kind == "vega_lite_chart" and '"name": "step"' in element.vega_lite_chart.spec:
-            spec = json.loads(element.vega_lite_chart.spec)
-            self.steps_shown += [p["value"] for p in spec.get("params", [])
-                                 if p.get("name") == "step"]
 
     async def close(self) -> None:
         if self.ws is not None:
