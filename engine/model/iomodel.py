@@ -40,7 +40,8 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     S_ij, O_i, m_i and l_i live in registers.
     "wgmma": the same tiles in the 128-byte swizzle, Q_i in two buffers (a persistent
     block loads its next item's Q_i during the current one), plus the mbarriers (128 bytes)
-    and up to 1024 bytes to align the swizzle pattern.
+    and up to 1024 bytes to align the swizzle pattern. "wgmma fp8": the same with e4m3 tiles
+    (one byte an element), V_j transposed.
     "backward teaching" (kernels/teaching/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
     dtype, each row padded by one 32-bit word (bank conflicts); then dK_j, dV_j, P_ij, dS_ij,
     L_i and D_i in float32.
@@ -82,6 +83,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
         ring = {name: size for name, size in tiles.items() if name != "Q_i"}
         return {"Q_i (2 buffers)": 2 * Br * d * 2, **ring, "mbarriers": 128,
                 "swizzle alignment": 1024}
+    if kernel == "wgmma fp8":
+        return {"Q_i (2 buffers)": 2 * Br * d, "K_j (2 buffers)": 2 * Bc * d,
+                "V_jᵀ (2 buffers)": 2 * Bc * d, "mbarriers": 128, "swizzle alignment": 1024}
     raise ValueError(f"kernel must be one of {', '.join(SMEM_LAYOUTS)} (the shared-memory "
                      f"layouts of engine.model.registry); got {kernel!r}.")
 

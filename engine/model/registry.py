@@ -104,6 +104,14 @@ KERNELS = (
            hopper_only=True, traceable=True, family="tensorcore", smem_layout="wgmma",
            chart_name="flash, tensor core (wgmma)",
            shapes=((64, 128, 128), (128, 128, 64), (128, 128, 128))),
+    # The same source built with -DFP8=1: e4m3 tiles with a scale each (its quantize_fp8
+    # kernel makes them, V transposed), k = 32 per wgmma, bfloat16 out.
+    Kernel("wgmma fp8", "forward", "hopper/flash_wgmma.cu", ("flash_wgmma", "quantize_fp8"),
+           "engine.gpu.launchers.wgmma_fp8",
+           "Tensor-core kernel, Hopper wgmma FP8 (forward)", ("float8_e4m3",), 9.0,
+           hopper_only=True, traceable=True, family="tensorcore", smem_layout="wgmma fp8",
+           chart_name="flash, tensor core (wgmma FP8)",
+           shapes=((64, 128, 128), (128, 128, 128))),
     Kernel("naive_softmax", "forward", "baselines/naive_softmax.cu", ("row_softmax",),
            "engine.gpu.naive", "Naive attention: row softmax (forward)", ALL_DTYPES, 7.5),
     Kernel("backward teaching", "backward", "teaching/flash_backward_teaching.cu",
