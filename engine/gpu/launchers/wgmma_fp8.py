@@ -112,23 +112,29 @@ def tile_scales(x32, tile_rows: int, scaling: str):
     return cupy.ascontiguousarray(scale), cupy.ascontiguousarray(inv)
 
 
-def rotated(x32, rotation):
-    """x · R in float64, rounded to float32 (R: the d × d rotation, a NumPy array)."""
+def rotated(cfg: AttentionConfig, x32):
+    """x · R rounded to float32, in engine.cpu.fp8.rotate's order of operations (the Hadamard
+    product in float64, exact for 16-bit inputs, then the signs and 1/sqrt(d)), so that the
+    rotated values, hence the bytes, are the emulation's."""
+    import math
+
     import cupy
-    r = cupy.asarray(rotation, dtype=cupy.float64)
-    return cupy.matmul(x32.astype(cupy.float64), r).astype(cupy.float32)
+
+    from ...model.rotation import hadamard, rotation_signs
+    h = cupy.asarray(hadamard(cfg.head_dim))
+    signs = cupy.asarray(rotation_signs(cfg))
+    y = cupy.matmul(x32.astype(cupy.float64), h) * signs / math.sqrt(cfg.head_dim)
+    return y.astype(cupy.float32)
 
 
 def quantize(cfg: AttentionConfig, Q, K, V) -> Quantized:
     """Q, K, V ((B·H, seq, d) CuPy arrays) -> the FP8 kernel's operands (module docstring)."""
     import cupy
     check_takes(cfg)
-    scaling = getattr(cfg, "fp8_scaling", "tile")
+    scaling = cfg.fp8_scaling
     q32, k32, v32 = (as_float32(x) for x in (Q, K, V))
-    if getattr(cfg, "fp8_rotation", False):
-        from ...cpu.fp8 import rotation_matrix
-        rot = rotation_matrix(cfg.head_dim, cfg.seed)
-        q32, k32 = rotated(q32, rot), rotated(k32, rot)
+    if cfg.fp8_rotation:
+        q32, k32 = rotated(cfg, q32), rotated(cfg, k32)
     bh, d = cfg.bh, cfg.head_dim
     cols = -(-cfg.seq_k // V_KEY_GROUP) * V_KEY_GROUP
     saturated = cupy.zeros(3, dtype=cupy.uint32)
@@ -153,8 +159,8 @@ def quantize(cfg: AttentionConfig, Q, K, V) -> Quantized:
 
 
 def fp8_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> dict:
-    """core.forward_outputs with O in bfloat16 (the FP8 build's output type)."""
-    return core.forward_outputs(cfg.with_(dtype="bfloat16"), trace, poison)
+    """core.forward_outputs with O in the FP8 build's output dtype (cfg.io_dtype)."""
+    return core.forward_outputs(cfg.with_(dtype=cfg.io_dtype), trace, poison)
 
 
 def grid(cfg: AttentionConfig, bh: int, sms: int) -> tuple[int, ...]:
