@@ -10,9 +10,11 @@ Tolerances, kernel against emulation (both run the same algorithm on the same e4
   a few P near a rounding boundary land on the other side, each moving its product by a
   sixteenth; the tensor cores sum the FP8 products in their own order and precision. Together:
   OUT_TOL = 1e-2 relative (a key permutation or scale error gives errors near 1);
-- lse and the trace's running max: absolute 5e-3 (scores of a few units, summed by the tensor
-  cores from 128-term FP8 products, against the emulation's correctly rounded sums);
-- running sums and rescale factors: relative 5e-3 (sums of P from ex2.approx over many keys)."""
+- lse and the trace's running and tile max: 2e-3 + 1e-3 relative (the tensor cores sum the
+  128-term FP8 products with fewer mantissa bits than float32: on an H100 the scores differed
+  from the emulation's correctly rounded sums by up to 8e-4 relative);
+- running sums and rescale factors: relative 5e-3 (the kernel's P is exp2 of the exponent
+  rounded to float16, in float16, summed over a float16 tree per tile)."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -26,8 +28,18 @@ import seeds
 
 RNG = seeds.rng(8008)
 OUT_TOL = 1e-2
-LSE_ATOL = 5e-3
+SCORE_ATOL, SCORE_RTOL = 2e-3, 1e-3
 TRACE_RTOL = 5e-3
+
+
+def assert_scores_close(got, want, what):
+    """Score-valued arrays (lse, running and tile max): SCORE_ATOL + SCORE_RTOL·|want|, with
+    the infinities (hidden tiles) in the same places."""
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    fin = np.isfinite(want)
+    assert np.array_equal(fin, np.isfinite(got)), (what, "hidden tiles differ")
+    err = np.abs(got[fin] - want[fin]) - SCORE_RTOL * np.abs(want[fin])
+    assert err.max(initial=0) <= SCORE_ATOL, (what, float(err.max()))
 
 
 def hopper() -> bool:
@@ -118,13 +130,10 @@ def test_output_lse_and_trace_match_the_emulation(d, nq, nk, causal, inputs):
     assert np.isfinite(O.astype(np.float32)).all(), "unwritten or non-finite output"
     assert np.array_equal(got["O"], plain["O"]), "tracing changed the output"
     assert rel(O, want.output) <= OUT_TOL, cfg
-    assert np.abs(got["lse"].reshape(want.lse.shape) - want.lse).max() <= LSE_ATOL
+    assert_scores_close(got["lse"].reshape(want.lse.shape), want.lse, "lse")
     for name in ("running_max", "tile_max"):
-        g = got[name].reshape(getattr(want.trace, name).shape)
         w = getattr(want.trace, name)
-        fin = np.isfinite(w)
-        assert np.array_equal(fin, np.isfinite(g)), (name, "hidden tiles differ")
-        assert np.abs(g[fin] - w[fin]).max() <= LSE_ATOL, name
+        assert_scores_close(got[name].reshape(w.shape), w, name)
     for name in ("running_sum", "rescale"):
         g = got[name].reshape(getattr(want.trace, name).shape).astype(np.float64)
         w = getattr(want.trace, name).astype(np.float64)

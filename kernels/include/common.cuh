@@ -54,19 +54,6 @@ __device__ __forceinline__ float fast_exp2(float x) {
     return y;
 }
 
-// 2^x for x <= 0 on the FMA pipe instead of the special-function unit (MUFU), for a kernel
-// whose softmax waits on MUFU (the Hopper FP8 forward, at its product rate): x = n + r with n
-// an integer (rounded by adding 1.5·2^23) and r in [-0.5, 0.5], 2^r by a cubic (relative error
-// below 1.5e-4, far under e4m3's half step of 2^-4), 2^n added to the exponent bits. Below
-// 2^-126 it returns at most 2^-126, which e4m3 and the row sum both take as 0.
-__device__ __forceinline__ float exp2_fma(float x) {
-    x = fmaxf(x, -126.f);
-    const float t = x + 12582912.f;
-    const float r = x - (t - 12582912.f);
-    const float p = fmaf(fmaf(fmaf(0.05376339f, r, 0.2424046f), r, 0.6934795f), r, 0.9999457f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 // dst[0], dst[1] += x, y in global memory: one vector reduction where the GPU has it.
 __device__ __forceinline__ void red_add2(float* dst, float x, float y) {
 #if __CUDA_ARCH__ >= 900
