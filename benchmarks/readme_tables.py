@@ -329,7 +329,7 @@ PUBLISHED_FP8 = {"FlashAttention-3 FP8": 1008, "cuDNN FP8": 1005, "FlashAttentio
 def fp8(results: Path = RESULTS) -> str:
     """docs/RESULTS.md's FP8 table: the newest FP8 parity file (bench_*_fp8_*.json), FP8
     against the float16 lines of the same run, shape by shape, then the published figures."""
-    from .fp8_parity import parity
+    from benchmarks.fp8_parity import parity
     docs = [d for d in recorded.load_benchmarks(results, "forward")
             if any(r["dtype"] == "float8_e4m3" for r in d["results"])]
     if not docs:
