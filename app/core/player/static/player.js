@@ -496,11 +496,11 @@
   function mergeSvg() {
     const c = spec.colors, parts = [], r = mergeRange();
     const every = Math.max(1, Math.ceil(n / 16));
-    const small = 'font-size="12" fill="' + c.ink + '"';
-    parts.push(text(MERGE.left, 16, "Max m_s of each split; red: running max m",
-                    'font-size="14" font-weight="bold" fill="' + c.ink + '"'),
+    const small = 'font-size="13" fill="' + c.ink + '"';
+    parts.push(text(MERGE.left, 16, "Max m_s; red: the running max m",
+                    'font-size="15" font-weight="bold" fill="' + c.ink + '"'),
                text(MERGE.mid + 36, 16, "exp(m_s − m)·l_s, summing to l",
-                    'font-size="14" font-weight="bold" fill="' + c.ink + '"'));
+                    'font-size="15" font-weight="bold" fill="' + c.ink + '"'));
     [[MERGE.left, MERGE.mid - 18], [MERGE.mid + 36, MERGE.right]].forEach(function (p) {
       parts.push(rect(p[0], MERGE.top, p[1] - p[0], MERGE.bottom - MERGE.top,
                       'fill="none" stroke="#DDDDDD" stroke-width="1"'));
