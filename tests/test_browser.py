@@ -220,9 +220,9 @@ BOARD_CHANGES = """ms => new Promise(done => {
 
 def _player(page):
     """The player's frame, once it has drawn its frames."""
-    page.wait_for_selector(PLAYER, timeout=30000)
+    page.wait_for_selector(PLAYER, timeout=60000)      # a busy machine draws it late
     frame = page.locator(PLAYER).element_handle().content_frame()
-    frame.wait_for_selector("button.play", timeout=30000)
+    frame.wait_for_selector("button.play", timeout=60000)
     return frame
 
 
