@@ -17,7 +17,7 @@ import engine
 from engine import facade
 from engine.cpu import fp8, precision
 from engine.model import formats
-from engine.model import fp8 as fp8_model
+from engine.model import rotation
 from engine.model.tiles import processed_tiles
 from reference import attention64, fp8_attention64, rel_err, scores64, trace64
 import seeds
@@ -162,7 +162,7 @@ def test_every_refusal_names_what_is_allowed():
         (lambda: facade.fp8_emulate(cfg, rescale_threshold=float("nan")),
          ["rescale_threshold", "finite"]),
         (lambda: facade.fp8_emulate(cfg, rescale_threshold=True), ["rescale_threshold"]),
-        (lambda: fp8_model.hadamard(48), ["power of two", "48"]),
+        (lambda: rotation.hadamard(48), ["power of two", "48"]),
         (lambda: formats.numpy_type("float8_e3m4"),
          ["float32, float16, bfloat16, float8_e4m3, float8_e5m2"]),
     ]
@@ -318,16 +318,16 @@ def test_scaling_kinds_and_saturation():
 def test_rotation_is_orthogonal_and_leaves_exact_scores_unchanged():
     for d in engine.HEAD_DIMS:
         cfg = fp8_config(head_dim=d, fp8_rotation=True, seed=int(RNG.integers(1e9)))
-        R = fp8_model.rotation_matrix(d, cfg.seed)
+        R = rotation.rotation_matrix(cfg)
         assert np.allclose(R @ R.T, np.eye(d), atol=1e-13, rtol=0)
-        assert np.array_equal(fp8_model.rotation_signs(d, cfg.seed),
+        assert np.array_equal(rotation.rotation_signs(cfg),
                               np.random.default_rng([cfg.seed, 8]).choice([-1.0, 1.0], size=d))
-        H = fp8_model.hadamard(d)
+        H = rotation.hadamard(d)
         assert np.array_equal(H @ H.T, d * np.eye(d)) and np.array_equal(H[0], np.ones(d))
     cfg = fp8_config(seq_q=96, seq_k=80, head_dim=64, inputs="outliers", fp8_rotation=True,
                      seed=int(RNG.integers(1e9)))
     q, k, v = engine.make_inputs(cfg)
-    R = fp8_model.rotation_matrix(cfg.head_dim, cfg.seed)
+    R = rotation.rotation_matrix(cfg)
     Q, K = (np.asarray(x, np.float64) for x in (q, k))
     exact = Q @ np.swapaxes(K, -1, -2)
     assert np.allclose((Q @ R) @ np.swapaxes(K @ R, -1, -2), exact, rtol=0,

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..model.config import FP8_INPUT_DTYPES, AttentionConfig, ConfigError
 from ..model.formats import E4M3_MAX, E4M3_SATURATES_ABOVE
-from ..model.fp8 import hadamard, rotation_matrix, rotation_signs  # noqa: F401 (re-exported)
+from ..model.rotation import hadamard, rotation_matrix, rotation_signs  # noqa: F401
 from ..model.tiles import first_query_tile, hidden, key_rows, processed_tiles
 from ..results import Fp8Info, Result, Trace
 
@@ -49,11 +49,11 @@ LOG2E32 = np.float32(LOG2E)
 
 # ---- quantization ---------------------------------------------------------------------
 def rotate(cfg: AttentionConfig, x: np.ndarray) -> np.ndarray:
-    """x · R (engine.model.fp8.rotation_matrix) in float64, rounded to float32: ((x H) ·
+    """x · R (engine.model.rotation.rotation_matrix) in float64, rounded to float32: ((x H) ·
     signs) / sqrt(d), the Hadamard product first (exact in float64 for 16-bit inputs: sums of
     ±x), then one rounding of the scale."""
     x64 = np.asarray(x, dtype=np.float64)
-    signs = rotation_signs(cfg.head_dim, cfg.seed)
+    signs = rotation_signs(cfg)
     y = (x64 @ hadamard(cfg.head_dim)) * signs / math.sqrt(cfg.head_dim)
     return y.astype(np.float32)
 
@@ -166,7 +166,7 @@ def quantize_inputs(cfg: AttentionConfig, q, k, v) -> Quantized:
             for x in (q, k, v)]
     signs = None
     if cfg.fp8_rotation:
-        signs = rotation_signs(cfg.head_dim, cfg.seed)
+        signs = rotation_signs(cfg)
         flat[0], flat[1] = rotate(cfg, flat[0]), rotate(cfg, flat[1])
     parts, saturated = [], {}
     for name, x32, rows in zip("qkv", flat, (cfg.block_q, cfg.block_k, cfg.block_k)):
