@@ -87,8 +87,8 @@ def _check_common(cfg, algorithm, kernel, trace, direction: str = "forward"):
             raise ConfigError(forward_only_message("the backward pass", cfg.dtype))
         if algorithm == "naive":
             raise ConfigError(forward_only_message(
-                "naive attention (it runs in 16 or 32 bits; FP8 is a flash-kernel feature)",
-                cfg.dtype))
+                "naive attention", cfg.dtype, "; naive attention runs in 16 or 32 bits (FP8 "
+                "is a flash-kernel feature)"))
 
 
 def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
@@ -161,6 +161,9 @@ def benchmark(cfg: AttentionConfig, algorithm: str = "flash", backend: str = "au
     _choose("direction", direction, DIRECTIONS)
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace, direction=direction)
+    if cfg.is_fp8 and be == "cupy":       # the Hopper FP8 build only, as engine.run
+        from .gpu.runtime import check_arch
+        check_arch(cfg.dtype, kernel)
     if be == "numpy":
         from .cpu.timing import benchmark_numpy
         return benchmark_numpy(cfg, algorithm=algorithm, trace=trace, reps=reps, warmup=warmup,
