@@ -21,7 +21,7 @@ from ...model.config import AttentionConfig, ConfigError
 from ...model.iomodel import smem_bytes
 from ...model.registry import kernel as registry_kernel
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
-from ..runtime import device_is_hopper, live_gpu
+from ..runtime import live_gpu
 from . import core
 from .wgmma import PERSISTENT, tensor_map, threads
 
@@ -36,13 +36,9 @@ PINGPONG = {64: 1, 128: 0}
 
 
 def check_takes(cfg: AttentionConfig) -> None:
-    if not BUILD.takes(cfg):
-        raise ConfigError(f"The FP8 wgmma kernel does not take dtype={cfg.dtype}, head_dim="
-                          f"{cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}. It "
-                          f"takes {BUILD.text()}.")
-    if not device_is_hopper():
-        raise ConfigError("The FP8 kernel needs a GPU of compute capability 9.x (Hopper: FP8 "
-                          "tensor cores through wgmma); use backend='numpy' for its emulation.")
+    core.check_hopper_build(cfg, BUILD, "FP8 wgmma",
+                            "Hopper: FP8 tensor cores through wgmma; backend='numpy' runs its "
+                            "emulation")
 
 
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
