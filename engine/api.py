@@ -7,7 +7,9 @@ import dataclasses
 import numpy as np
 
 from .cpu import forward as numpy_backend
-from .model.config import DIRECTIONS, AttentionConfig, ConfigError
+from .cpu import fp8 as fp8_backend
+from .model.config import (DIRECTIONS, FP8_INPUT_DTYPES, AttentionConfig, ConfigError,
+                           forward_only_message)
 from .model.limits import check_limits
 from .model.timing_stats import spread_of
 from .devices import probe_gpu
@@ -45,6 +47,11 @@ def _check_array(cfg: AttentionConfig, name: str, x, shape):
     if x.shape != shape:
         raise ConfigError(f"{name} must have shape {shape} (batch, heads, seq, "
                           f"head_dim) for this config; got {x.shape}.")
+    if cfg.is_fp8:
+        if x.dtype.name not in FP8_INPUT_DTYPES:
+            raise ConfigError(f"{name} must have dtype {', '.join(FP8_INPUT_DTYPES)} for a "
+                              f"{cfg.dtype} run (it quantizes them itself); got {x.dtype}.")
+        return x
     if x.dtype != np.dtype(cfg.dtype):
         raise ConfigError(f"{name} must have dtype {cfg.dtype} (the config's); "
                           f"got {x.dtype}.")
@@ -68,13 +75,20 @@ def _check_dout(cfg: AttentionConfig, dout):
     return _check_array(cfg, "dout", dout, (cfg.batch, cfg.heads, cfg.seq_q, cfg.head_dim))
 
 
-def _check_common(cfg, algorithm, kernel, trace):
+def _check_common(cfg, algorithm, kernel, trace, direction: str = "forward"):
     if not isinstance(cfg, AttentionConfig):
         raise ConfigError(f"cfg must be an engine.AttentionConfig; got {type(cfg).__name__}.")
     _choose("algorithm", algorithm, ALGORITHMS)
     _choose("kernel", kernel, KERNELS)
     if not isinstance(trace, bool):
         raise ConfigError(f"trace must be True or False; got {trace!r}.")
+    if cfg.is_fp8:                         # the flash forward only (FORWARD_ONLY_DTYPES)
+        if direction == "backward":
+            raise ConfigError(forward_only_message("the backward pass", cfg.dtype))
+        if algorithm == "naive":
+            raise ConfigError(forward_only_message(
+                "naive attention (it runs in 16 or 32 bits; FP8 is a flash-kernel feature)",
+                cfg.dtype))
 
 
 def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
@@ -86,7 +100,17 @@ def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
     if be == "cupy":                       # refuse before any input is even generated
         from .gpu.runtime import check_fits
         check_fits(cfg, algorithm, trace)
+    if cfg.is_fp8 and be == "cupy":       # the Hopper FP8 build only: refuse before any input
+        from .gpu.runtime import check_arch
+        check_arch(cfg.dtype, kernel)
     q, k, v = _check_inputs(cfg, q, k, v)
+    if cfg.is_fp8:
+        # kernel= is ignored: FP8 has one build (registry "wgmma fp8"), and on the CPU one
+        # emulation of it (engine.cpu.fp8)
+        if be == "numpy":
+            return fp8_backend.run(cfg, q, k, v, trace=trace)
+        from .gpu import backend as cupy_backend
+        return _with_fp8_info(cupy_backend.run_fp8(cfg, q, k, v, trace))
     if be == "numpy":
         if algorithm == "naive":
             return numpy_backend.naive(cfg, q, k, v)
@@ -95,13 +119,21 @@ def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",
     return cupy_backend.run(cfg, q, k, v, algorithm=algorithm, kernel=kernel, trace=trace)
 
 
+def _with_fp8_info(res: Result) -> Result:
+    """An FP8 Result with its Fp8Info also in Result.info (Fp8Info.as_info), whichever
+    backend made it."""
+    if res.fp8 is not None:
+        res.info = {**res.info, **res.fp8.as_info()}
+    return res
+
+
 def run_backward(cfg: AttentionConfig, q=None, k=None, v=None, dout=None, backend: str = "auto",
                  algorithm: str = "flash", kernel: str = "teaching",
                  trace: bool = False) -> Gradients:
     """One backward pass (after the forward of the same algorithm, for O and lse): the
     gradients of sum(O ∘ dout) with respect to q, k and v. NumPy arrays whatever the backend.
     q, k, v (all or none) and dout may be omitted: make_inputs(cfg) and make_dout(cfg)."""
-    _check_common(cfg, algorithm, kernel, trace)
+    _check_common(cfg, algorithm, kernel, trace, "backward")
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace, direction="backward")
     if be == "cupy":                       # refuse before any input is even generated
@@ -125,7 +157,7 @@ def benchmark(cfg: AttentionConfig, algorithm: str = "flash", backend: str = "au
     Either way the Timing carries its calls and their spread (q1_ms, q3_ms, iqr_rel, noisy).
     direction="backward" times the backward pass alone (the forward's outputs are made before
     timing starts)."""
-    _check_common(cfg, algorithm, kernel, trace)
+    _check_common(cfg, algorithm, kernel, trace, direction)
     _choose("direction", direction, DIRECTIONS)
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace, direction=direction)

@@ -13,11 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from .model.config import BLOCK_SIZES, DTYPES, HEAD_DIMS, AttentionConfig
+from .model.config import (BLOCK_SIZES, CONFIG_DTYPES, DTYPES, FP8_SCALINGS, HEAD_DIMS,
+                           INPUT_PRESETS, AttentionConfig)
 
 
-def config_arguments(p, dtype: str, **defaults):
-    """The AttentionConfig options of one run; defaults overrides sizes."""
+def config_arguments(p, dtype: str, dtypes: tuple = DTYPES, **defaults):
+    """The AttentionConfig options of one run; defaults overrides sizes. dtypes: the --dtype
+    choices (with an FP8 one, also --fp8-scaling and --fp8-rotation)."""
     size = {"batch": 1, "heads": 2, "seq_q": 256, "seq_k": 256, "head_dim": 64, "block_q": 64,
             "block_k": 64, **defaults}
     p.add_argument("--batch", type=int, default=size["batch"])
@@ -27,12 +29,17 @@ def config_arguments(p, dtype: str, **defaults):
     p.add_argument("--head-dim", type=int, default=size["head_dim"], choices=HEAD_DIMS)
     p.add_argument("--block-q", type=int, default=size["block_q"], choices=BLOCK_SIZES)
     p.add_argument("--block-k", type=int, default=size["block_k"], choices=BLOCK_SIZES)
-    p.add_argument("--dtype", default=dtype, choices=DTYPES)
+    p.add_argument("--dtype", default=dtype, choices=dtypes)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--scale", type=float, default=None)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--inputs", default="normal")
+    p.add_argument("--inputs", default="normal", choices=INPUT_PRESETS)
     p.add_argument("--logit-scale", type=float, default=1.0)
+    if any(d not in DTYPES for d in dtypes):
+        p.add_argument("--fp8-scaling", default="tile", choices=FP8_SCALINGS,
+                       help="float8_e4m3: a scale per tile, per tensor, or none")
+        p.add_argument("--fp8-rotation", action="store_true",
+                       help="float8_e4m3: rotate Q and K by a random-signed Hadamard matrix")
 
 
 def config_from(args) -> AttentionConfig:
@@ -40,7 +47,9 @@ def config_from(args) -> AttentionConfig:
                            seq_k=args.seq_k, head_dim=args.head_dim, block_q=args.block_q,
                            block_k=args.block_k, dtype=args.dtype, causal=args.causal,
                            scale=args.scale, seed=args.seed, inputs=args.inputs,
-                           logit_scale=args.logit_scale)
+                           logit_scale=args.logit_scale,
+                           fp8_scaling=getattr(args, "fp8_scaling", "tile"),
+                           fp8_rotation=getattr(args, "fp8_rotation", False))
 
 
 def cmd_trace(args) -> int:
@@ -61,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("trace", help="run one traced flash forward pass; write NPZ "
                                      "(engine.trace_io format)")
-    config_arguments(t, dtype="float32")
+    config_arguments(t, dtype="float32", dtypes=CONFIG_DTYPES)
     t.add_argument("--backend", default="auto", choices=("auto", "numpy", "cupy"))
     t.add_argument("--kernel", default="teaching", choices=("teaching", "tensorcore"))
     t.add_argument("--out", required=True)

@@ -12,7 +12,8 @@ from .gpu.lock import GPU_LOCK
 from .gpu.runtime import GpuRunError
 
 __all__ = ["GPU_LOCK", "GpuRunError", "benchmark_cpu_together", "decode_record", "facts_of",
-           "recorded", "sweep_tiles", "time_flash_decode", "time_sdpa", "trace_io"]
+           "fp8_emulate", "fp8_quantize_inputs", "recorded", "reference_attention", "rmse",
+           "sweep_tiles", "tile_errors", "time_flash_decode", "time_sdpa", "trace_io"]
 
 
 def benchmark_cpu_together(cfg, algorithms, direction: str = "forward") -> list:
@@ -54,3 +55,53 @@ def decode_record(*args, **kwargs) -> dict:
     """One decode timing as benchmarks/results/ records it (engine.gpu.decode_bench)."""
     from .gpu.decode_bench import decode_record as record
     return record(*args, **kwargs)
+
+
+def fp8_emulate(cfg, q=None, k=None, v=None, trace: bool = False,
+                rescale_threshold: float | None = None):
+    """The FP8 forward's NumPy emulation (engine.cpu.fp8.emulate) with the emulation-only
+    rescale_threshold (log2 units; None: the kernel's rule): an engine.Result whose .fp8
+    counts the rescales skipped and the P elements that saturated. Validated as engine.run
+    validates (limits before the inputs are drawn; q, k, v all or none, then
+    make_inputs(cfg))."""
+    from .api import _check_inputs
+    from .cpu import fp8
+    from .model.config import ConfigError
+    from .model.limits import check_limits
+    if not getattr(cfg, "is_fp8", False):
+        raise ConfigError(f"fp8_emulate runs dtype float8_e4m3 configs; got "
+                          f"{getattr(cfg, 'dtype', cfg)!r}.")
+    fp8.check_threshold(rescale_threshold)
+    check_limits(cfg, algorithm="flash", trace=trace)
+    q, k, v = _check_inputs(cfg, q, k, v)
+    return fp8.emulate(cfg, q, k, v, trace=trace, rescale_threshold=rescale_threshold)
+
+
+def fp8_quantize_inputs(cfg, q=None, k=None, v=None):
+    """The FP8 forward's quantized q8, k8, v8 (ml_dtypes.float8_e4m3fn, (B, H, seq, d)), their
+    scales and saturated counts (engine.cpu.fp8.quantize_inputs): the bytes the GPU's
+    quantize pass must write."""
+    from .api import _check_inputs
+    from .cpu import fp8
+    from .model.limits import check_limits
+    check_limits(cfg, algorithm="flash")
+    q, k, v = _check_inputs(cfg, q, k, v)
+    return fp8.quantize_inputs(cfg, q, k, v)
+
+
+def reference_attention(cfg, q, k, v):
+    """(output, lse) of exact attention in float64 (engine.cpu.precision.reference)."""
+    from .cpu import precision
+    return precision.reference(cfg, q, k, v)
+
+
+def tile_errors(cfg, output, reference):
+    """The error of `output` per query tile (engine.cpu.precision.tile_errors)."""
+    from .cpu import precision
+    return precision.tile_errors(cfg, output, reference)
+
+
+def rmse(output, reference) -> float:
+    """sqrt(mean((output - reference)²)) in float64 (engine.cpu.precision.rmse)."""
+    from .cpu import precision
+    return precision.rmse(output, reference)

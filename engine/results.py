@@ -39,9 +39,48 @@ class Schedule:
     end_ns: np.ndarray        # (n_blocks,) %globaltimer at block end
 
 
+# The operands an FP8 run quantizes and counts, and the keys of Fp8Info.saturated.
+FP8_OPERANDS = ("q", "k", "v", "p")
+
+
+@dataclass
+class Fp8Info:
+    """What an FP8 forward (dtype float8_e4m3) quantized, per (batch, head) (docs/DESIGN.md,
+    "The FP8 forward contract"). Scales are float32: x ≈ scale · x8.
+
+    q_scale (B, H, Tr), k_scale and v_scale (B, H, Tc): one per tile; "tensor" repeats the
+    one value of each (batch, head) over its tiles, "none" is all ones.
+    saturated: {"q", "k", "v", "p"} -> elements whose |x·inv_scale| exceeded 448 before the
+    saturating cast (P: elements of P above 448, only possible with the emulation's
+    rescale_threshold).
+    scaling, rotation: the config's fp8_scaling and fp8_rotation.
+    rescale_threshold: the emulation's conditional rescaling (log2 units; None: the kernel's
+    rule, the max always moves); rescales: (row, key tile) updates after the first where the
+    running max moved; rescales_skipped: those where the tile's max exceeded the running max
+    but by no more than the threshold, so it stayed (0 without a threshold).
+    """
+
+    q_scale: np.ndarray
+    k_scale: np.ndarray
+    v_scale: np.ndarray
+    saturated: dict
+    scaling: str
+    rotation: bool
+    rescale_threshold: float | None = None
+    rescales: int = 0
+    rescales_skipped: int = 0
+
+    def as_info(self) -> dict:
+        """The same as Result.info keys: q_scale, k_scale, v_scale, saturated (a dict) and
+        fp8_scaling, fp8_rotation."""
+        return {"q_scale": self.q_scale, "k_scale": self.k_scale, "v_scale": self.v_scale,
+                "saturated": dict(self.saturated), "fp8_scaling": self.scaling,
+                "fp8_rotation": self.rotation}
+
+
 @dataclass
 class Result:
-    output: np.ndarray        # (B, H, seq_q, d), input dtype
+    output: np.ndarray        # (B, H, seq_q, d), input dtype (FP8: bfloat16)
     lse: np.ndarray           # (B, H, seq_q) float32
     backend: str              # "numpy" or "cupy"
     algorithm: str            # "flash" or "naive"
@@ -49,6 +88,7 @@ class Result:
     trace: Trace | None = None
     schedule: Schedule | None = None
     info: dict = field(default_factory=dict)  # backend notes (device, compile facts, ...)
+    fp8: Fp8Info | None = None  # FP8 runs only: scales and saturation counts
 
 
 @dataclass

@@ -133,3 +133,27 @@ def decode64(q, k, v):
     P = np.exp(S - m)
     l = P.sum(-1, keepdims=True)
     return (P @ V) / l, (m + np.log(l))[..., 0], S
+
+
+def fp8_attention64(q, k, v, scale, causal, block_k):
+    """The FP8 forward in float64 and closed form, from the dequantized q, k, v (x8 · scale,
+    as the tensor cores see them): P = exp(s - m_j), m_j the running max after the key tile
+    of the key, rounded to e4m3 before P·V (as the kernel rounds it), carried to the final
+    max by exp(m_j - m_last); l = Σ exp(s - m_last) of the unrounded P. Output (B, H, Nq, d)
+    and lse (B, H, Nq), float64."""
+    import ml_dtypes
+    S = scores64(q, k, scale, causal)
+    BH, nq, nk = S.shape
+    Tc = -(-nk // block_k)
+    padded = np.full((BH, nq, Tc * block_k), -np.inf)
+    padded[..., :nk] = S
+    running = np.maximum.accumulate(padded.reshape(BH, nq, Tc, block_k).max(-1), axis=-1)
+    m_key = np.repeat(running, block_k, axis=-1)[..., :nk]        # m_j of each key's tile
+    m_last = running[..., -1:]
+    P8 = np.exp(S - m_key).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    weight = P8 * np.exp(m_key - m_last)
+    l = np.exp(S - m_last).sum(-1, keepdims=True)
+    V = v.reshape(-1, *v.shape[2:]).astype(np.float64)
+    O = (weight @ V) / l
+    B, H = q.shape[:2]
+    return O.reshape(B, H, *O.shape[1:]), (m_last + np.log(l))[..., 0].reshape(B, H, -1)

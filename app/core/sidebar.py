@@ -199,7 +199,8 @@ def _widgets() -> None:
     st.subheader("Inputs")
     choice(st, "input preset", "inputs",
            help="normal: random Q, K, V. rising: scores grow along the keys, so the "
-                "running max rises at every key tile.")
+                "running max rises at every key tile. outliers: normal plus rare large "
+                "entries (0.1% of them, about 10× larger), as in a model's activations.")
     number(st, "logit scale", "logit_scale", step=0.5, format="%.2f",
            help="Multiplies Q, hence every score (a temperature knob).")
     number(st, "seed", "seed")

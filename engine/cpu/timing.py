@@ -21,6 +21,7 @@ from typing import Callable
 
 from . import backward as numpy_backward
 from . import forward as numpy_backend
+from . import fp8
 from .blas_threads import blas_name, one_blas_thread
 from ..model.config import AttentionConfig
 from ..model.iomodel import peak_memory
@@ -45,6 +46,8 @@ def _forward_call(cfg: AttentionConfig, algorithm: str, trace: bool):
     q, k, v = make_inputs(cfg)
     if algorithm == "naive":
         return lambda: numpy_backend.naive(cfg, q, k, v)
+    if cfg.is_fp8:                       # the FP8 emulation, quantization included
+        return lambda: fp8.run(cfg, q, k, v, trace=trace)
     return lambda: numpy_backend.flash(cfg, q, k, v, trace=trace)
 
 

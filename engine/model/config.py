@@ -13,8 +13,20 @@ import ml_dtypes  # noqa: F401  (registers NumPy's "bfloat16" dtype, which CuPy 
 # ---- allowed values: the single source quoted by every error message -------------------
 HEAD_DIMS = (16, 32, 64, 128, 256)
 BLOCK_SIZES = (8, 16, 32, 64, 128)
+# The dtypes of every pass (forward, backward, decode) on both backends, and of the sidebar.
 DTYPES = ("float32", "float16", "bfloat16")
-INPUT_PRESETS = ("normal", "rising")
+# FP8 (e4m3: 4 exponent bits, 3 mantissa bits, finite, max 448): the flash forward only. Its
+# q, k, v come in one of FP8_INPUT_DTYPES (a model's activations; make_inputs gives
+# FP8_IO_DTYPE) and are quantized by the run itself; the output is FP8_IO_DTYPE.
+FP8_DTYPES = ("float8_e4m3",)
+FORWARD_ONLY_DTYPES = FP8_DTYPES
+CONFIG_DTYPES = DTYPES + FP8_DTYPES          # what AttentionConfig takes
+FP8_INPUT_DTYPES = ("float16", "bfloat16", "float32")
+FP8_IO_DTYPE = "bfloat16"
+# One scale per Q tile (block_q rows) and per K and V tile (block_k rows) of each
+# (batch, head); one per (batch, head) for each of Q, K, V; or none (scale 1).
+FP8_SCALINGS = ("tile", "tensor", "none")
+INPUT_PRESETS = ("normal", "rising", "outliers")
 MAX_SEQ = 1 << 20          # structural bound; resource limits below are the real guard
 MAX_BATCH_HEADS = 1 << 16
 MAX_LOGIT_SCALE = 1e4
@@ -25,6 +37,14 @@ BACKWARD_FLOP_FACTOR = 2.5
 
 class ConfigError(ValueError):
     """A configuration value is not allowed; the message says what is allowed."""
+
+
+def forward_only_message(what: str, dtype: str) -> str:
+    """The one refusal of a forward-only dtype (FORWARD_ONLY_DTYPES) by `what` (the backward
+    pass, a decode step, naive attention), naming what is allowed."""
+    return (f"{what} does not take dtype={dtype}: {', '.join(FORWARD_ONLY_DTYPES)} runs the "
+            f"flash forward pass only (engine.run with algorithm='flash'). {what[0].upper()}"
+            f"{what[1:]} takes dtype {', '.join(DTYPES)}.")
 
 
 class LimitError(ValueError):
@@ -56,6 +76,10 @@ class AttentionConfig:
     seed: int = 0
     inputs: str = "normal"
     logit_scale: float = 1.0
+    # FP8 only (dtype in FP8_DTYPES; other dtypes ignore them, and their repr and to_dict
+    # leave them out, so cache keys, files and links of those dtypes stay as they were).
+    fp8_scaling: str = "tile"
+    fp8_rotation: bool = False
 
     def __post_init__(self):
         for name in ("batch", "heads", "seq_q", "seq_k"):
@@ -68,8 +92,14 @@ class AttentionConfig:
         _check_choice("head_dim", self.head_dim, HEAD_DIMS)
         _check_choice("block_q", self.block_q, BLOCK_SIZES)
         _check_choice("block_k", self.block_k, BLOCK_SIZES)
-        _check_choice("dtype", self.dtype, DTYPES)
+        if isinstance(self.dtype, bool) or self.dtype not in CONFIG_DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(CONFIG_DTYPES)} "
+                              f"({', '.join(FORWARD_ONLY_DTYPES)}: forward only); "
+                              f"got {self.dtype!r}.")
         _check_choice("inputs", self.inputs, INPUT_PRESETS)
+        _check_choice("fp8_scaling", self.fp8_scaling, FP8_SCALINGS)
+        if not isinstance(self.fp8_rotation, bool):
+            raise ConfigError(f"fp8_rotation must be True or False; got {self.fp8_rotation!r}.")
         if not isinstance(self.causal, bool):
             raise ConfigError(f"causal must be True or False; got {self.causal!r}.")
         if self.scale is not None and (
@@ -101,8 +131,24 @@ class AttentionConfig:
         return self.batch * self.heads
 
     @property
+    def is_fp8(self) -> bool:
+        return self.dtype in FP8_DTYPES
+
+    @property
+    def io_dtype(self) -> str:
+        """The dtype of make_inputs' q, k, v and of the output: the config's, except FP8's
+        (FP8_IO_DTYPE: bfloat16 in, bfloat16 out; the run quantizes)."""
+        return FP8_IO_DTYPE if self.is_fp8 else self.dtype
+
+    @property
     def itemsize(self) -> int:
-        return 4 if self.dtype == "float32" else 2
+        """Bytes of one Q, K or V element as the flash kernel reads it (FP8: 1)."""
+        return 1 if self.is_fp8 else 4 if self.dtype == "float32" else 2
+
+    @property
+    def io_itemsize(self) -> int:
+        """Bytes of one element of io_dtype (the inputs given and the output written)."""
+        return 4 if self.io_dtype == "float32" else 2
 
     @property
     def flops(self) -> float:
@@ -119,7 +165,18 @@ class AttentionConfig:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field, less the FP8 ones when the dtype is not FP8 (they mean nothing there:
+        a file or link of another dtype stays as it was)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if self.is_fp8 or f.name not in FP8_FIELDS}
+
+    def __repr__(self) -> str:
+        # The app's caches key a config by its repr: the FP8 fields only where they count.
+        shown = ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items())
+        return f"AttentionConfig({shown})"
+
+
+FP8_FIELDS = ("fp8_scaling", "fp8_rotation")
 
 
 def _check_choice(name, value, allowed):

@@ -12,7 +12,8 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
-from .config import DTYPES, HEAD_DIMS, MAX_SEED, ConfigError, _check_choice, _is_int, _is_real
+from .config import (DTYPES, FORWARD_ONLY_DTYPES, HEAD_DIMS, MAX_SEED, ConfigError, _check_choice,
+                     _is_int, _is_real, forward_only_message)
 
 MAX_DECODE_QUERIES = 4         # query tokens per step (speculative decoding checks a few)
 MAX_GROUP_ROWS = 32            # query rows one thread block holds: heads/kv_heads × seq_q
@@ -119,6 +120,8 @@ class DecodeConfig:
                               f"{self.seq_q} = {self.rows}. Use more kv_heads or fewer query "
                               f"tokens.")
         _check_choice("head_dim", self.head_dim, HEAD_DIMS)
+        if isinstance(self.dtype, str) and self.dtype in FORWARD_ONLY_DTYPES:
+            raise ConfigError(forward_only_message("a decode step", self.dtype))
         _check_choice("dtype", self.dtype, DTYPES)
         if self.num_splits != AUTO:
             if not _is_int(self.num_splits) or not 1 <= self.num_splits <= MAX_SPLITS:
