@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 import engine
+from engine.model import formats
 from engine.model.tiles import (hidden, key_rows, key_tile_ends, seen_key_tiles,
                                 visible_in_tiles)
 
@@ -167,22 +168,15 @@ def score_row(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int) -> pd.D
 EXP_DTYPE = "float32"
 
 
-# The names the app gives NumPy's dtypes of its number formats: the 8-bit floats are
-# ml_dtypes' "fn" formats (finite only: no inf, NaN as the one special value), as NVIDIA's
-# FP8 tensor cores take them.
-ML_DTYPES = {"float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
-
-
 def np_dtype(dtype: str) -> np.dtype:
-    """The NumPy dtype of a format named as the app names it ("float16", "float8_e4m3")."""
-    import ml_dtypes  # noqa: F401  (registers the 8-bit and bfloat16 dtypes)
-    return np.dtype(ML_DTYPES.get(dtype, dtype))
+    """The NumPy dtype holding a format of engine.model.formats ("float16", "float8_e4m3":
+    ml_dtypes' float8_e4m3fn, finite, max 448)."""
+    return np.dtype(formats.numpy_type(dtype))
 
 
 def largest(dtype: str) -> float:
     """The largest finite number of `dtype` (float16: 65504, e4m3: 448)."""
-    import ml_dtypes
-    return float(ml_dtypes.finfo(np_dtype(dtype)).max)
+    return formats.number_format(dtype).max
 
 
 def exp_limit(dtype: str) -> float:

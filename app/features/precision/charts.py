@@ -20,7 +20,7 @@ VARIANT_COLORS = {
 FORMAT_COLORS = {"fp32": INK, "fp16": TILE_COLORS["Q_i"], "bf16": TILE_COLORS["O_i"],
                  "e4m3": ALARM, "e5m2": TILE_COLORS["S_ij"]}
 TENSOR_SCHEMES = {"Q": "blues", "K": "oranges", "V": "greens"}
-PANEL = 250             # plot width of one of three panels side by side at 1280 px
+PANEL = 195             # plot width of one of three panels side by side at 1280 px
 HALF = 330              # plot width of one of two charts side by side
 LABEL_PX = 12
 
@@ -108,7 +108,7 @@ def error_chart(errors: pd.DataFrame, width: int = PANEL) -> alt.FacetChart:
     return finish(chart)
 
 
-def rmse_chart(rmse: pd.DataFrame, width: int = 560) -> alt.LayerChart:
+def rmse_chart(rmse: pd.DataFrame, width: int = 440) -> alt.LayerChart:
     """RMSE of the whole output against float64 (rmse: preset, variant, rmse): a row per
     variant, a point per input preset, on a log axis."""
     presets = list(dict.fromkeys(rmse.preset))
@@ -122,9 +122,8 @@ def rmse_chart(rmse: pd.DataFrame, width: int = 560) -> alt.LayerChart:
                                         range=[TILE_COLORS["Q_i"], TILE_COLORS["K_j"], ALARM,
                                                INK][:len(presets)]),
                         legend=alt.Legend(orient="bottom")),
-        shape=alt.Shape("preset:N", scale=alt.Scale(domain=presets,
-                                                    range=shapes[:len(presets)]),
-                        legend=None),
+        shape=alt.Shape("preset:N", title="inputs",
+                        scale=alt.Scale(domain=presets, range=shapes[:len(presets)])),
         tooltip=[alt.Tooltip("variant:N"), alt.Tooltip("preset:N", title="inputs"),
                  alt.Tooltip("rmse:Q", format=".3e", title="RMSE")])
     chart = alt.layer(points, width=width, height=190,
@@ -151,9 +150,12 @@ def p_range_chart(ranges: pd.DataFrame, e4m3: dict, width: int = 620) -> alt.Lay
         color=alt.Color("what:N", title=None, legend=alt.Legend(orient="bottom"),
                         scale=alt.Scale(domain=list(bands.what), range=[PENDING, "#BFD8EE"])),
         tooltip=[alt.Tooltip("what:N")])
-    limit = alt.Chart(pd.DataFrame({"x": [top], "text": [f"{e4m3['largest']:g}: e4m3 saturates"]})
-                      ).mark_rule(color=ALARM, strokeDash=[6, 4], strokeWidth=2).encode(
-        x="x:Q", tooltip=[alt.Tooltip("text:N", title="")])
+    said = pd.DataFrame({"x": [top], "text": [f"{e4m3['largest']:g}"]})
+    limit = alt.Chart(said).mark_rule(color=ALARM, strokeDash=[6, 4], strokeWidth=2).encode(
+        x="x:Q", tooltip=[alt.Tooltip("text:N", title="e4m3 saturates at")])
+    limit_text = alt.Chart(said).mark_text(
+        color=ALARM, fontSize=FONT["text"], fontWeight="bold", align="right", dx=-4,
+        baseline="top", dy=2).encode(x="x:Q", y=alt.value(0), text="text:N")
     y = alt.Y("way:N", title=None, sort=list(ranges.way), axis=alt.Axis(labelLimit=300))
     bars = alt.Chart(ranges).mark_bar(height=18, color=TILE_COLORS["S_ij"]).encode(
         x=alt.X("lo:Q", scale=x_scale), x2="hi:Q", y=y,
@@ -164,7 +166,7 @@ def p_range_chart(ranges: pd.DataFrame, e4m3: dict, width: int = 620) -> alt.Lay
     over = alt.Chart(ranges).transform_filter("datum.saturated > 0").mark_point(
         shape="triangle-right", filled=True, size=160, color=ALARM).encode(
         x=alt.X("hi:Q", scale=x_scale), y=y)
-    chart = alt.layer(band, bars, over, limit, width=width, height=40 * max(len(ranges), 1),
+    chart = alt.layer(band, bars, over, limit, limit_text, width=width, height=40 * max(len(ranges), 1),
                       title="The values of P against e4m3's range")
     return finish(chart)
 
@@ -190,8 +192,11 @@ def threshold_chart(sweep: pd.DataFrame, chosen: float | None, width: int = HALF
                      scale=alt.Scale(domain=[0, 1])),
         tooltip=[alt.Tooltip("threshold:Q"), alt.Tooltip("saved:Q", format=".1%"),
                  alt.Tooltip("rescales:Q", format=",", title="rescales done")])
+    top = max(float(sweep.saturated.max()), 1.0)
     sat = alt.Chart(sweep).mark_line(point=True, color=ALARM, strokeWidth=2.5).encode(
-        x=x, y=alt.Y("saturated:Q", title="P elements past 448"),
+        x=x, y=alt.Y("saturated:Q", title="P elements past 448",
+                     scale=alt.Scale(domain=[0, top]),
+                     axis=alt.Axis(format="~s", tickMinStep=1)),
         tooltip=[alt.Tooltip("threshold:Q"), alt.Tooltip("saturated:Q", format=",")])
     left = alt.layer(saved, *rules, width=width, height=200,
                      title="Rescales skipped")
@@ -222,8 +227,8 @@ def overflow_chart(sweep: pd.DataFrame, width: int = 620) -> alt.LayerChart:
         color=alt.Color("format:N", title="exp taken in",
                         scale=alt.Scale(domain=names, range=colors),
                         legend=alt.Legend(orient="bottom", columns=3, labelLimit=320)),
-        strokeDash=alt.StrokeDash("format:N", scale=alt.Scale(domain=names, range=dashes),
-                                  legend=None),
+        strokeDash=alt.StrokeDash("format:N", title="exp taken in",
+                                  scale=alt.Scale(domain=names, range=dashes)),
         tooltip=[alt.Tooltip("format:N"), alt.Tooltip("multiplier:Q", format=".3g"),
                  alt.Tooltip("rows_overflowing:Q", format=".1%")])
     here = alt.Chart(pd.DataFrame({"multiplier": [1.0], "what": ["this config (×1)"]})

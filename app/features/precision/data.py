@@ -9,26 +9,16 @@ import numpy as np
 import pandas as pd
 
 import engine
-from app.features.online_softmax.data import (EXP_DTYPE, exp_limit, exp_overflows, largest,
-                                              np_dtype)
+from app.features.online_softmax.data import EXP_DTYPE, exp_limit, exp_overflows
+from engine.model import formats
 
-# The formats side by side, as the page names them, and their dtypes
+# The formats side by side, as the page names them, and their names in engine.model.formats
 FORMATS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "e4m3": "float8_e4m3",
            "e5m2": "float8_e5m2"}
 # The formats of the overflow demo: the input dtypes and FP8's e4m3 (e5m2 is the gradients')
 OVERFLOW_FORMATS = ("fp32", "fp16", "bf16", "e4m3")
 KERNEL_SERIES = "kernel: exp in float32 of s − running max"
-E4M3 = "e4m3"
-
-
-def format_facts(name: str) -> dict:
-    """Bits, range and precision of a format of FORMATS (from NumPy's and ml_dtypes' finfo)."""
-    import ml_dtypes
-    info = ml_dtypes.finfo(np_dtype(FORMATS[name]))
-    return {"bits": int(info.bits), "exponent_bits": int(info.nexp),
-            "mantissa_bits": int(info.nmant), "largest": float(info.max),
-            "smallest_normal": float(info.smallest_normal),
-            "smallest_subnormal": float(info.smallest_subnormal), "epsilon": float(info.eps)}
+E4M3 = formats.number_format("float8_e4m3")
 
 
 # where each format appears in attention here (the kernels and the FP8 path of this project)
@@ -42,33 +32,45 @@ ROLES = {
 
 
 def formats_table() -> pd.DataFrame:
-    """One row per format: bits, range (largest, smallest normal and subnormal), precision
-    (mantissa bits, epsilon: the gap above 1), ln of the largest number (exp(s) overflows once
-    s passes it) and where it is used in attention."""
+    """One row per format (engine.model.formats' facts): bits, range (largest, smallest
+    normal and subnormal), precision (mantissa bits, epsilon: the gap above 1), whether it
+    holds inf, ln of the largest number (exp(s) overflows once s passes it) and where it is
+    used in attention."""
     rows = []
-    for name in FORMATS:
-        f = format_facts(name)
-        rows.append({"format": name, "bits": f["bits"], "exponent bits": f["exponent_bits"],
-                     "mantissa bits": f["mantissa_bits"], "largest": f["largest"],
-                     "smallest normal": f["smallest_normal"],
-                     "smallest subnormal": f["smallest_subnormal"], "epsilon": f["epsilon"],
-                     "exp(s) overflows past s =": math.log(f["largest"]),
+    for name, engine_name in FORMATS.items():
+        f = formats.number_format(engine_name)
+        rows.append({"format": name, "bits": f.bits, "exponent bits": f.exponent_bits,
+                     "mantissa bits": f.mantissa_bits, "largest": f.max,
+                     "smallest normal": f.smallest_normal,
+                     "smallest subnormal": f.smallest_subnormal, "epsilon": f.epsilon,
+                     "inf": "yes" if f.has_inf else "no: saturates",
+                     "exp(s) overflows past s =": math.log(f.max),
                      "used for": ROLES[name]})
     return pd.DataFrame(rows)
+
+
+NUMBER_COLUMNS = ("largest", "smallest normal", "smallest subnormal", "epsilon",
+                  "exp(s) overflows past s =")
+
+
+def shown_numbers(table: pd.DataFrame, columns=NUMBER_COLUMNS) -> pd.DataFrame:
+    """A table with its numbers as text of four significant digits (65504, 448, 3.403e+38,
+    1.953e-03), so a table of widely spread magnitudes reads without scrolling."""
+    def text(x: float) -> str:
+        return f"{x:.4g}" if 1e-3 <= abs(x) < 1e6 or x == 0 else f"{x:.3e}"
+    return table.assign(**{c: table[c].map(text) for c in columns if c in table})
 
 
 def _verdict(value: float, name: str) -> str:
     """Whether `value` (a magnitude) fits format `name`: with its headroom, or how it fails
     (inf in the 16- and 32-bit floats; e4m3 has no inf: a saturating cast, as the FP8
     kernels use, clips it to 448)."""
-    top = format_facts(name)["largest"]
+    f = formats.number_format(FORMATS[name])
     if not math.isfinite(value):
         return "inf"
-    if value <= top:
-        return f"fits (×{top / value:.3g} headroom)" if value > 0 else "fits"
-    if name.startswith("e4m3") or name == E4M3:
-        return f"saturates at {top:g}"
-    return "overflows (inf)"
+    if value <= f.max:
+        return f"fits (×{f.max / value:.2g} spare)" if value > 0 else "fits"
+    return "overflows (inf)" if f.has_inf else f"saturates at {f.max:g}"
 
 
 def stage_values(cfg: engine.AttentionConfig, q, k, v, b: int, h: int) -> dict[str, float]:
@@ -165,9 +167,261 @@ def overflow_text(onsets: dict[str, float], top: float, logit_scale: float) -> s
     """The overflow demo in words, from its numbers."""
     parts = [f"{name} at ×{at:.3g}" if math.isfinite(at) else f"{name} never"
              for name, at in onsets.items()]
+    already = [name for name, at in onsets.items() if at <= 1]
     return (f"This head's largest score is **{top:.3g}** (logit scale {logit_scale:g}). Naive "
             f"softmax, exp(s) taken in the format without subtracting the max, overflows once "
             f"the scores grow: {', '.join(parts)} (ln of the largest number over the largest "
-            f"score; e4m3 reaches only {largest('float8_e4m3'):g} = e^{exp_limit('float8_e4m3'):.2f}). "
+            f"score; e4m3 reaches only {E4M3.max:g} = e^{math.log(E4M3.max):.2f})"
+            + (f"; in {' and '.join(already)} it overflows already at this config's scores. "
+               if already else ". ") +
             f"The kernels take exp in **float32** and subtract the running max first, so every "
             f"exponent is ≤ 0 and P ≤ 1 at any scale: nothing overflows.")
+
+
+# ---- the runs compared: 16-bit and FP8 attention against float64 ---------------------------
+# Each variant as config changes, in the order the charts list them
+VARIANTS = {
+    "fp16": dict(dtype="float16"),
+    "bf16": dict(dtype="bfloat16"),
+    "FP8 per-tensor": dict(dtype="float8_e4m3", fp8_scaling="tensor", fp8_rotation=False),
+    "FP8 per-tile": dict(dtype="float8_e4m3", fp8_scaling="tile", fp8_rotation=False),
+    "FP8 per-tile + rotation": dict(dtype="float8_e4m3", fp8_scaling="tile",
+                                    fp8_rotation=True),
+}
+PRESETS = ("normal", "rising", "outliers")     # the app's input presets, outliers last
+# The page runs every variant on every preset, plus float64 references and a sweep of the
+# rescale threshold on one head: a cap on the scores so the CPU emulation stays quick on a
+# shared two-core server (about a second for the default config's eighteen runs)
+MAX_SCORES = 1 << 19
+
+
+def size_problem(cfg: engine.AttentionConfig) -> str | None:
+    """Why this page does not run the config (over its cap), or None."""
+    scores = cfg.bh * cfg.seq_q * cfg.seq_k
+    if scores <= MAX_SCORES:
+        return None
+    return (f"The Precision page runs attention {len(VARIANTS) * len(PRESETS)} times (fp16, "
+            f"bf16 and three FP8 scalings on the {', '.join(PRESETS)} inputs) plus float64 "
+            f"references on the CPU, so it takes configs of at most {MAX_SCORES:,} scores "
+            f"(batch × heads × N_q × N_k); this one has {scores:,} "
+            f"({cfg.batch} × {cfg.heads} × {cfg.seq_q:,} × {cfg.seq_k:,}). Use smaller "
+            f"sizes, e.g. N = 512 with batch × heads = 2, or N = 256 with up to 8 heads.")
+
+
+def source_config(cfg: engine.AttentionConfig, preset: str | None = None
+                  ) -> engine.AttentionConfig:
+    """The float32 config whose inputs every variant starts from (the sidebar's shapes,
+    tiles, mask, seed and logit scale; `preset`'s inputs)."""
+    return cfg.with_(dtype="float32", inputs=preset or cfg.inputs)
+
+
+def variant_configs(cfg: engine.AttentionConfig, preset: str) -> tuple:
+    """The configs of VARIANTS on `preset`'s inputs, in order."""
+    source = source_config(cfg, preset)
+    return tuple(source.with_(**changes) for changes in VARIANTS.values())
+
+
+def error_tables(cfg: engine.AttentionConfig,
+                 errors_by_preset: dict[str, dict[str, tuple]]) -> tuple[pd.DataFrame,
+                                                                         pd.DataFrame]:
+    """(per query tile, whole output) error tables from each preset's variants'
+    (TileErrors, RMSE) (engine.facade.tile_errors and rmse against the float64 reference):
+    errors (preset, variant, tile, rmse: over every batch·head, row and column of the
+    tile) and rmse (preset, variant, rmse)."""
+    tiles, whole = [], []
+    for preset, by_variant in errors_by_preset.items():
+        for variant, (per_tile, total) in by_variant.items():
+            # every (batch, head) holds the same rows of a tile: the mean of the squares
+            per = np.sqrt(np.mean(np.square(per_tile.rmse), axis=(0, 1)))
+            tiles += [(preset, variant, i, float(e)) for i, e in enumerate(per)]
+            whole.append((preset, variant, float(total)))
+    return (pd.DataFrame(tiles, columns=["preset", "variant", "tile", "rmse"]),
+            pd.DataFrame(whole, columns=["preset", "variant", "rmse"]))
+
+
+BEST, BASE = "FP8 per-tile + rotation", "FP8 per-tensor"
+OUTLIERS = "outliers"
+
+
+def _against_base(best: float, base: float) -> str:
+    """best's RMSE against per-tensor scaling's, in words: "1.8× lower than per-tensor"."""
+    if base <= 0 or best <= 0:
+        return "as exact as per-tensor" if best == base else (
+            "exact" if best == 0 else "per-tensor is exact")
+    if abs(best / base - 1) < 0.05:
+        return "within 5% of per-tensor"
+    if best < base:
+        return f"{base / best:.1f}× lower than per-tensor"
+    return f"{best / base:.1f}× higher than per-tensor"
+
+
+def error_takeaway(rmse: pd.DataFrame, preset: str) -> str:
+    """The error section's point on `preset`'s inputs: FP8 per-tile + rotation's RMSE against
+    per-tensor scaling's, bf16's beside them, and the same on the outliers preset where that
+    is another ("FP8 per-tile + rotation: 8.0e-03 RMSE on outliers inputs, 1.8× lower than
+    per-tensor (bf16: 2.3e-04)")."""
+    def at(name: str) -> pd.Series:
+        return rmse[rmse.preset == name].set_index("variant").rmse
+    rows = at(preset)
+    if BEST not in rows or BASE not in rows:
+        return ""
+    best, base = float(rows[BEST]), float(rows[BASE])
+    text = (f"FP8 per-tile + rotation: {best:.1e} RMSE on {preset} inputs, "
+            f"{_against_base(best, base)}")
+    if "bf16" in rows:
+        text += f" (bf16: {float(rows['bf16']):.1e})"
+    other = at(OUTLIERS)
+    if preset != OUTLIERS and BEST in other and BASE in other:
+        text += (f" · on outliers {float(other[BEST]):.1e}, "
+                 f"{_against_base(float(other[BEST]), float(other[BASE]))}")
+    return text
+
+
+def rmse_table(rmse: pd.DataFrame) -> pd.DataFrame:
+    """The RMSE as a table: a row per variant, a column per input preset (scientific
+    notation, three digits)."""
+    wide = rmse.pivot(index="variant", columns="preset", values="rmse")
+    wide = wide.reindex(index=[v for v in VARIANTS if v in wide.index],
+                        columns=[p for p in PRESETS if p in wide.columns])
+    return wide.map(lambda x: f"{x:.2e}").rename_axis(index=None, columns="inputs")
+
+
+# ---- the per-tile scales -----------------------------------------------------------------
+def scales_table(cfg: engine.AttentionConfig, fp8: engine.Fp8Info, b: int,
+                 h: int) -> pd.DataFrame:
+    """The FP8 scales of batch b, head h: tensor (Q per query tile, K and V per key tile),
+    tile, rows (the tile's rows in words), scale (amax / 448: x ≈ scale · x8) and amax."""
+    parts = []
+    for tensor, scales, block, n in (("Q", fp8.q_scale, cfg.block_q, cfg.seq_q),
+                                     ("K", fp8.k_scale, cfg.block_k, cfg.seq_k),
+                                     ("V", fp8.v_scale, cfg.block_k, cfg.seq_k)):
+        values = np.asarray(scales[b, h], dtype=np.float64)
+        tiles = np.arange(len(values))
+        rows = [f"{'rows' if tensor == 'Q' else 'keys'} {t * block}–{min((t + 1) * block, n) - 1}"
+                for t in tiles]
+        parts.append(pd.DataFrame({"tensor": tensor, "tile": tiles, "rows": rows,
+                                   "scale": values, "amax": values * E4M3.max}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def scales_text(scales: pd.DataFrame, scaling: str) -> str:
+    """The scales in words: each tensor's range of scales over its tiles."""
+    parts = []
+    for tensor, part in scales.groupby("tensor", sort=False):
+        lo, hi = float(part.scale.min()), float(part.scale.max())
+        parts.append(f"{tensor} {lo:.3g}" if lo == hi or scaling != "tile" else
+                     f"{tensor} {lo:.3g} to {hi:.3g} ({hi / lo:.2g}× apart)")
+    return ", ".join(parts)
+
+
+# ---- the saturation lesson: P from the running max ---------------------------------------
+LOG2E = 1.0 / math.log(2.0)
+THRESHOLDS = tuple(range(0, 13))          # the sweep of the rescale-skip threshold, log2 units
+THRESHOLD_CHOICES = ("off", *THRESHOLDS)  # the page's control: off = the kernel's rule
+E4M3_SATURATES_ABOVE = formats.E4M3_SATURATES_ABOVE
+E4M3_ZERO_BELOW = E4M3.smallest_subnormal / 2   # rounds to 0 at or below (ties to even 0)
+
+
+def head_scores(cfg: engine.AttentionConfig, q, k, b: int, h: int) -> np.ndarray:
+    """The scaled scores of batch b, head h in float64 (N_q, N_k), -inf where the causal
+    mask hides a key."""
+    from engine.model.tiles import hidden
+    s = cfg.softmax_scale * (q[b, h].astype(np.float64) @ k[b, h].astype(np.float64).T)
+    mask = hidden(cfg, 0, cfg.seq_q, 0, cfg.seq_k)
+    return s if mask is None else np.where(mask, -np.inf, s)
+
+
+def _p_row(way: str, logp: np.ndarray, saturated: int) -> dict:
+    """One way of forming P: the log2 range of its positive values (logp: log2 of P, -inf
+    for hidden keys), elements past e4m3's saturation bound and elements that round to 0."""
+    finite = logp[np.isfinite(logp)]
+    return {"way": way, "lo": float(finite.min()) if finite.size else 0.0,
+            "hi": float(finite.max()) if finite.size else 0.0, "saturated": int(saturated),
+            "to_zero": int(np.count_nonzero(finite <= math.log2(E4M3_ZERO_BELOW)))}
+
+
+def running_max_by_key(cfg: engine.AttentionConfig, trace: engine.Trace) -> np.ndarray:
+    """(N_q, N_k) float64: the running max (natural log units) each key's P was formed
+    with, from a one-head trace: key c of tile j takes running_max[r, j]."""
+    m = np.asarray(trace.running_max[0, 0], dtype=np.float64)          # (N_q, Tc)
+    return np.repeat(m, cfg.block_k, axis=1)[:, :cfg.seq_k]
+
+
+def p_ranges(cfg: engine.AttentionConfig, s: np.ndarray, kernel: engine.Result,
+             skipping: engine.Result | None, threshold: float | None) -> pd.DataFrame:
+    """How P's values spread (log2 units) for one head: exp(s) without the max subtracted,
+    P = exp(s − running max) as the kernels form it (one-head FP8 emulation, `kernel`), and,
+    with a rescale-skip threshold, P from the max the conditional rescaling kept
+    (`skipping`). s: the head's scores (head_scores); the maxima come from the runs' traces
+    (their own quantized scores), the counts past 448 from the runs (Fp8Info.saturated)."""
+    with np.errstate(over="ignore"):
+        raw = s * LOG2E
+    rows = [_p_row("exp(s), max not subtracted", raw,
+                   np.count_nonzero(np.exp(np.where(np.isfinite(s), s, -np.inf))
+                                    > E4M3_SATURATES_ABOVE))]
+    for way, run in (("P = exp(s − running max)", kernel),
+                     (f"P with rescales skipped up to {threshold:g}"
+                      if threshold is not None else "", skipping)):
+        if run is None or not way:
+            continue
+        m = running_max_by_key(cfg, run.trace)
+        logp = (s - m) * LOG2E
+        tr = run.trace
+        top = (np.asarray(tr.tile_max[0, 0], dtype=np.float64)
+               - np.asarray(tr.running_max[0, 0], dtype=np.float64)) * LOG2E
+        row = _p_row(way, logp, run.fp8.saturated["p"])
+        row["hi"] = float(np.max(top[np.isfinite(top)])) if np.isfinite(top).any() else 0.0
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def threshold_sweep(results: dict[float, engine.Result], kernel: engine.Result
+                    ) -> pd.DataFrame:
+    """Per rescale-skip threshold (log2 units) of one head's FP8 emulation: rescales done,
+    saved (the share of the kernel rule's rescales not done) and P elements saturating."""
+    base = max(kernel.fp8.rescales, 1)
+    rows = [(float(t), r.fp8.rescales, r.fp8.rescales_skipped,
+             max(0.0, 1 - r.fp8.rescales / base) if kernel.fp8.rescales else 0.0,
+             r.fp8.saturated["p"]) for t, r in sorted(results.items())]
+    return pd.DataFrame(rows, columns=["threshold", "rescales", "skipped", "saved",
+                                       "saturated"])
+
+
+def threshold_text(kernel: engine.Result, chosen: engine.Result | None,
+                   threshold: float | None) -> str:
+    """The threshold's effect on this head in words."""
+    done = kernel.fp8.rescales
+    bound = math.log2(E4M3_SATURATES_ABOVE)
+    if chosen is None or threshold is None:
+        return (f"Without a threshold (the kernels' rule) this head rescales **{done:,}** "
+                f"times after the first key tile, and P never passes 1.")
+    r = chosen.fp8
+    saved = done - r.rescales
+    text = (f"With a threshold of **{threshold:g}** (log2 units: the max moves only when a "
+            f"tile's max passes it by more than ×{2 ** threshold:g}) this head rescales "
+            f"**{r.rescales:,}** times instead of {done:,} "
+            f"({max(saved, 0):,} saved; {r.rescales_skipped:,} updates kept the old max), and "
+            f"P reaches up to 2^{threshold:g} = {2 ** threshold:g}: ")
+    if r.saturated["p"]:
+        n = r.saturated["p"]
+        one = n == 1
+        text += (f"**{n:,}** element{'' if one else 's'} of P pass{'es' if one else ''} "
+                 f"{E4M3_SATURATES_ABOVE:g} and saturate{'s' if one else ''} to "
+                 f"{E4M3.max:g} in e4m3, while the running sum l adds "
+                 f"{'it' if one else 'them'} unclipped, so the output is wrong. ")
+    else:
+        text += "none of P's elements saturates in e4m3 here. "
+    text += (f"Past log2 {E4M3_SATURATES_ABOVE:g} = {bound:.2f} a skipped rescale can push P "
+             f"beyond e4m3's range: the threshold must stay below it.")
+    return text
+
+
+# the scales the heatmap shows (the page's control: its value -> the variant)
+SCALE_CHOICES = {"tile": "FP8 per-tile", "rotation": "FP8 per-tile + rotation",
+                 "tensor": "FP8 per-tensor"}
+
+
+def e4m3_band() -> dict:
+    """e4m3's range as the P chart draws it: largest, smallest normal and subnormal."""
+    return {"largest": E4M3.max, "smallest_normal": E4M3.smallest_normal,
+            "smallest_subnormal": E4M3.smallest_subnormal}

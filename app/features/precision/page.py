@@ -1,0 +1,178 @@
+"""Precision: the number formats side by side and what overflows where in attention, FP8's
+per-tile scales, the error of fp16, bf16 and FP8 attention against float64 on three input
+presets, why P is formed from the running max before its FP8 cast (and what skipping
+rescales does to it), and where naive softmax overflows in each format."""
+import math
+
+import streamlit as st
+
+from app.core import runner
+from app.core.deck_view import takeaway
+from app.core.ui import (chart, guarded, linked_choice, linked_number, linked_radio, notes,
+                         on_stage, stage, usable_settings)
+from app.features.precision import charts, data
+from engine.facade import rmse, tile_errors
+
+st.title("Precision")
+s = usable_settings()
+slot = stage()
+cfg = s.cfg
+
+st.markdown(
+    "Attention's inputs and output can be held in fewer bits than float32: **fp16** and "
+    "**bf16** (16 bits) halve the bytes, **FP8** (e4m3: 8 bits, 3 mantissa bits, largest "
+    "number 448) halves them again and doubles the tensor cores' rate on Hopper. FP8 needs a "
+    "**scale**: each tile of Q, K and V is divided by its largest magnitude over 448 before "
+    "the cast, so the tile fills e4m3's range; a random **Hadamard rotation** of Q and K "
+    "spreads rare large entries over the whole head dimension first (QKᵀ is unchanged: the "
+    "rotation is orthogonal). Inside, the kernels keep S, exp and the running max and sum "
+    "in **float32**, and form P = exp(s − running max) ≤ 1 before P meets the 8-bit format.")
+st.caption(f"Shapes, tiles, mask, logit scale and seed come from the sidebar "
+           f"({cfg.batch} × {cfg.heads} heads, N_q = {cfg.seq_q:,}, N_k = {cfg.seq_k:,}, "
+           f"d = {cfg.head_dim}, {cfg.block_q} × {cfg.block_k} tiles); every format is run "
+           f"here, whatever the sidebar's dtype. Every run starts from the same float32 "
+           f"draws, and every error is against float64 attention of those draws.")
+
+problem = data.size_problem(cfg)
+if problem:
+    st.error(problem)
+    st.subheader("The number formats")
+    st.dataframe(data.shown_numbers(data.formats_table()), hide_index=True)
+    st.stop()
+
+# ---- the runs: every variant on every preset --------------------------------------------
+errors_by_preset, fp8_runs, fallback = {}, {}, None
+for preset in data.PRESETS:
+    runs = data.variant_configs(cfg, preset)
+    out = guarded(runner.compare, data.source_config(cfg, preset), runs, s.backend, s.kernel)
+    if out is None:
+        st.stop()
+    reference, results, run_notes = out
+    errors_by_preset[preset] = {
+        variant: (tile_errors(run_cfg, res.output, reference), rmse(res.output, reference))
+        for variant, run_cfg, res in zip(data.VARIANTS, runs, results)}
+    fp8_runs[preset] = {v: r for v, r in zip(data.VARIANTS, results) if r.fp8 is not None}
+    fallback = fallback or next((n for n in run_notes if n), None)
+errors, rmse_rows = data.error_tables(cfg, errors_by_preset)
+fp8_backend = next(iter(fp8_runs[cfg.inputs].values())).backend
+
+if fp8_backend == "cupy":
+    where = (f"FP8 runs measured on the GPU: {s.device.name}, the Hopper FP8 kernel; fp16 "
+             f"and bf16 on its 16-bit kernel.")
+elif s.on_gpu:
+    where = (f"This page shows the CPU emulation (NumPy) of the FP8 kernel, not the GPU: "
+             f"{fallback or 'the GPU did not run FP8.'} The emulation quantizes exactly as "
+             f"the Hopper kernel does and follows its order of operations.")
+else:
+    where = (f"Computed by the CPU emulation (NumPy), emulating "
+             f"{s.device.name.removeprefix('CPU emulation of ')}: fp16 and bf16 by the "
+             f"flash loop's emulation, FP8 by the emulation of the Hopper FP8 kernel (its "
+             f"quantization bit for bit, its order of operations); the FP8 kernel needs a "
+             f"Hopper GPU (compute capability 9.0).")
+
+# ---- 3. the main chart: error against float64 -------------------------------------------
+with on_stage(slot, "error"):
+    if not s.talk:
+        st.subheader("Error against float64")
+    takeaway(data.error_takeaway(rmse_rows, cfg.inputs), "error")
+    above = st.container()
+    chart(charts.error_chart, errors, **(dict(width=260) if s.talk else {}))
+    notes(above).markdown(
+        "The error of the output, as RMSE against float64 attention of the same draws, per "
+        "query tile: fp16 and bf16 round the inputs and the output; FP8 also rounds Q, K, V "
+        "to 3 mantissa bits after its scale, and P before P·V. On **outliers** inputs (0.1% "
+        "of entries about 10× larger) one scale per tensor is set by the outliers, so the "
+        "ordinary entries fall onto e4m3's coarse low end: a scale per tile confines the "
+        "damage to the tiles holding outliers, and the rotation spreads each outlier over "
+        "the head dimension before the scale is taken.")
+st.info(where)
+chart(charts.rmse_chart, rmse_rows)
+st.dataframe(data.rmse_table(rmse_rows))
+st.caption(data.error_takeaway(rmse_rows, cfg.inputs) + f" (the sidebar's preset). RMSE = "
+           f"sqrt(mean((O − O_float64)²)) over every batch, head, row and column.")
+
+# ---- 1. the formats ---------------------------------------------------------------------
+st.subheader("The number formats")
+st.dataframe(data.shown_numbers(data.formats_table()), hide_index=True)
+st.caption("From NumPy's and ml_dtypes' finfo (engine.model.formats). Epsilon is the gap "
+           "from 1 to the next number: a rounding errs by up to half of it, relative. e4m3 "
+           "has no infinity: the FP8 kernels' cast saturates at 448 instead.")
+
+c1, c2, _ = st.columns([1, 1, 2])
+b = linked_number(c1, "batch index", "pr_batch", 0, cfg.batch - 1, 0)
+h = linked_number(c2, "head index", "pr_head", 0, cfg.heads - 1, 0)
+source = data.source_config(cfg)
+q, k, v = runner.inputs(source)
+st.markdown(f"**What overflows where**, batch {b}, head {h} of this config ({cfg.inputs} "
+            f"inputs): the largest magnitude of each stage of attention against each format.")
+st.dataframe(data.shown_numbers(data.stages_table(data.stage_values(cfg, q, k, v, b, h)),
+                                ("largest here",)), hide_index=True)
+st.caption(f"fp16's scores overflow past 65504, e4m3 saturates at {data.E4M3.max:g}. exp(s) "
+           f"without the max would need far more range than e4m3 or fp16 have, which is why "
+           f"every kernel here takes exp in float32, after subtracting the running max: "
+           f"P ≤ 1 then fits e4m3 whatever the scores.")
+
+# ---- 2. the per-tile scales -------------------------------------------------------------
+st.subheader("FP8 scales of this config")
+shown = linked_radio("scales shown", "pr_scales", data.SCALE_CHOICES, "tile")
+info = fp8_runs[cfg.inputs][data.SCALE_CHOICES[shown]].fp8
+scales = data.scales_table(cfg, info, b, h)
+chart(charts.scales_chart, scales,
+      f"Scales of batch {b}, head {h}: {data.SCALE_CHOICES[shown]} ({cfg.inputs} inputs)")
+st.caption(f"scale = amax / {data.E4M3.max:g} of each tile (x ≈ scale · x8): "
+           f"{data.scales_text(scales, info.scaling)}. Q has a scale per query tile of "
+           f"{cfg.block_q} rows, K and V one per key tile of {cfg.block_k} rows; a tile "
+           f"with an outlier gets a larger scale, which coarsens only its own entries."
+           + (" The rotation leaves V alone." if info.rotation else ""))
+
+# ---- 4. saturation: P from the running max ------------------------------------------------
+st.subheader("P from the running max, then FP8")
+threshold_choice = linked_choice(st.columns([2, 3])[0], "rescale-skip threshold (log2)",
+                                 "pr_threshold", list(data.THRESHOLD_CHOICES), "off")
+threshold = None if threshold_choice == "off" else float(threshold_choice)
+fp8_cfg = data.source_config(cfg).with_(**data.VARIANTS["FP8 per-tile"])
+kernel_run = guarded(runner.fp8_head, fp8_cfg, b, h, None)
+if kernel_run is None:
+    st.stop()
+chosen = kernel_run if threshold is None else guarded(runner.fp8_head, fp8_cfg, b, h,
+                                                       threshold)
+if chosen is None:
+    st.stop()
+s_head = data.head_scores(cfg, q, k, b, h)
+ranges = data.p_ranges(cfg, s_head, kernel_run, None if threshold is None else chosen,
+                       threshold)
+m1, m2, m3 = st.columns(3)
+m1.metric("rescales done", f"{chosen.fp8.rescales:,}",
+          help=f"of {kernel_run.fp8.rescales:,} with the kernels' rule (the max moves "
+               f"whenever a tile's max passes it)")
+m2.metric("P elements past 448", f"{chosen.fp8.saturated['p']:,}",
+          help=f"elements of P above {data.E4M3_SATURATES_ABOVE:g}, which the saturating "
+               f"cast clamps to {data.E4M3.max:g}")
+m3.metric("largest P", f"2^{ranges.hi.iloc[-1]:.2f}",
+          help="log2 of the largest P this head formed")
+chart(charts.p_range_chart, ranges, data.e4m3_band())
+st.markdown(data.threshold_text(kernel_run, chosen if threshold is not None else None,
+                                threshold))
+st.caption(
+    "Without the max subtracted, exp(s) spans far more than e4m3 holds: large scores "
+    "saturate at 448 and small ones round to 0. With the running max, P ≤ 1, the top of "
+    "e4m3's range; what the max leaves tiny goes subnormal or to 0, where it adds little "
+    "to the sum. FlashAttention-4's conditional rescaling skips the rescale unless the max "
+    "rose by more than a threshold, saving the multiply of O and l; P may then reach "
+    "2^threshold, so with FP8's P the threshold has to stay below log2 464 ≈ 8.86. "
+    "The threshold is the CPU emulation's option (engine.facade.fp8_emulate), on this one "
+    "head; the kernels always rescale.")
+sweep = {t: runner.fp8_head(fp8_cfg, b, h, float(t)) for t in data.THRESHOLDS}
+chart(charts.threshold_chart, data.threshold_sweep(sweep, kernel_run), threshold,
+      e4m3_log2_max=math.log2(data.E4M3_SATURATES_ABOVE))
+
+# ---- 5. overflow of naive softmax in every format -----------------------------------------
+st.subheader("Naive softmax in each format: where exp overflows")
+row_max = data.row_maxima(cfg, q, k, b, h)
+st.markdown(data.overflow_text(data.overflow_onsets(row_max), float(row_max.max()),
+                               cfg.logit_scale))
+chart(charts.overflow_chart, data.overflow_sweep(row_max))
+st.caption("Each line: the share of this head's query rows whose softmax would overflow if "
+           "exp(s) were taken in that format without subtracting the max (e4m3 has no exp "
+           "of its own: exp in float32, then the cast). The Online softmax page shows the "
+           "same for one row, key by key.")
