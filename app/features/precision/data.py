@@ -61,6 +61,15 @@ def shown_numbers(table: pd.DataFrame, columns=NUMBER_COLUMNS) -> pd.DataFrame:
     return table.assign(**{c: table[c].map(text) for c in columns if c in table})
 
 
+def _spare(x: float) -> str:
+    """A factor of headroom in a few characters: 7.2, 448, 15,200, 7.9e+37."""
+    if x < 10:
+        return f"{x:.2g}"
+    if x < 1e5:
+        return f"{float(f'{x:.3g}'):,.0f}"
+    return f"{x:.1e}"
+
+
 def _verdict(value: float, name: str) -> str:
     """Whether `value` (a magnitude) fits format `name`: with its headroom, or how it fails
     (inf in the 16- and 32-bit floats; e4m3 has no inf: a saturating cast, as the FP8
@@ -69,7 +78,7 @@ def _verdict(value: float, name: str) -> str:
     if not math.isfinite(value):
         return "inf"
     if value <= f.max:
-        return f"fits (×{f.max / value:.2g} spare)" if value > 0 else "fits"
+        return f"fits (×{_spare(f.max / value)} spare)" if value > 0 else "fits"
     return "overflows (inf)" if f.has_inf else f"saturates at {f.max:g}"
 
 
