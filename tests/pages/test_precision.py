@@ -174,27 +174,6 @@ def test_overflow_sweep_merges_equal_curves_and_the_kernel_never_overflows():
 
 
 # ---- the error tables and their takeaway --------------------------------------------------
-def _rmse(values: dict) -> pd.DataFrame:
-    return pd.DataFrame([(p, v, x) for p, by in values.items() for v, x in by.items()],
-                        columns=["preset", "variant", "rmse"])
-
-
-def test_error_takeaway_is_computed_from_the_numbers():
-    rmse = _rmse({"outliers": {"bf16": 2.3e-4, "FP8 per-tensor": 1.44e-2,
-                               "FP8 per-tile + rotation": 8.0e-3}})
-    assert pd_.error_takeaway(rmse, "outliers") == (
-        "FP8 per-tile + rotation: 8.0e-03 RMSE on outliers inputs, 1.8× lower than "
-        "per-tensor (bf16: 2.3e-04)")
-    both = _rmse({"normal": {"FP8 per-tensor": 5.0e-3, "FP8 per-tile + rotation": 5.1e-3},
-                  "outliers": {"FP8 per-tensor": 1.2e-2, "FP8 per-tile + rotation": 6.0e-3}})
-    assert pd_.error_takeaway(both, "normal") == (
-        "FP8 per-tile + rotation: 5.1e-03 RMSE on normal inputs, within 5% of per-tensor · "
-        "on outliers 6.0e-03, 2.0× lower than per-tensor")
-    worse = _rmse({"rising": {"FP8 per-tensor": 1.0e-2, "FP8 per-tile + rotation": 1.5e-2}})
-    assert "1.5× higher than per-tensor" in pd_.error_takeaway(worse, "rising")
-    assert pd_.error_takeaway(worse, "normal") == ""
-
-
 @pytest.fixture(scope="module")
 def compared():
     """Every variant on the outliers preset of a small config, as the page computes it."""

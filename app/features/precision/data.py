@@ -248,44 +248,6 @@ def error_tables(cfg: engine.AttentionConfig,
             pd.DataFrame(whole, columns=["preset", "variant", "rmse"]))
 
 
-BEST, BASE = "FP8 per-tile + rotation", "FP8 per-tensor"
-OUTLIERS = "outliers"
-
-
-def _against_base(best: float, base: float) -> str:
-    """best's RMSE against per-tensor scaling's, in words: "1.8× lower than per-tensor"."""
-    if base <= 0 or best <= 0:
-        return "as exact as per-tensor" if best == base else (
-            "exact" if best == 0 else "per-tensor is exact")
-    if abs(best / base - 1) < 0.05:
-        return "within 5% of per-tensor"
-    if best < base:
-        return f"{base / best:.1f}× lower than per-tensor"
-    return f"{best / base:.1f}× higher than per-tensor"
-
-
-def error_takeaway(rmse: pd.DataFrame, preset: str) -> str:
-    """The error section's point on `preset`'s inputs: FP8 per-tile + rotation's RMSE against
-    per-tensor scaling's, bf16's beside them, and the same on the outliers preset where that
-    is another ("FP8 per-tile + rotation: 8.0e-03 RMSE on outliers inputs, 1.8× lower than
-    per-tensor (bf16: 2.3e-04)")."""
-    def at(name: str) -> pd.Series:
-        return rmse[rmse.preset == name].set_index("variant").rmse
-    rows = at(preset)
-    if BEST not in rows or BASE not in rows:
-        return ""
-    best, base = float(rows[BEST]), float(rows[BASE])
-    text = (f"FP8 per-tile + rotation: {best:.1e} RMSE on {preset} inputs, "
-            f"{_against_base(best, base)}")
-    if "bf16" in rows:
-        text += f" (bf16: {float(rows['bf16']):.1e})"
-    other = at(OUTLIERS)
-    if preset != OUTLIERS and BEST in other and BASE in other:
-        text += (f" · on outliers {float(other[BEST]):.1e}, "
-                 f"{_against_base(float(other[BEST]), float(other[BASE]))}")
-    return text
-
-
 def rmse_table(rmse: pd.DataFrame) -> pd.DataFrame:
     """The RMSE as a table: a row per variant, a column per input preset (scientific
     notation, three digits)."""

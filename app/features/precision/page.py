@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.core import runner
 from app.core.deck_view import takeaway
+from app.core.takeaways import precision as precision_takeaway
 from app.core.ui import (chart, guarded, linked_choice, linked_number, linked_radio, notes,
                          on_stage, stage, usable_settings)
 from app.features.precision import charts, data
@@ -74,7 +75,7 @@ else:
 with on_stage(slot, "error"):
     if not s.talk:
         st.subheader("Error against float64")
-    takeaway(data.error_takeaway(rmse_rows, cfg.inputs), "error")
+    takeaway(precision_takeaway(rmse_rows, cfg.inputs), "error")
     above = st.container()
     chart(charts.error_chart, errors, **(dict(width=260) if s.talk else {}))
     notes(above).markdown(
@@ -88,7 +89,7 @@ with on_stage(slot, "error"):
 st.info(where)
 chart(charts.rmse_chart, rmse_rows)
 st.dataframe(data.rmse_table(rmse_rows))
-st.caption(data.error_takeaway(rmse_rows, cfg.inputs) + f" (the sidebar's preset). RMSE = "
+st.caption(precision_takeaway(rmse_rows, cfg.inputs) + f" (the sidebar's preset). RMSE = "
            f"sqrt(mean((O − O_float64)²)) over every batch, head, row and column.")
 
 # ---- 1. the formats ---------------------------------------------------------------------
