@@ -40,6 +40,9 @@ ADDS = {
                 "cp.async double buffering, O in registers, exp2; stream-K option.",
     "wgmma": "Hopper: TMA loads into a ring, a producer warpgroup and two consumer "
              "warpgroups on wgmma, persistent blocks, stream-K.",
+    "wgmma fp8": "Hopper FP8: a quantize pass (a scale per tile or tensor, e4m3 bytes, V "
+                 "transposed), then the wgmma forward on e4m3 operands, P rounded to e4m3; "
+                 "the NumPy emulation rounds alike.",
     "naive_backward": "Baseline backward: four cuBLAS products and one fused elementwise "
                       "kernel for dS = P ∘ (dP − D).",
     "backward teaching": "One block per key tile recomputing P from lse, dQ by float32 "

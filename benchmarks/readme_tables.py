@@ -272,7 +272,7 @@ def tiles(results: Path = RESULTS) -> str:
     return "\n".join(out)
 
 
-_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+_SHORT = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float8_e4m3": "e4m3"}
 
 
 def _build_name(k: registry.Kernel) -> str:
@@ -313,10 +313,11 @@ def gpus(results: Path = RESULTS) -> str:
         rows.append([f"{gen.name} {gen.cc} ({gen.examples})", _runs_cell(row, "forward"),
                      _runs_cell(row, "backward"), _runs_cell(row, "decode").removeprefix("decode: ")])
     out = _table(["generation (compute capability)", "forward", "backward", "decode"], rows)
-    out += ["", "f32, f16, bf16: float32, float16, bfloat16. The tensor-core kernel's builds "
-            "(mma.sync; wgmma on Hopper) take catalogued tile shapes: a cell counts those that "
-            "fit where not all do. From the kernel registry through `engine.model.arch`, the "
-            "gate the engine applies before any compile."]
+    out += ["", "f32, f16, bf16: float32, float16, bfloat16; e4m3: float8_e4m3, the forward "
+            "only (the NumPy emulation runs it anywhere). The tensor-core kernel's builds "
+            "(mma.sync; wgmma and wgmma fp8 on Hopper) take catalogued tile shapes: a cell "
+            "counts those that fit where not all do. From the kernel registry through "
+            "`engine.model.arch`, the gate the engine applies before any compile."]
     return "\n".join(out)
 
 

@@ -87,8 +87,8 @@ def _check_common(cfg, algorithm, kernel, trace, direction: str = "forward"):
             raise ConfigError(forward_only_message("the backward pass", cfg.dtype))
         if algorithm == "naive":
             raise ConfigError(forward_only_message(
-                "naive attention (it runs in 16 or 32 bits; FP8 is a flash-kernel feature)",
-                cfg.dtype))
+                "naive attention", cfg.dtype, "; naive attention runs in 16 or 32 bits (FP8 "
+                "is a flash-kernel feature)"))
 
 
 def run(cfg: AttentionConfig, q=None, k=None, v=None, backend: str = "auto",

@@ -209,69 +209,106 @@ def check_threshold(rescale_threshold) -> float | None:
     return float(rescale_threshold)
 
 
+ROWS_PER_CHUNK = 2048     # query rows emulated at a time (their S, P and float64 operands)
+
+
+@dataclass
+class _Counts:
+    p_saturated: int = 0
+    rescales: int = 0
+    skipped: int = 0
+
+
 def emulate(cfg: AttentionConfig, q, k, v, trace: bool = False,
             rescale_threshold: float | None = None) -> Result:
     """The FP8 forward of cfg (dtype float8_e4m3) on q, k, v (float16, bfloat16 or float32):
     Result with output bfloat16 (B, H, seq_q, d), lse float32, the trace when asked, and
     Result.fp8 (scales, saturated counts, rescale counts); Result.info holds the same
-    (Fp8Info.as_info). rescale_threshold: see the module's docstring."""
+    (Fp8Info.as_info). rescale_threshold: see the module's docstring. Query rows are
+    independent: they are emulated ROWS_PER_CHUNK at a time, which bounds the memory."""
     threshold = check_threshold(rescale_threshold)
     qz = quantize_inputs(cfg, q, k, v)
-    BH, Nq, d, Br, Tc = cfg.bh, cfg.seq_q, cfg.head_dim, cfg.block_q, cfg.Tc
-    Q8 = qz.q8.reshape(BH, Nq, d).astype(np.float64)          # exact values of e4m3
-    K8 = qz.k8.reshape(BH, cfg.seq_k, d).astype(np.float64)
+    BH, Nq, d, Tc = cfg.bh, cfg.seq_q, cfg.head_dim, cfg.Tc
+    K8 = qz.k8.reshape(BH, cfg.seq_k, d).astype(np.float64)          # exact values of e4m3
     V8 = qz.v8.reshape(BH, cfg.seq_k, d).astype(np.float64)
-    q_scale = qz.q_scale.reshape(BH, cfg.Tr)
-    k_scale = qz.k_scale.reshape(BH, Tc)
-    v_scale = qz.v_scale.reshape(BH, Tc)
     scale_log2 = np.float32(cfg.softmax_scale * LOG2E)
-    # f for every row and key tile: (scale_log2 · q_scale of the row's tile) · k_scale_j
-    qs_rows = np.repeat(q_scale, Br, axis=1)[:, :Nq]                     # (BH, Nq)
-    f_all = ((scale_log2 * qs_rows)[:, :, None] * k_scale[:, None, :]).astype(np.float32)
-
-    m = np.full((BH, Nq), -np.inf, dtype=np.float32)    # running max, log2 units
-    l = np.zeros((BH, Nq), dtype=np.float32)            # running sum
-    O = np.zeros((BH, Nq, d), dtype=np.float32)         # in units of vs (the last V scale)
-    vs = np.ones((BH, Nq), dtype=np.float32)
-    started = np.zeros((BH, Nq), dtype=bool)
-    p_saturated = rescales = skipped = 0
+    # f of every row and key tile: (scale_log2 · q_scale of the row's tile) · k_scale_j
+    qs_rows = np.repeat(qz.q_scale.reshape(BH, cfg.Tr), cfg.block_q, axis=1)[:, :Nq]
+    k_scale = qz.k_scale.reshape(BH, Tc)
+    out = np.empty((BH, Nq, d), dtype=np.float32)
+    lse = np.empty((BH, Nq), dtype=np.float32)
+    traced = tuple(np.empty((BH, Nq, Tc), np.float32) for _ in range(4)) if trace else None
+    counts = _Counts()
+    chunk = max(ROWS_PER_CHUNK // cfg.block_q, 1) * cfg.block_q
+    for c0 in range(0, Nq, chunk):
+        c1 = min(c0 + chunk, Nq)
+        Q8 = qz.q8.reshape(BH, Nq, d)[:, c0:c1].astype(np.float64)
+        f_rows = ((scale_log2 * qs_rows[:, c0:c1])[:, :, None]
+                  * k_scale[:, None, :]).astype(np.float32)
+        out[:, c0:c1], lse[:, c0:c1] = _attend(
+            cfg, c0, c1, Q8, K8, V8, f_rows, qz.v_scale.reshape(BH, Tc), threshold, counts,
+            None if traced is None else tuple(t[:, c0:c1] for t in traced))
+    B, H = cfg.batch, cfg.heads
+    tr = None
     if trace:
-        shape = (BH, Nq, Tc)
-        t_m, t_l = np.empty(shape, np.float32), np.empty(shape, np.float32)
-        t_r, t_t = np.empty(shape, np.float32), np.empty(shape, np.float32)
+        shp = (B, H, Nq, Tc)
+        t_m, t_l, t_r, t_t = (t.reshape(shp) for t in traced)
+        tr = Trace(running_max=t_m, running_sum=t_l, rescale=t_r, tile_max=t_t,
+                   processed=processed_tiles(cfg))
+    info = Fp8Info(q_scale=qz.q_scale, k_scale=qz.k_scale, v_scale=qz.v_scale,
+                   saturated={**qz.saturated, "p": counts.p_saturated},
+                   scaling=cfg.fp8_scaling, rotation=cfg.fp8_rotation,
+                   rescale_threshold=threshold, rescales=counts.rescales,
+                   rescales_skipped=counts.skipped)
+    return Result(output=out.reshape(B, H, Nq, d).astype(ml_dtypes.bfloat16),
+                  lse=lse.reshape(B, H, Nq), backend="numpy", algorithm="flash", trace=tr,
+                  info={"emulation": "FP8 (engine.cpu.fp8)", **info.as_info()}, fp8=info)
 
+
+def _attend(cfg: AttentionConfig, c0: int, c1: int, Q8, K8, V8, f_rows, v_scale,
+            threshold: float | None, counts: _Counts, traced):
+    """The key-tile loop for the query rows [c0, c1) (Q8, f_rows: those rows only): their
+    output before the bfloat16 cast and lse, float32; their trace columns into `traced`."""
+    BH, n, d = Q8.shape
+    m = np.full((BH, n), -np.inf, dtype=np.float32)    # running max, log2 units
+    l = np.zeros((BH, n), dtype=np.float32)            # running sum
+    O = np.zeros((BH, n, d), dtype=np.float32)         # in units of vs (the last V scale)
+    vs = np.ones((BH, n), dtype=np.float32)
+    started = np.zeros((BH, n), dtype=bool)
     first = first_query_tile(cfg)
-    for j in range(Tc):
+    for j in range(cfg.Tc):
         k0, k1 = key_rows(cfg, j)
-        r0 = min(int(first[j]) * Br, Nq)     # query tiles before the first that sees tile j
-        rows = slice(r0, Nq)
-        S = (Q8[:, rows] @ K8[:, k0:k1].transpose(0, 2, 1)).astype(np.float32)   # exact, 1 rounding
+        # rows before the first query tile that sees key tile j skip it: their state stays
+        r0 = min(max(int(first[j]) * cfg.block_q, c0), c1)
+        rows = slice(r0 - c0, n)
+        S = (Q8[:, rows] @ K8[:, k0:k1].transpose(0, 2, 1)).astype(np.float32)  # exact, 1 rounding
         if cfg.causal:
-            S[:, hidden(cfg, r0, Nq, k0, k1)] = -np.inf
-        f = f_all[:, rows, j]
-        row_max = S.max(axis=-1)
-        tile_max = np.full((BH, Nq), -np.inf, dtype=np.float32)
-        with np.errstate(invalid="ignore"):
-            tile_max[:, rows] = np.where(np.isneginf(row_max), -np.inf, row_max * f)
+            S[:, hidden(cfg, r0, c1, k0, k1)] = -np.inf
+        f = f_rows[:, rows, j]
+        tile_max = np.full((BH, n), -np.inf, dtype=np.float32)
+        if S.shape[-1] and S.shape[1]:
+            row_max = S.max(axis=-1)
+            with np.errstate(invalid="ignore"):
+                tile_max[:, rows] = np.where(np.isneginf(row_max), -np.inf, row_max * f)
         m_old = m
         if threshold is None:
             m = np.maximum(m_old, tile_max)
         else:
             move = tile_max > m_old + np.float32(threshold)
             m = np.where(move, tile_max, m_old)
-            skipped += int(np.count_nonzero((tile_max > m_old) & ~move))
+            counts.skipped += int(np.count_nonzero((tile_max > m_old) & ~move))
         same = m == m_old
         with np.errstate(invalid="ignore"):
             alpha = np.where(same, np.float32(1), np.exp2(m_old - m)).astype(np.float32)
-        rescales += int(np.count_nonzero(~same & np.isfinite(m_old)))
+        counts.rescales += int(np.count_nonzero(~same & np.isfinite(m_old)))
         m_safe = np.where(np.isneginf(m), np.float32(0), m)[:, rows, None]
         with np.errstate(invalid="ignore", over="ignore"):
             P = np.exp2((S * f[..., None]).astype(np.float32) - m_safe)      # hidden -> 0
         P8, sat = to_e4m3(P)
-        p_saturated += sat
+        counts.p_saturated += sat
         l = (alpha * l).astype(np.float32)
         l[:, rows] += P.astype(np.float64).sum(axis=-1).astype(np.float32)
-        PV = (P8.astype(np.float64) @ V8[:, k0:k1]).astype(np.float32)     # exact, 1 rounding
+        PV = (P8.astype(np.float64) @ V8[:, k0:k1]).astype(np.float32)    # exact, 1 rounding
         # The accumulator moves to V tile j's units: one factor per row, α · (vs_old / vs_j).
         vj = v_scale[:, j][:, None]
         with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
@@ -280,29 +317,16 @@ def emulate(cfg: AttentionConfig, q, k, v, trace: bool = False,
         O[:, rows] = (O[:, rows] * c[..., None]).astype(np.float32) + PV
         vs[:, rows] = vj
         started[:, rows] = True
-        if trace:
+        if traced is not None:
+            t_m, t_l, t_r, t_t = traced
             t_m[..., j] = m / LOG2E32
             t_l[..., j] = l
             t_r[..., j] = alpha
             t_t[..., j] = tile_max / LOG2E32
-
     out = ((O * vs[..., None]).astype(np.float32) / l[..., None]).astype(np.float32)
     with np.errstate(divide="ignore"):
         lse = (m / LOG2E32 + np.log(l)).astype(np.float32)
-    B, H = cfg.batch, cfg.heads
-    tr = None
-    if trace:
-        shp = (B, H, Nq, Tc)
-        tr = Trace(running_max=t_m.reshape(shp), running_sum=t_l.reshape(shp),
-                   rescale=t_r.reshape(shp), tile_max=t_t.reshape(shp),
-                   processed=processed_tiles(cfg))
-    info = Fp8Info(q_scale=qz.q_scale, k_scale=qz.k_scale, v_scale=qz.v_scale,
-                   saturated={**qz.saturated, "p": p_saturated}, scaling=cfg.fp8_scaling,
-                   rotation=cfg.fp8_rotation, rescale_threshold=threshold, rescales=rescales,
-                   rescales_skipped=skipped)
-    return Result(output=out.reshape(B, H, Nq, d).astype(ml_dtypes.bfloat16),
-                  lse=lse.reshape(B, H, Nq), backend="numpy", algorithm="flash", trace=tr,
-                  info={"emulation": "FP8 (engine.cpu.fp8)", **info.as_info()}, fp8=info)
+    return out, lse
 
 
 def run(cfg: AttentionConfig, q, k, v, trace: bool = False) -> Result:

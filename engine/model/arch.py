@@ -13,9 +13,11 @@ import functools
 import os
 from dataclasses import dataclass
 
-from .registry import FAMILIES, KERNELS, Kernel, builds
+from .config import FP8_DTYPES
+from .registry import FAMILIES, KERNELS, Kernel, builds, fp8_builds
 
 BF16_MIN_CC = 8.0       # cvt.rn.bf16 and the bfloat16 mma.sync shapes need sm_80
+FP8_MIN_CC = 8.9        # e4m3 tensor-core products (mma.sync on Ada; wgmma on Hopper)
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,15 @@ def lacks(kernel: Kernel, dtype: str, cc) -> str | None:
     runs it. Whether the build takes dtype at all is the catalog's question."""
     number = cc_number(cc)
     if number < kernel.min_cc:
+        if dtype in FP8_DTYPES:
+            hopper = (f"the warpgroup MMA (wgmma) and tensor memory accelerator this kernel "
+                      f"runs its FP8 products with (compute capability {kernel.min_cc:.1f}, "
+                      f"Hopper)")
+            if number < FP8_MIN_CC:
+                return (f"FP8 tensor cores (compute capability {FP8_MIN_CC:.1f} and later) "
+                        f"and {hopper}")
+            return (f"{hopper}; its FP8 tensor cores take mma.sync, which no FP8 build of this "
+                    f"project uses")
         if kernel.hopper_only:
             return ("warpgroup MMA and the tensor memory accelerator (compute capability "
                     f"{kernel.min_cc:.1f}, Hopper)")
@@ -96,8 +107,12 @@ def lacks(kernel: Kernel, dtype: str, cc) -> str | None:
     return None
 
 
-def _family_builds(family: str | None, direction: str) -> tuple[Kernel, ...]:
-    """The builds a request reaches: a kernel= family's in dispatch order, or a naive one."""
+def _family_builds(family: str | None, direction: str,
+                   dtype: str | None = None) -> tuple[Kernel, ...]:
+    """The builds a request reaches: a kernel= family's in dispatch order, or a naive one;
+    an FP8 dtype's forward build whatever the family (it has one)."""
+    if dtype in FP8_DTYPES and direction == "forward":
+        return fp8_builds()
     if family is None:
         key = "naive_softmax" if direction == "forward" else "naive_backward"
         return tuple(k for k in KERNELS if k.key == key)
@@ -130,7 +145,7 @@ def refusal(gpu_name: str, cc, dtype: str, family: str | None,
     """None when some build of the request runs on this GPU in dtype; else the message that
     names the GPU, what it lacks and what runs on it instead. family: a kernel= value, or None
     for naive attention."""
-    ks = _family_builds(family, direction)
+    ks = _family_builds(family, direction, dtype)
     number = cc_number(cc)
     takes = [k for k in ks if dtype in k.dtypes]
     if not takes:
@@ -139,10 +154,14 @@ def refusal(gpu_name: str, cc, dtype: str, family: str | None,
         return None
     missing = lacks(takes[-1], dtype, number)   # the most widely runnable build's
     what = ("the Flash-Decoding kernel" if direction == "decode" else
+            "the FP8 forward kernel" if dtype in FP8_DTYPES else
             f"the {FAMILIES[family].name}" if family else "naive attention")
     if direction == "backward" and family:
         what += "'s backward pass"
     instead = "; ".join(what_runs(number, direction))
+    if dtype in FP8_DTYPES:
+        instead = ("backend='numpy', the FP8 emulation (the kernel's roundings on the CPU); "
+                   + instead)
     return (f"The {gpu_name} (compute capability {number:.1f}) cannot run {what} in "
             f"{dtype}: it lacks {missing}. On this GPU run instead: "
             f"{instead or 'nothing of this project'}.")

@@ -7,21 +7,25 @@ memory (engine.model.iomodel.smem_budget). kernel="tensorcore" names two builds:
 (kernels/ampere/flash_tensorcore.cu, any GPU of compute capability 8.0 or later) and, on Hopper
 (compute capability 9.x), the warpgroup-MMA kernel (kernels/hopper/flash_wgmma.cu) for its shapes.
 Its backward pass likewise: kernels/ampere/flash_backward_mma.cu everywhere and, on Hopper for its
-shapes, kernels/hopper/flash_backward_wgmma.cu.
+shapes, kernels/hopper/flash_backward_wgmma.cu. An FP8 config (dtype float8_e4m3, forward only)
+has one build, the FP8 wgmma kernel (registry "wgmma fp8", Hopper only), whatever kernel= says.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .config import AttentionConfig, ConfigError
-from .registry import BY_KEY, Kernel, builds
+from .registry import BY_KEY, Kernel, builds, fp8_builds
 
 # The tensor-core builds are rows of the kernel registry (engine.model.registry): their
 # sources, dtypes, shapes and whether they need Hopper live there.
 TensorCoreBuild = Kernel
 MMA_SYNC = BY_KEY["mma.sync"]
 WGMMA = BY_KEY["wgmma"]
-TENSORCORE_BUILDS = builds("tensorcore")     # dispatch order: the first that takes cfg runs
+# The 16-bit builds in dispatch order (the first that takes cfg runs); FP8's apart.
+FP8_BUILDS = fp8_builds()
+FP8_WGMMA = BY_KEY["wgmma fp8"]
+TENSORCORE_BUILDS = tuple(b for b in builds("tensorcore") if b not in FP8_BUILDS)
 # The backward pass of kernel="tensorcore": the mma.sync build everywhere, the wgmma build on
 # Hopper for its shapes.
 BACKWARD_MMA = BY_KEY["backward mma.sync"]
@@ -46,9 +50,31 @@ def _refusal(cfg: AttentionConfig, build: TensorCoreBuild, name: str,
     return ConfigError(f"The {name} does not take {'; '.join(problems)}. It supports {supported}.")
 
 
+def fp8_supported_text() -> str:
+    """What the FP8 forward takes, in words."""
+    return (f"{FP8_WGMMA.text()}, on GPUs of compute capability 9.x (Hopper: FP8 tensor "
+            f"cores); backend='numpy' runs its emulation at any tile size")
+
+
+def fp8_build(cfg: AttentionConfig, hopper: bool) -> TensorCoreBuild:
+    """The build that runs an FP8 config on a GPU (hopper: compute capability 9.x);
+    ConfigError naming what it takes otherwise."""
+    for build in FP8_BUILDS:
+        if build.takes(cfg) and (hopper or not build.hopper_only):
+            return build
+    if FP8_WGMMA.takes(cfg):
+        raise ConfigError(f"The FP8 kernel runs on GPUs of compute capability 9.x only (FP8 "
+                          f"tensor cores, warpgroup MMA); backend='numpy' runs its emulation. "
+                          f"It supports {fp8_supported_text()}.")
+    raise _refusal(cfg, FP8_WGMMA, "FP8 kernel", fp8_supported_text())
+
+
 def tensorcore_build(cfg: AttentionConfig, hopper: bool) -> TensorCoreBuild:
     """The build that runs cfg with kernel="tensorcore" (hopper: the GPU is compute
-    capability 9.x); ConfigError with the supported list when none takes it."""
+    capability 9.x; an FP8 config: fp8_build); ConfigError with the supported list when none
+    takes it."""
+    if cfg.is_fp8:
+        return fp8_build(cfg, hopper)
     for build in TENSORCORE_BUILDS:
         if build.takes(cfg) and (hopper or not build.hopper_only):
             return build

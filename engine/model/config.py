@@ -39,12 +39,13 @@ class ConfigError(ValueError):
     """A configuration value is not allowed; the message says what is allowed."""
 
 
-def forward_only_message(what: str, dtype: str) -> str:
+def forward_only_message(what: str, dtype: str, why: str = "") -> str:
     """The one refusal of a forward-only dtype (FORWARD_ONLY_DTYPES) by `what` (the backward
     pass, a decode step, naive attention), naming what is allowed."""
+    what = what[0].upper() + what[1:]
     return (f"{what} does not take dtype={dtype}: {', '.join(FORWARD_ONLY_DTYPES)} runs the "
-            f"flash forward pass only (engine.run with algorithm='flash'). {what[0].upper()}"
-            f"{what[1:]} takes dtype {', '.join(DTYPES)}.")
+            f"flash forward pass only (engine.run with algorithm='flash'){why}. {what} takes "
+            f"dtype {', '.join(DTYPES)}.")
 
 
 class LimitError(ValueError):

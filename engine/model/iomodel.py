@@ -41,6 +41,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     "wgmma": the same tiles in the 128-byte swizzle, Q_i in two buffers (a persistent
     block loads its next item's Q_i during the current one), plus the mbarriers (128 bytes)
     and up to 1024 bytes to align the swizzle pattern.
+    "wgmma fp8": the wgmma layout with 1-byte elements (e4m3): Q_i in two buffers, K_j and
+    V_j (V transposed) in two stages each, the mbarriers and the swizzle alignment; the
+    scales are read from global memory.
     "backward teaching" (kernels/teaching/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
     dtype, each row padded by one 32-bit word (bank conflicts); then dK_j, dV_j, P_ij, dS_ij,
     L_i and D_i in float32.
@@ -82,6 +85,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
         ring = {name: size for name, size in tiles.items() if name != "Q_i"}
         return {"Q_i (2 buffers)": 2 * Br * d * 2, **ring, "mbarriers": 128,
                 "swizzle alignment": 1024}
+    if kernel == "wgmma fp8":
+        return {"Q_i (2 buffers)": 2 * Br * d, "K_j (2 buffers)": 2 * Bc * d,
+                "V_j (2 buffers)": 2 * Bc * d, "mbarriers": 128, "swizzle alignment": 1024}
     raise ValueError(f"kernel must be one of {', '.join(SMEM_LAYOUTS)} (the shared-memory "
                      f"layouts of engine.model.registry); got {kernel!r}.")
 
@@ -176,15 +182,37 @@ def flash_hbm(cfg: AttentionConfig, trace: bool = False) -> HbmTraffic:
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
     kv_rows = int(key_rows_per_query_tile(cfg).sum())     # key rows loaded, over all (i, j)
     qo = bh * cfg.seq_q * d * e
+    o = bh * cfg.seq_q * d * cfg.io_itemsize              # FP8: e4m3 in, bfloat16 out
     kv = bh * kv_rows * d * e
     lse = bh * cfg.seq_q * 4
-    parts = {"read Q": qo, "read K": kv, "read V": kv, "write O": qo, "write lse": lse}
-    written = qo + lse
+    parts = {"read Q": qo, "read K": kv, "read V": kv, "write O": o, "write lse": lse}
+    written = o + lse
     if trace:
         tb = trace_array_bytes(cfg)
         parts["write trace"] = tb
         written += tb
     return HbmTraffic(read=qo + 2 * kv, written=written, parts=parts)
+
+
+def fp8_scale_bytes(cfg: AttentionConfig) -> int:
+    """The FP8 scales, float32: one per Q tile and per K and V tile of each (batch, head)."""
+    return 4 * cfg.bh * (cfg.Tr + 2 * cfg.Tc)
+
+
+def fp8_quantize_hbm(cfg: AttentionConfig) -> HbmTraffic:
+    """The FP8 kernel's quantize pass before its forward (flash_hbm): it reads q, k, v in
+    their 16-bit dtype and writes Q8, K8, V8 (1 byte an element; V8 transposed at no extra
+    bytes) and the scales. Per-tile amax is found in the same pass (a tile's rows are read
+    once); per-tensor scaling reads each tensor once more for its amax, counted here too."""
+    bh, d, e = cfg.bh, cfg.head_dim, cfg.io_itemsize
+    elems = {"Q": bh * cfg.seq_q * d, "K": bh * cfg.seq_k * d, "V": bh * cfg.seq_k * d}
+    parts = {f"read {n}": x * e for n, x in elems.items()}
+    if cfg.fp8_scaling == "tensor":
+        parts |= {f"read {n} (amax)": x * e for n, x in elems.items()}
+    parts |= {f"write {n}8": x for n, x in elems.items()}
+    parts["write scales"] = fp8_scale_bytes(cfg)
+    written = sum(elems.values()) + fp8_scale_bytes(cfg)
+    return HbmTraffic(read=sum(parts.values()) - written, written=written, parts=parts)
 
 
 def query_rows_per_key_tile(cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -261,6 +289,9 @@ def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool = False,
         return naive_hbm(cfg).total
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
     total = bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * e + 4 * bh * cfg.seq_q
+    if cfg.is_fp8:          # the quantize pass, then Q8, K8, V8 read once, O in bfloat16
+        total = (fp8_quantize_hbm(cfg).total + bh * (cfg.seq_q + 2 * cfg.seq_k) * d * e
+                 + bh * cfg.seq_q * d * cfg.io_itemsize + 4 * bh * cfg.seq_q)
     if trace:
         total += trace_array_bytes(cfg) + SCHEDULE_RECORD_BYTES * bh * cfg.Tr
     return total
@@ -293,6 +324,10 @@ def peak_memory(cfg: AttentionConfig, algorithm: str, trace: bool = False,
         return backward_peak_memory(cfg, algorithm, trace)
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
     base = bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * e + bh * cfg.seq_q * 4
+    if cfg.is_fp8:          # q, k, v and O in bfloat16 beside Q8, K8, V8 and the scales
+        base = (bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * cfg.io_itemsize
+                + bh * (cfg.seq_q + 2 * cfg.seq_k) * d * e + fp8_scale_bytes(cfg)
+                + bh * cfg.seq_q * 4)
     if algorithm == "naive":
         return base + 2 * bh * cfg.seq_q * cfg.seq_k * e
     if trace:

@@ -4,7 +4,7 @@ layouts of engine.model.iomodel, the compile facts, the app's names and the test
 
 Pure Python (no CuPy, no backend import): a row names its launcher module as a string.
 
-Keys, one spelling each: "teaching", "mma.sync", "wgmma", "naive_softmax" (forward);
+Keys, one spelling each: "teaching", "mma.sync", "wgmma", "wgmma fp8", "naive_softmax" (forward);
 "backward teaching", "backward mma.sync", "backward wgmma", "naive_backward" (backward);
 "decode" (one Flash-Decoding step). The recorded compile facts name kernels by these keys.
 
@@ -14,6 +14,8 @@ The public `kernel=` values of engine.run ("teaching", "tensorcore") are familie
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .config import FP8_DTYPES
 
 DIRECTIONS = ("forward", "backward", "decode")
 TC_DTYPES = ("float16", "bfloat16")
@@ -104,6 +106,16 @@ KERNELS = (
            hopper_only=True, traceable=True, family="tensorcore", smem_layout="wgmma",
            chart_name="flash, tensor core (wgmma)",
            shapes=((64, 128, 128), (128, 128, 64), (128, 128, 128))),
+    # The same source built with -DFP8=1: its quantize kernel first (a scale per tile or per
+    # tensor, e4m3 bytes, V written transposed, its keys permuted within groups of 16 to the
+    # order of P's register fragment), then the forward on FP8 wgmma (docs/DESIGN.md, "The FP8
+    # forward contract"); the NumPy emulation is engine.cpu.fp8.
+    Kernel("wgmma fp8", "forward", "hopper/flash_wgmma.cu", ("flash_wgmma", "quantize_fp8"),
+           "engine.gpu.launchers.wgmma_fp8",
+           "Tensor-core kernel, Hopper wgmma FP8 (forward)", FP8_DTYPES, 9.0,
+           hopper_only=True, traceable=True, family="tensorcore", smem_layout="wgmma fp8",
+           chart_name="flash, tensor core (wgmma FP8)",
+           shapes=((64, 128, 128), (128, 128, 128))),
     Kernel("naive_softmax", "forward", "baselines/naive_softmax.cu", ("row_softmax",),
            "engine.gpu.naive", "Naive attention: row softmax (forward)", ALL_DTYPES, 7.5),
     Kernel("backward teaching", "backward", "teaching/flash_backward_teaching.cu",
@@ -151,7 +163,8 @@ FAMILIES = {
                        ("teaching",), ("backward teaching",)),
     "tensorcore": Family("tensorcore", "tensor-core kernel",
                          "flash, tensor core (mma.sync/wgmma)",
-                         ("wgmma", "mma.sync"), ("backward wgmma", "backward mma.sync")),
+                         ("wgmma", "mma.sync", "wgmma fp8"),
+                         ("backward wgmma", "backward mma.sync")),
 }
 
 SMEM_LAYOUTS = (tuple(k.smem_layout for k in KERNELS if k.smem_layout)
@@ -170,6 +183,12 @@ def builds(family: str, direction: str = "forward") -> tuple[Kernel, ...]:
     """The builds of a kernel= family in one direction, in dispatch order."""
     fam = FAMILIES[family]
     return tuple(BY_KEY[k] for k in (fam.forward if direction == "forward" else fam.backward))
+
+
+def fp8_builds() -> tuple[Kernel, ...]:
+    """The builds that take an FP8 dtype (engine.model.config.FP8_DTYPES): the forward ones
+    engine.run reaches with an FP8 config, whatever its kernel= value."""
+    return tuple(k for k in KERNELS if set(k.dtypes) & set(FP8_DTYPES))
 
 
 def family_names() -> dict[str, str]:

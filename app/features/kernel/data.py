@@ -18,9 +18,10 @@ MAX_BLOCKS_DRAWN = 20000
 
 
 # The kernels the Kernel page shows, forward then backward: rows of the kernel registry, whose
-# keys the compile facts (live and recorded) use and whose labels the page shows.
+# keys the compile facts (live and recorded) use and whose labels the page shows; the builds of
+# the sidebar's dtypes (the FP8 build, of its own source's file, belongs to the FP8 lesson).
 KERNEL_SOURCES = tuple(k for d in ("forward", "backward") for k in registry.KERNELS
-                       if k.direction == d)
+                       if k.direction == d and set(k.dtypes) & set(engine.DTYPES))
 BY_KEY = {k.key: k for k in KERNEL_SOURCES}
 
 
