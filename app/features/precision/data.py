@@ -230,6 +230,41 @@ def variant_configs(cfg: engine.AttentionConfig, preset: str) -> tuple:
     return tuple(source.with_(**changes) for changes in VARIANTS.values())
 
 
+def fp8_kernel_note(cfg: engine.AttentionConfig) -> str:
+    """Whether a Hopper GPU would run this config's FP8 runs on the FP8 kernel (the catalog's
+    fp8_build), in words: its name, or the catalog's reason it would not."""
+    from engine.model import catalog
+    fp8 = source_config(cfg).with_(**VARIANTS["FP8 per-tile"])
+    try:
+        build = catalog.fp8_build(fp8, hopper=True)
+    except ValueError as exc:
+        return f"A Hopper GPU would run the emulation too: {exc}"
+    return f"On a Hopper GPU the FP8 runs of this config take the {build.chart_name} kernel."
+
+
+def where_text(backends: dict[str, str], refusals: dict[str, str], device: str,
+               kernel_note: str) -> str:
+    """Where the compared runs ran, in words: backends (variant -> "numpy" or "cupy"),
+    refusals (variant -> why the GPU did not run it, when it was asked to), the device's name
+    and fp8_kernel_note."""
+    gpu = [v for v, b in backends.items() if b == "cupy"]
+    cpu = [v for v, b in backends.items() if b != "cupy"]
+    if not gpu and not refusals:
+        return (f"Computed by the CPU emulation (NumPy), emulating "
+                f"{device.removeprefix('CPU emulation of ')}: fp16 and bf16 by the flash "
+                f"loop's emulation, FP8 by the emulation of the Hopper FP8 kernel (its "
+                f"quantization bit for bit, its order of operations). {kernel_note}")
+    text = (f"Computed on the GPU, {device}: {', '.join(gpu)}"
+            + (" (FP8 on the Hopper FP8 kernel)." if any("FP8" in v for v in gpu) else ".")
+            if gpu else f"The GPU ({device}) ran none of these runs.")
+    if cpu:
+        why = next(iter(refusals.values()), "")
+        text += (f" {', '.join(cpu)}: the CPU emulation (NumPy) instead, which quantizes as the "
+                 f"FP8 kernel does and follows its order of operations"
+                 + (f", since the GPU refused: {why}" if why else "."))
+    return text
+
+
 def error_tables(cfg: engine.AttentionConfig,
                  errors_by_preset: dict[str, dict[str, tuple]]) -> tuple[pd.DataFrame,
                                                                          pd.DataFrame]:

@@ -42,7 +42,7 @@ if problem:
     st.stop()
 
 # ---- the runs: every variant on every preset --------------------------------------------
-errors_by_preset, fp8_runs, fallback = {}, {}, None
+errors_by_preset, fp8_runs, backends, refusals = {}, {}, {}, {}
 for preset in data.PRESETS:
     runs = data.variant_configs(cfg, preset)
     out = guarded(runner.compare, data.source_config(cfg, preset), runs, s.backend, s.kernel)
@@ -53,23 +53,12 @@ for preset in data.PRESETS:
         variant: (tile_errors(run_cfg, res.output, reference), rmse(res.output, reference))
         for variant, run_cfg, res in zip(data.VARIANTS, runs, results)}
     fp8_runs[preset] = {v: r for v, r in zip(data.VARIANTS, results) if r.fp8 is not None}
-    fallback = fallback or next((n for n in run_notes if n), None)
+    for variant, res, note in zip(data.VARIANTS, results, run_notes):
+        backends.setdefault(variant, res.backend)
+        if note:
+            refusals.setdefault(variant, note)
 errors, rmse_rows = data.error_tables(cfg, errors_by_preset)
-fp8_backend = next(iter(fp8_runs[cfg.inputs].values())).backend
-
-if fp8_backend == "cupy":
-    where = (f"FP8 runs measured on the GPU: {s.device.name}, the Hopper FP8 kernel; fp16 "
-             f"and bf16 on its 16-bit kernel.")
-elif s.on_gpu:
-    where = (f"This page shows the CPU emulation (NumPy) of the FP8 kernel, not the GPU: "
-             f"{fallback or 'the GPU did not run FP8.'} The emulation quantizes exactly as "
-             f"the Hopper kernel does and follows its order of operations.")
-else:
-    where = (f"Computed by the CPU emulation (NumPy), emulating "
-             f"{s.device.name.removeprefix('CPU emulation of ')}: fp16 and bf16 by the "
-             f"flash loop's emulation, FP8 by the emulation of the Hopper FP8 kernel (its "
-             f"quantization bit for bit, its order of operations); the FP8 kernel needs a "
-             f"Hopper GPU (compute capability 9.0).")
+where = data.where_text(backends, refusals, s.device.name, data.fp8_kernel_note(cfg))
 
 # ---- 3. the main chart: error against float64 -------------------------------------------
 with on_stage(slot, "error"):
