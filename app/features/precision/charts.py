@@ -154,7 +154,7 @@ def p_range_chart(ranges: pd.DataFrame, e4m3: dict, width: int = 620) -> alt.Lay
     limit = alt.Chart(said).mark_rule(color=ALARM, strokeDash=[6, 4], strokeWidth=2).encode(
         x="x:Q", tooltip=[alt.Tooltip("text:N", title="e4m3 saturates at")])
     limit_text = alt.Chart(said).mark_text(
-        color=ALARM, fontSize=FONT["text"], fontWeight="bold", align="right", dx=-4,
+        color=INK, fontSize=FONT["text"], fontWeight="bold", align="right", dx=-4,
         baseline="top", dy=2).encode(x="x:Q", y=alt.value(0), text="text:N")
     y = alt.Y("way:N", title=None, sort=list(ranges.way), axis=alt.Axis(labelLimit=300))
     bars = alt.Chart(ranges).mark_bar(height=18, color=TILE_COLORS["S_ij"]).encode(

@@ -43,15 +43,15 @@ if problem:
 
 # ---- the runs: every variant on every preset --------------------------------------------
 errors_by_preset, fp8_runs, backends, refusals = {}, {}, {}, {}
-for preset in data.PRESETS:
-    runs = data.variant_configs(cfg, preset)
-    out = guarded(runner.compare, data.source_config(cfg, preset), runs, s.backend, s.kernel)
-    if out is None:
-        st.stop()
-    reference, results, run_notes = out
+runs = {preset: data.variant_configs(cfg, preset) for preset in data.PRESETS}
+compared = guarded(runner.compare, tuple(data.source_config(cfg, p) for p in data.PRESETS),
+                   tuple(runs.values()), s.backend, s.kernel)
+if compared is None:
+    st.stop()
+for preset, (reference, results, run_notes) in zip(data.PRESETS, compared):
     errors_by_preset[preset] = {
         variant: (tile_errors(run_cfg, res.output, reference), rmse(res.output, reference))
-        for variant, run_cfg, res in zip(data.VARIANTS, runs, results)}
+        for variant, run_cfg, res in zip(data.VARIANTS, runs[preset], results)}
     fp8_runs[preset] = {v: r for v, r in zip(data.VARIANTS, results) if r.fp8 is not None}
     for variant, res, note in zip(data.VARIANTS, results, run_notes):
         backends.setdefault(variant, res.backend)
@@ -121,13 +121,10 @@ threshold_choice = linked_choice(st.columns([2, 3])[0], "rescale-skip threshold 
                                  "pr_threshold", list(data.THRESHOLD_CHOICES), "off")
 threshold = None if threshold_choice == "off" else float(threshold_choice)
 fp8_cfg = data.source_config(cfg).with_(**data.VARIANTS["FP8 per-tile"])
-kernel_run = guarded(runner.fp8_head, fp8_cfg, b, h, None)
-if kernel_run is None:
+head_runs = guarded(runner.fp8_head, fp8_cfg, b, h, (None, *map(float, data.THRESHOLDS)))
+if head_runs is None:
     st.stop()
-chosen = kernel_run if threshold is None else guarded(runner.fp8_head, fp8_cfg, b, h,
-                                                       threshold)
-if chosen is None:
-    st.stop()
+kernel_run, chosen = head_runs[None], head_runs[threshold]
 s_head = data.head_scores(cfg, q, k, b, h)
 ranges = data.p_ranges(cfg, s_head, kernel_run, None if threshold is None else chosen,
                        threshold)
@@ -152,7 +149,7 @@ st.caption(
     "2^threshold, so with FP8's P the threshold has to stay below log2 464 ≈ 8.86. "
     "The threshold is the CPU emulation's option (engine.facade.fp8_emulate), on this one "
     "head; the kernels always rescale.")
-sweep = {t: runner.fp8_head(fp8_cfg, b, h, float(t)) for t in data.THRESHOLDS}
+sweep = {t: r for t, r in head_runs.items() if t is not None}
 chart(charts.threshold_chart, data.threshold_sweep(sweep, kernel_run), threshold,
       e4m3_log2_max=math.log2(data.E4M3_SATURATES_ABOVE))
 
