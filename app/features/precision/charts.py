@@ -21,7 +21,7 @@ FORMAT_COLORS = {"fp32": INK, "fp16": TILE_COLORS["Q_i"], "bf16": TILE_COLORS["O
                  "e4m3": ALARM, "e5m2": TILE_COLORS["S_ij"]}
 TENSOR_SCHEMES = {"Q": "blues", "K": "oranges", "V": "greens"}
 PANEL = 195             # plot width of one of three panels side by side at 1280 px
-HALF = 330              # plot width of one of two charts side by side
+HALF = 290              # plot width of one of two charts side by side at 1280 px
 LABEL_PX = 12
 
 
@@ -132,7 +132,7 @@ def rmse_chart(rmse: pd.DataFrame, width: int = 440) -> alt.LayerChart:
 
 
 # ---- 4. saturation: P from the running max ------------------------------------------------
-def p_range_chart(ranges: pd.DataFrame, e4m3: dict, width: int = 620) -> alt.LayerChart:
+def p_range_chart(ranges: pd.DataFrame, e4m3: dict, width: int = 500) -> alt.LayerChart:
     """The range of P's values (ranges: way, lo, hi as log2 of the smallest positive and the
     largest value, saturated: elements past e4m3's largest) against e4m3's range: its normal
     numbers (dark band), subnormals (light band), and 448, past which the cast saturates."""
@@ -196,7 +196,7 @@ def threshold_chart(sweep: pd.DataFrame, chosen: float | None, width: int = HALF
     sat = alt.Chart(sweep).mark_line(point=True, color=ALARM, strokeWidth=2.5).encode(
         x=x, y=alt.Y("saturated:Q", title="P elements past 448",
                      scale=alt.Scale(domain=[0, top]),
-                     axis=alt.Axis(format="~s", tickMinStep=1)),
+                     axis=alt.Axis(format=",d", tickMinStep=1)),
         tooltip=[alt.Tooltip("threshold:Q"), alt.Tooltip("saturated:Q", format=",")])
     left = alt.layer(saved, *rules, width=width, height=200,
                      title="Rescales skipped")
@@ -206,7 +206,7 @@ def threshold_chart(sweep: pd.DataFrame, chosen: float | None, width: int = HALF
 
 
 # ---- 5. overflow of naive softmax in each format ----------------------------------------
-def overflow_chart(sweep: pd.DataFrame, width: int = 620) -> alt.LayerChart:
+def overflow_chart(sweep: pd.DataFrame, width: int = 560) -> alt.LayerChart:
     """The share of query rows whose naive softmax overflows, over a growing multiplier of
     the scores (sweep: multiplier, format, rows_overflowing), a line per format (formats with
     the same curve drawn as one, named together), and the kernels' exp in float32 of

@@ -129,12 +129,13 @@ s_head = data.head_scores(cfg, q, k, b, h)
 ranges = data.p_ranges(cfg, s_head, kernel_run, None if threshold is None else chosen,
                        threshold)
 m1, m2, m3 = st.columns(3)
-m1.metric("rescales done", f"{chosen.fp8.rescales:,}",
-          help=f"of {kernel_run.fp8.rescales:,} with the kernels' rule (the max moves "
-               f"whenever a tile's max passes it)")
+m1.metric("rescales saved", f"{max(kernel_run.fp8.rescales - chosen.fp8.rescales, 0):,}",
+          help=f"of {kernel_run.fp8.rescales:,} rescales with the kernels' rule (the max "
+               f"moves whenever a tile's max passes it); {chosen.fp8.rescales:,} done here")
 m2.metric("P elements past 448", f"{chosen.fp8.saturated['p']:,}",
           help=f"elements of P above {data.E4M3_SATURATES_ABOVE:g}, which the saturating "
-               f"cast clamps to {data.E4M3.max:g}")
+               f"cast clamps to {data.E4M3.max:g} (up to {data.E4M3_SATURATES_ABOVE:g} they "
+               f"round to {data.E4M3.max:g} anyway)")
 m3.metric("largest P", f"2^{ranges.hi.iloc[-1]:.2f}",
           help="log2 of the largest P this head formed")
 chart(charts.p_range_chart, ranges, data.e4m3_band())
