@@ -8,6 +8,9 @@ import pandas as pd
 
 from app.core.legible import fit_label, ink_on, log_ticks, scale_position, scheme_color
 from app.core.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, wrap_title
+from engine.model.formats import E4M3_MAX, E4M3_SATURATES_ABOVE
+
+TOP = f"{E4M3_MAX:g}"         # e4m3's largest number, as the charts write it: 448
 
 # one colour per variant of the error charts, the same on every chart of the page
 VARIANT_COLORS = {
@@ -72,7 +75,7 @@ def scales_chart(scales: pd.DataFrame, title: str, width: int = 760) -> alt.Laye
     rects = base.mark_rect(stroke="white", strokeWidth=1).encode(
         color=alt.Color("fill:N", scale=None),
         tooltip=[alt.Tooltip("tensor:N"), alt.Tooltip("tile:O"), alt.Tooltip("rows:N"),
-                 alt.Tooltip("scale:Q", format=".4g", title="scale = amax / 448"),
+                 alt.Tooltip("scale:Q", format=".4g", title=f"scale = amax / {TOP}"),
                  alt.Tooltip("amax:Q", format=".4g", title="largest |x| (amax)")])
     text = base.mark_text(fontSize=LABEL_PX, baseline="middle").encode(
         text="label:N", color=alt.Color("ink:N", scale=None))
@@ -162,25 +165,28 @@ def p_range_chart(ranges: pd.DataFrame, e4m3: dict, width: int = 500) -> alt.Lay
         tooltip=[alt.Tooltip("way:N", title="P"),
                  alt.Tooltip("lo:Q", format=".2f", title="log2 of the smallest P > 0"),
                  alt.Tooltip("hi:Q", format=".2f", title="log2 of the largest P"),
-                 alt.Tooltip("saturated:Q", format=",", title="elements past 448")])
+                 alt.Tooltip("saturated:Q", format=",", title=f"elements past {TOP}")])
     over = alt.Chart(ranges).transform_filter("datum.saturated > 0").mark_point(
         shape="triangle-right", filled=True, size=160, color=ALARM).encode(
         x=alt.X("hi:Q", scale=x_scale), y=y)
-    chart = alt.layer(band, bars, over, limit, limit_text, width=width, height=40 * max(len(ranges), 1),
+    chart = alt.layer(band, bars, over, limit, limit_text, width=width,
+                      height=40 * max(len(ranges), 1),
                       title="The values of P against e4m3's range")
     return finish(chart)
 
 
 def threshold_chart(sweep: pd.DataFrame, chosen: float | None, width: int = HALF,
-                    e4m3_log2_max: float = math.log2(448)) -> alt.HConcatChart:
+                    bound: float = E4M3_SATURATES_ABOVE) -> alt.HConcatChart:
     """Over the rescale-skip threshold (sweep: threshold in log2 units, saved: the share of
     rescales skipped, saturated: P elements past 448): left, the rescales saved; right, the P
-    elements that saturate when cast to e4m3; the chosen threshold and log2 448 as rules."""
+    elements that saturate when cast to e4m3; the chosen threshold and log2 of `bound` (P
+    past it saturates: 464, what rounds to 448 anyway ends there) as rules."""
     x = alt.X("threshold:Q", title="threshold (log2 units)",
               scale=alt.Scale(domain=[float(sweep.threshold.min()),
                                       float(sweep.threshold.max())], nice=False))
-    rules = [alt.Chart(pd.DataFrame({"threshold": [e4m3_log2_max],
-                                     "what": ["log2 448: P may pass 448 beyond"]}))
+    rules = [alt.Chart(pd.DataFrame({"threshold": [math.log2(bound)],
+                                     "what": [f"log2 {bound:g} = {math.log2(bound):.2f}: "
+                                              f"beyond, P may saturate"]}))
              .mark_rule(color=ALARM, strokeDash=[6, 4], strokeWidth=2)
              .encode(x="threshold:Q", tooltip=[alt.Tooltip("what:N", title="")])]
     if chosen is not None:
@@ -194,14 +200,14 @@ def threshold_chart(sweep: pd.DataFrame, chosen: float | None, width: int = HALF
                  alt.Tooltip("rescales:Q", format=",", title="rescales done")])
     top = max(float(sweep.saturated.max()), 1.0)
     sat = alt.Chart(sweep).mark_line(point=True, color=ALARM, strokeWidth=2.5).encode(
-        x=x, y=alt.Y("saturated:Q", title="P elements past 448",
+        x=x, y=alt.Y("saturated:Q", title=f"P elements past {TOP}",
                      scale=alt.Scale(domain=[0, top]),
                      axis=alt.Axis(format=",d", tickMinStep=1)),
         tooltip=[alt.Tooltip("threshold:Q"), alt.Tooltip("saturated:Q", format=",")])
     left = alt.layer(saved, *rules, width=width, height=200,
                      title="Rescales skipped")
     right = alt.layer(sat, *rules, width=width, height=200,
-                      title="P saturating at 448 in e4m3")
+                      title=f"P saturating at {TOP} in e4m3")
     return finish(alt.hconcat(left, right))
 
 

@@ -19,6 +19,7 @@ FORMATS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "e4m3": "fl
 OVERFLOW_FORMATS = ("fp32", "fp16", "bf16", "e4m3")
 KERNEL_SERIES = "kernel: exp in float32 of s − running max"
 E4M3 = formats.number_format("float8_e4m3")
+FP16 = formats.number_format("float16")
 
 
 # where each format appears in attention here (the kernels and the FP8 path of this project)

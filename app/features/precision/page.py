@@ -9,7 +9,7 @@ import streamlit as st
 from app.core import runner
 from app.core.deck_view import takeaway
 from app.core.takeaways import precision as precision_takeaway
-from app.core.ui import (chart, guarded, linked_choice, linked_number, linked_radio, notes,
+from app.core.ui import (chart, guarded, linked_choice, linked_number, linked_radio,
                          on_stage, stage, usable_settings)
 from app.features.precision import charts, data
 from engine.facade import rmse, tile_errors
@@ -19,20 +19,19 @@ s = usable_settings()
 slot = stage()
 cfg = s.cfg
 
+E4M3, FP16, BOUND = data.E4M3, data.FP16, data.E4M3_SATURATES_ABOVE
 st.markdown(
-    "Attention's inputs and output can be held in fewer bits than float32: **fp16** and "
-    "**bf16** (16 bits) halve the bytes, **FP8** (e4m3: 8 bits, 3 mantissa bits, largest "
-    "number 448) halves them again and doubles the tensor cores' rate on Hopper. FP8 needs a "
-    "**scale**: each tile of Q, K and V is divided by its largest magnitude over 448 before "
-    "the cast, so the tile fills e4m3's range; a random **Hadamard rotation** of Q and K "
-    "spreads rare large entries over the whole head dimension first (QKᵀ is unchanged: the "
-    "rotation is orthogonal). Inside, the kernels keep S, exp and the running max and sum "
-    "in **float32**, and form P = exp(s − running max) ≤ 1 before P meets the 8-bit format.")
-st.caption(f"Shapes, tiles, mask, logit scale and seed come from the sidebar "
-           f"({cfg.batch} × {cfg.heads} heads, N_q = {cfg.seq_q:,}, N_k = {cfg.seq_k:,}, "
-           f"d = {cfg.head_dim}, {cfg.block_q} × {cfg.block_k} tiles); every format is run "
-           f"here, whatever the sidebar's dtype. Every run starts from the same float32 "
-           f"draws, and every error is against float64 attention of those draws.")
+    f"**fp16** and **bf16** halve float32's bytes; **FP8** (e4m3: {E4M3.mantissa_bits} "
+    f"mantissa bits, largest number {E4M3.max:g}) halves them again and doubles Hopper's "
+    "tensor-core rate, once each tile of "
+    "Q, K and V is **scaled** into e4m3's range (a random **Hadamard rotation** of Q and K, "
+    "which leaves QKᵀ as it was, spreads rare large entries first). The kernels keep S, exp "
+    "and the running max and sum in **float32** and form P = exp(s − running max) ≤ 1 before "
+    "P is cast.")
+st.caption(f"Shapes, tiles, mask, logit scale and seed from the sidebar ({cfg.batch} × "
+           f"{cfg.heads} heads, N_q = {cfg.seq_q:,}, N_k = {cfg.seq_k:,}, d = {cfg.head_dim}, "
+           f"{cfg.block_q} × {cfg.block_k} tiles); every format runs here whatever the "
+           f"sidebar's dtype, from the same float32 draws, against float64 attention of them.")
 
 problem = data.size_problem(cfg)
 if problem:
@@ -65,16 +64,15 @@ with on_stage(slot, "error"):
     if not s.talk:
         st.subheader("Error against float64")
     takeaway(precision_takeaway(rmse_rows, cfg.inputs), "error")
-    above = st.container()
     chart(charts.error_chart, errors, **(dict(width=260) if s.talk else {}))
-    notes(above).markdown(
-        "The error of the output, as RMSE against float64 attention of the same draws, per "
-        "query tile: fp16 and bf16 round the inputs and the output; FP8 also rounds Q, K, V "
-        "to 3 mantissa bits after its scale, and P before P·V. On **outliers** inputs (0.1% "
-        "of entries about 10× larger) one scale per tensor is set by the outliers, so the "
-        "ordinary entries fall onto e4m3's coarse low end: a scale per tile confines the "
-        "damage to the tiles holding outliers, and the rotation spreads each outlier over "
-        "the head dimension before the scale is taken.")
+st.caption(
+    "RMSE against float64 per query tile: fp16 and bf16 round the inputs and the output; FP8 "
+    f"also rounds Q, K, V to {E4M3.mantissa_bits} mantissa bits after their scale, and P "
+    "before P·V. On "
+    "**outliers** inputs (0.1% of entries about 10× larger) one scale per tensor is set by "
+    "the outliers, so the ordinary entries fall onto e4m3's coarse low end: a scale per tile "
+    "confines that to the tiles holding outliers, and the rotation spreads each outlier over "
+    "the head dimension before the scale is taken.")
 st.info(where)
 chart(charts.rmse_chart, rmse_rows)
 st.dataframe(data.rmse_table(rmse_rows))
@@ -86,7 +84,7 @@ st.subheader("The number formats")
 st.dataframe(data.shown_numbers(data.formats_table()), hide_index=True)
 st.caption("From NumPy's and ml_dtypes' finfo (engine.model.formats). Epsilon is the gap "
            "from 1 to the next number: a rounding errs by up to half of it, relative. e4m3 "
-           "has no infinity: the FP8 kernels' cast saturates at 448 instead.")
+           f"has no infinity: the FP8 kernels' cast saturates at {E4M3.max:g} instead.")
 
 c1, c2, _ = st.columns([1, 1, 2])
 b = linked_number(c1, "batch index", "pr_batch", 0, cfg.batch - 1, 0)
@@ -97,7 +95,7 @@ st.markdown(f"**What overflows where**, batch {b}, head {h} of this config ({cfg
             f"inputs): the largest magnitude of each stage of attention against each format.")
 st.dataframe(data.shown_numbers(data.stages_table(data.stage_values(cfg, q, k, v, b, h)),
                                 ("largest here",)), hide_index=True)
-st.caption(f"fp16's scores overflow past 65504, e4m3 saturates at {data.E4M3.max:g}. exp(s) "
+st.caption(f"fp16's scores overflow past {FP16.max:g}, e4m3 saturates at {E4M3.max:g}. exp(s) "
            f"without the max would need far more range than e4m3 or fp16 have, which is why "
            f"every kernel here takes exp in float32, after subtracting the running max: "
            f"P ≤ 1 then fits e4m3 whatever the scores.")
@@ -109,7 +107,7 @@ info = fp8_runs[cfg.inputs][data.SCALE_CHOICES[shown]].fp8
 scales = data.scales_table(cfg, info, b, h)
 chart(charts.scales_chart, scales,
       f"Scales of batch {b}, head {h}: {data.SCALE_CHOICES[shown]} ({cfg.inputs} inputs)")
-st.caption(f"scale = amax / {data.E4M3.max:g} of each tile (x ≈ scale · x8): "
+st.caption(f"scale = amax / {E4M3.max:g} of each tile (x ≈ scale · x8): "
            f"{data.scales_text(scales, info.scaling)}. Q has a scale per query tile of "
            f"{cfg.block_q} rows, K and V one per key tile of {cfg.block_k} rows; a tile "
            f"with an outlier gets a larger scale, which coarsens only its own entries."
@@ -132,10 +130,10 @@ m1, m2, m3 = st.columns(3)
 m1.metric("rescales saved", f"{max(kernel_run.fp8.rescales - chosen.fp8.rescales, 0):,}",
           help=f"of {kernel_run.fp8.rescales:,} rescales with the kernels' rule (the max "
                f"moves whenever a tile's max passes it); {chosen.fp8.rescales:,} done here")
-m2.metric("P elements past 448", f"{chosen.fp8.saturated['p']:,}",
-          help=f"elements of P above {data.E4M3_SATURATES_ABOVE:g}, which the saturating "
-               f"cast clamps to {data.E4M3.max:g} (up to {data.E4M3_SATURATES_ABOVE:g} they "
-               f"round to {data.E4M3.max:g} anyway)")
+m2.metric(f"P elements past {E4M3.max:g}", f"{chosen.fp8.saturated['p']:,}",
+          help=f"elements of P above {BOUND:g}, which the saturating "
+               f"cast clamps to {E4M3.max:g} (up to {BOUND:g} they "
+               f"round to {E4M3.max:g} anyway)")
 m3.metric("largest P", f"2^{ranges.hi.iloc[-1]:.2f}",
           help="log2 of the largest P this head formed")
 chart(charts.p_range_chart, ranges, data.e4m3_band())
@@ -143,16 +141,17 @@ st.markdown(data.threshold_text(kernel_run, chosen if threshold is not None else
                                 threshold))
 st.caption(
     "Without the max subtracted, exp(s) spans far more than e4m3 holds: large scores "
-    "saturate at 448 and small ones round to 0. With the running max, P ≤ 1, the top of "
-    "e4m3's range; what the max leaves tiny goes subnormal or to 0, where it adds little "
+    f"saturate at {E4M3.max:g} and small ones round to 0. With the running max, P ≤ 1, the "
+    "top of e4m3's range; what the max leaves tiny goes subnormal or to 0, where it adds little "
     "to the sum. FlashAttention-4's conditional rescaling skips the rescale unless the max "
     "rose by more than a threshold, saving the multiply of O and l; P may then reach "
-    "2^threshold, so with FP8's P the threshold has to stay below log2 464 ≈ 8.86. "
+    f"2^threshold, so with FP8's P the threshold has to stay below log2 {BOUND:g} ≈ "
+    f"{math.log2(BOUND):.2f}. "
     "The threshold is the CPU emulation's option (engine.facade.fp8_emulate), on this one "
     "head; the kernels always rescale.")
 sweep = {t: r for t, r in head_runs.items() if t is not None}
 chart(charts.threshold_chart, data.threshold_sweep(sweep, kernel_run), threshold,
-      e4m3_log2_max=math.log2(data.E4M3_SATURATES_ABOVE))
+      bound=BOUND)
 
 # ---- 5. overflow of naive softmax in every format -----------------------------------------
 st.subheader("Naive softmax in each format: where exp overflows")
