@@ -9,14 +9,22 @@ bench_*.json, kind "bench" of engine.recorded's schema).
 The file is rewritten after every configuration, so an interrupted sweep keeps what it
 measured. Sizes whose naive S and P (backward: P, dP and dS) would not fit in free GPU memory
 are skipped with a note, never attempted.
+
+Forward lines are validated before they are timed: the same build on a shorter run of the
+configuration (batch 1, 2 heads, N at most VALIDATE_N) against float64 attention of the same
+inputs; a line whose error passes its dtype's limit (validation_limit) is refused and
+skipped, never recorded. Each record keeps its validation (error, limit, N). dtype float8_e4m3
+times the FP8 build (--kernels tensorcore) alone: the other lines take 16-bit inputs.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from engine.inputs import make_dout, make_inputs
-from engine.model.config import BLOCK_SIZES, DIRECTIONS, DTYPES, AttentionConfig
+from engine.model.config import BLOCK_SIZES, CONFIG_DTYPES, DIRECTIONS, AttentionConfig
 from engine.model.units import format_bytes
 from engine.results import timing_record
 
@@ -69,6 +77,64 @@ def bench_one(cfg, line, args, inputs):
                          inputs, direction=args.direction)
 
 
+VALIDATE_N = 1024
+# Relative error (Frobenius) of a 16-bit line's output against float64: float16 keeps 11
+# significant bits and bfloat16 8, and P is rounded to that dtype before P·V; float32 lines
+# (tf32 in PyTorch's math line aside) land far below.
+VALIDATION_LIMITS = {"float32": 2e-3, "float16": 2e-3, "bfloat16": 8e-3}
+
+
+def attention64(cfg: AttentionConfig, q, k, v) -> np.ndarray:
+    """Float64 attention of q, k, v (B, H, N, d), causal top-left as the kernels."""
+    s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64))
+    s *= cfg.softmax_scale
+    if cfg.causal:
+        s[..., np.arange(cfg.seq_k)[None, :] > np.arange(cfg.seq_q)[:, None]] = -np.inf
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def rel_err(got, want) -> float:
+    got = np.asarray(got, dtype=np.float64).reshape(want.shape)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def validation_limit(cfg: AttentionConfig, q, k, v, O64) -> float:
+    """The error a line may have: VALIDATION_LIMITS by dtype; FP8, its emulation's own error
+    against float64 (the quantization's, which any correct FP8 kernel shares) plus a tenth
+    and 1e-3."""
+    if cfg.is_fp8:
+        from engine.cpu.fp8 import emulate
+        return 1.1 * rel_err(emulate(cfg, q, k, v).output, O64) + 1e-3
+    return VALIDATION_LIMITS[cfg.dtype]
+
+
+def line_output(cfg: AttentionConfig, line: str, q, k, v) -> np.ndarray:
+    """The line's forward output on q, k, v, on the GPU."""
+    import engine
+    if line in TORCH_LINES:
+        from engine.gpu.torch_reference import sdpa_output
+        return sdpa_output(cfg, line, q, k, v)
+    algorithm = "naive" if line == "naive" else "flash"
+    return engine.run(cfg, q, k, v, backend="cupy", algorithm=algorithm,
+                      kernel="teaching" if line == "naive" else line).output
+
+
+def validate(cfg: AttentionConfig, line: str) -> dict:
+    """The line's build on a shorter run of cfg against float64: {"rel_err", "limit", "seq"};
+    ValueError when the error passes the limit (the line is refused)."""
+    n = min(cfg.seq_q, VALIDATE_N)
+    small = cfg.with_(batch=1, heads=2, seq_q=n, seq_k=min(cfg.seq_k, VALIDATE_N))
+    q, k, v = make_inputs(small)
+    O64 = attention64(small, q, k, v)
+    err = rel_err(line_output(small, line, q, k, v), O64)
+    limit = validation_limit(small, q, k, v, O64)
+    if not err <= limit:                       # NaN fails too
+        raise ValueError(f"refused: on N={n} its output differs from float64 by {err:.2e} "
+                         f"(relative), over the limit {limit:.2e}; not timed")
+    return {"rel_err": err, "limit": limit, "seq": n}
+
+
 def naive_need(cfg: AttentionConfig, direction: str) -> int:
     from engine.model.iomodel import peak_memory
     return peak_memory(cfg, "naive", direction=direction)
@@ -90,6 +156,8 @@ def sweep(args) -> int:
     for cfg in cfgs:
         inputs = make_inputs(cfg) + ((make_dout(cfg),) if backward else ())
         for line in timed:
+            if cfg.is_fp8 and line != "tensorcore":
+                continue                      # the FP8 build is the tensor-core family's
             label = (f"{line} N={cfg.seq_q} d={cfg.head_dim} {cfg.dtype}"
                      f"{' causal' if cfg.causal else ''}{' backward' if backward else ''}")
             bar.step(label)
@@ -103,8 +171,12 @@ def sweep(args) -> int:
                               f"{format_bytes(free)} free")
             if reason is None:
                 try:
+                    checked = validate(cfg, line) if not backward else None
                     timing = bench_one(cfg, line, args, inputs)
-                    data["results"].append(timing_record(cfg, line, timing, args.direction))
+                    record = timing_record(cfg, line, timing, args.direction)
+                    if checked:
+                        record["validated"] = checked
+                    data["results"].append(record)
                 except (ValueError, RuntimeError, MemoryError) as exc:   # out of memory too:
                     reason = f"{type(exc).__name__}: {exc}"               # the sweep goes on
             if reason is not None:
@@ -134,7 +206,8 @@ def parser():
     b = job_parser(__doc__, "bench_sweep")
     b.add_argument("--seq", type=ints, required=True, help="sequence lengths, e.g. 256,512")
     b.add_argument("--head-dim", type=ints, default=[64])
-    b.add_argument("--dtype", type=names(DTYPES), default=["float16"])
+    b.add_argument("--dtype", type=names(CONFIG_DTYPES), default=["float16"],
+                   help="float32, float16, bfloat16 or float8_e4m3 (the FP8 build)")
     b.add_argument("--causal", type=causal_choice, default=[False], help="both, true or false")
     b.add_argument("--kernels", type=names(KERNEL_CHOICES), default=["naive", "teaching"],
                    help="naive, teaching, tensorcore, torch (adds the SDPA backends), or "

@@ -13,6 +13,10 @@
 #   forward-parity  the tensor-core forward against cuDNN and FA2 at B·H·N = 32k tokens,
 #                   128×128 tiles, d 64 and 128, float16 and bfloat16, causal and not
 #                   (parity_<gpu>.json); benchmarks.cudnn_parity's table last
+#   fp8-parity      the FP8 forward beside the project's float16 kernel, PyTorch's FA2 and
+#                   cuDNN (float16) on the forward-parity grid, each line validated against
+#                   float64 first, and the GPU's bfloat16 and FP8 matmul ceilings
+#                   (fp8_<gpu>_<date>.json, matmul_ceiling_<gpu>.json)
 #   tile-grid       every tile shape of the teaching and tensor-core kernels at N 4096, d 64
 #                   (tiles_<gpu>.json)
 #   decode-sweep    Flash-Decoding: split counts, paged caches and SDPA (decode_<gpu>_<date>.json)
@@ -32,7 +36,8 @@ usage() { sed -n '/^# Usage/,/^# change/p' benchmarks/gpu_run.sh; exit 2; }
 [ $# -gt 0 ] || usage
 for mode in "$@"; do
   case "$mode" in
-    gpu-tests|forward-sweep|backward-sweep|forward-parity|tile-grid|decode-sweep|kernel-page) ;;
+    gpu-tests|forward-sweep|backward-sweep|forward-parity|fp8-parity|tile-grid|decode-sweep) ;;
+    kernel-page) ;;
     server-load|browser-test) ;;
     *) echo "unknown mode: $mode"; usage ;;
   esac
@@ -105,6 +110,17 @@ for mode in "$@"; do
       summary+=("forward parity rc=$?")
       python3 -m benchmarks.cudnn_parity "$OUT/parity_${gpu}.json" > "$OUT/parity_table.txt" 2>&1
       cat "$OUT/parity_table.txt" ;;
+    fp8-parity)
+      timeout 120 python3 -m benchmarks.matmul_ceiling --out "$OUT/matmul_ceiling_${gpu}.json" \
+        > "$OUT/matmul_ceiling.log" 2>&1
+      summary+=("matmul ceilings rc=$?: $(tr '\n' ';' < "$OUT/matmul_ceiling.log")")
+      timeout "${FP8_S:-420}" "${sweep_limits[@]}" python3 -m benchmarks.bench_sweep \
+        "${grid32k[@]}" --dtype float16,float8_e4m3 --kernels tensorcore,torch_flash,torch_cudnn \
+        --out "$OUT/fp8_${gpu}_$(date -u +%F).json" > "$OUT/fp8.log" 2> "$OUT/fp8_progress.log"
+      summary+=("fp8 parity rc=$?")
+      python3 -m benchmarks.fp8_parity "$OUT/fp8_${gpu}_$(date -u +%F).json" \
+        > "$OUT/fp8_table.txt" 2>&1
+      cat "$OUT/fp8_table.txt" ;;
     tile-grid)
       timeout "${TILES_S:-200}" "${sweep_limits[@]}" python3 -m benchmarks.tile_grid --seq 4096 \
         --head-dim 64 --dtype float16 --out "$OUT/tiles_${gpu}.json" > "$OUT/tiles.log" 2>&1

@@ -161,6 +161,9 @@ def benchmark(cfg: AttentionConfig, algorithm: str = "flash", backend: str = "au
     _choose("direction", direction, DIRECTIONS)
     be = resolve_backend(backend)
     check_limits(cfg, algorithm=algorithm, trace=trace, direction=direction)
+    if cfg.is_fp8 and be == "cupy":       # the Hopper FP8 build only, as engine.run
+        from .gpu.runtime import check_arch
+        check_arch(cfg.dtype, kernel)
     if be == "numpy":
         from .cpu.timing import benchmark_numpy
         return benchmark_numpy(cfg, algorithm=algorithm, trace=trace, reps=reps, warmup=warmup,

@@ -11,10 +11,11 @@ from engine.gpu.launchers import wgmma
 from engine.gpu.runtime import GpuRunError
 from engine.model.config import ConfigError
 
-# cuda.h: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, _BFLOAT16; INTERLEAVE_NONE; SWIZZLE_128B;
-# L2_PROMOTION_L2_128B; FLOAT_OOB_FILL_NONE (out-of-bounds elements read as zeros)
-CUDA_H = {"float16": 6, "bfloat16": 9, "interleave": 0, "swizzle": 3, "l2_promotion": 2,
-          "oob_fill": 0}
+# cuda.h: CU_TENSOR_MAP_DATA_TYPE_FLOAT16, _BFLOAT16, _UINT8 (the FP8 build's e4m3 bytes);
+# INTERLEAVE_NONE; SWIZZLE_128B (SWIZZLE_64B: 2); L2_PROMOTION_L2_128B; FLOAT_OOB_FILL_NONE
+# (out-of-bounds elements read as zeros)
+CUDA_H = {"float16": 6, "bfloat16": 9, "uint8": 0, "interleave": 0, "swizzle": 3,
+          "l2_promotion": 2, "oob_fill": 0}
 
 
 @pytest.fixture
@@ -52,8 +53,17 @@ def test_arguments_of_a_map(driver, dtype, shape, box_rows):
         "interleave", "swizzle", "l2_promotion", "oob_fill")}
 
 
+@pytest.mark.parametrize("d, swizzle, code", [(128, 128, 3), (64, 64, 2)])
+def test_arguments_of_an_fp8_map(driver, d, swizzle, code):
+    """e4m3 bytes: one byte an element, a box of one swizzle span (d bytes at d = 64)."""
+    a = wgmma.tiled_map_args((4, 1000, d), "uint8", 128, box_columns=swizzle, swizzle=swizzle)
+    assert a.dims == (d, 1000, 4) and a.strides == (d, d * 1000)
+    assert a.box == (swizzle, 128, 1)
+    assert int(a.data_type) == CUDA_H["uint8"] and int(a.swizzle) == code
+
+
 def test_other_dtypes_are_refused(driver):
-    with pytest.raises(ConfigError, match="float16 or bfloat16, not float32"):
+    with pytest.raises(ConfigError, match="float16, bfloat16 or uint8, not float32"):
         wgmma.tiled_map_args((1, 128, 64), "float32", 64)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..model.config import FP8_INPUT_DTYPES, AttentionConfig, ConfigError
 from ..model.formats import E4M3_MAX, E4M3_SATURATES_ABOVE
+from ..model.rotation import hadamard, rotation_matrix, rotation_signs  # noqa: F401
 from ..model.tiles import first_query_tile, hidden, key_rows, processed_tiles
 from ..results import Fp8Info, Result, Trace
 
@@ -47,31 +48,13 @@ LOG2E32 = np.float32(LOG2E)
 
 
 # ---- quantization ---------------------------------------------------------------------
-def hadamard(d: int) -> np.ndarray:
-    """The d×d Sylvester Hadamard matrix (entries ±1, float64), d a power of two."""
-    if d < 1 or d & (d - 1):
-        raise ConfigError(f"the Hadamard rotation needs head_dim a power of two; got {d}.")
-    H = np.ones((1, 1))
-    while H.shape[0] < d:
-        H = np.block([[H, H], [H, -H]])
-    return H
-
-
-def rotation_signs(cfg: AttentionConfig) -> np.ndarray:
-    """(d,) float64 of ±1: the random signs of the rotation, drawn from the config's seed."""
-    return np.random.default_rng([cfg.seed, 8]).choice([-1.0, 1.0], size=cfg.head_dim)
-
-
-def rotation_matrix(cfg: AttentionConfig) -> np.ndarray:
-    """R = H_d · diag(signs) / sqrt(d), float64, orthogonal: (Q R)(K R)ᵀ = Q Kᵀ."""
-    return hadamard(cfg.head_dim) * rotation_signs(cfg)[None, :] / math.sqrt(cfg.head_dim)
-
-
 def rotate(cfg: AttentionConfig, x: np.ndarray) -> np.ndarray:
-    """x · R in float64, rounded to float32: ((x H) · signs) / sqrt(d), the Hadamard product
-    first (exact in float64 for 16-bit inputs: sums of ±x), then one rounding of the scale."""
+    """x · R (engine.model.rotation.rotation_matrix) in float64, rounded to float32: ((x H) ·
+    signs) / sqrt(d), the Hadamard product first (exact in float64 for 16-bit inputs: sums of
+    ±x), then one rounding of the scale."""
     x64 = np.asarray(x, dtype=np.float64)
-    y = (x64 @ hadamard(cfg.head_dim)) * rotation_signs(cfg) / math.sqrt(cfg.head_dim)
+    signs = rotation_signs(cfg)
+    y = (x64 @ hadamard(cfg.head_dim)) * signs / math.sqrt(cfg.head_dim)
     return y.astype(np.float32)
 
 

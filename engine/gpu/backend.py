@@ -39,9 +39,10 @@ def launcher(kernel: str):
 
 
 def to_device(cfg: AttentionConfig, x: np.ndarray):
-    """(B, H, N, d) NumPy -> contiguous (B·H, N, d) CuPy array of cfg.dtype."""
+    """(B, H, N, d) NumPy -> contiguous (B·H, N, d) CuPy array of cfg.io_dtype (the config's
+    dtype; FP8's inputs: bfloat16, make_inputs' q, k, v)."""
     import cupy
-    flat = np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], cfg.head_dim), dtype=cfg.dtype)
+    flat = np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], cfg.head_dim), dtype=cfg.io_dtype)
     return cupy.asarray(flat)
 
 
@@ -69,7 +70,7 @@ def to_result(cfg: AttentionConfig, out: dict, algorithm: str, kernel: str | Non
         sched = _schedule({k: _checked(out, k, (cfg.bh * Tr,), name) for k in BLOCK_FIELDS}, Tr)
     info = dict(out.get("info", {}))
     info.setdefault("device", live_gpu().name)
-    return Result(output=O.astype(cfg.dtype, copy=False), lse=lse.astype(np.float32, copy=False),
+    return Result(output=O.astype(cfg.io_dtype, copy=False), lse=lse.astype(np.float32, copy=False),
                   backend="cupy", algorithm=algorithm,
                   kernel=kernel if algorithm == "flash" else None,
                   trace=tr, schedule=sched, info=info)
@@ -89,6 +90,33 @@ def run(cfg: AttentionConfig, q, k, v, algorithm: str = "flash", kernel: str = "
             return to_result(cfg, out, "naive", None, trace=False)
         out = launcher(kernel).launch(cfg, Q, K, V, trace)
         return to_result(cfg, out, "flash", kernel, trace)
+
+
+def run_fp8(cfg: AttentionConfig, q, k, v, trace: bool = False) -> Result:
+    """The FP8 forward on the GPU (the Hopper build, registry "wgmma fp8"): q, k, v (float16,
+    bfloat16 or float32 each, (B, H, N, d) NumPy) go over as they are, are quantized there by
+    the build's quantize kernel, attention runs on the e4m3 tiles; the Result's output is
+    bfloat16 and Result.fp8 holds the scales and the saturated counts (P never saturates in
+    the kernel: it is formed from the running max, so P <= 1)."""
+    import cupy
+
+    from ..results import Fp8Info
+    from .launchers import wgmma_fp8
+    check_arch(cfg.dtype, "tensorcore")
+    with GPU_LOCK, gpu_failures("FP8 attention on the GPU (the wgmma fp8 kernel)"):
+        Q, K, V = (cupy.asarray(np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], cfg.head_dim)))
+                   for x in (q, k, v))
+        out = wgmma_fp8.launch(cfg, Q, K, V, trace)
+        qz = out.pop("quantized")
+        res = to_result(cfg, out, "flash", "tensorcore", trace)
+        B, H = cfg.batch, cfg.heads
+        sat = [int(n) for n in qz.saturated.get()]
+        res.fp8 = Fp8Info(q_scale=qz.q_scale.get().reshape(B, H, cfg.Tr),
+                          k_scale=qz.k_scale.get().reshape(B, H, cfg.Tc),
+                          v_scale=qz.v_scale.get().reshape(B, H, cfg.Tc),
+                          saturated={"q": sat[0], "k": sat[1], "v": sat[2], "p": 0},
+                          scaling=cfg.fp8_scaling, rotation=cfg.fp8_rotation)
+        return res
 
 
 def backward_launcher(kernel: str):

@@ -105,6 +105,15 @@ def _sdpa(cfg, name, q, k, v, keep):
     return [(name, run)]
 
 
+def sdpa_output(cfg: AttentionConfig, name: str, q, k, v) -> np.ndarray:
+    """One SDPA forward with backend `name` on NumPy q, k, v: its output as float32 NumPy."""
+    with GPU_LOCK, gpu_failures(f"PyTorch {name}"):
+        tq, tk, tv = (_to_torch(torch_module(), x) for x in (q, k, v))
+        keep = {}
+        _sdpa(cfg, name, tq, tk, tv, keep)[0][1]()
+        return keep["O"].float().cpu().numpy()
+
+
 def _sdpa_backward(cfg, name, q, k, v, dout, keep):
     """The backward alone: one forward with autograd first, then each run rebuilds the
     gradients of sum(O · dout) from the saved graph (retain_graph keeps it for the next)."""

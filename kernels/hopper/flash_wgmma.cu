@@ -1,5 +1,5 @@
 // Hopper (sm_90a) FlashAttention-2 forward pass on warpgroup MMA (float16 or bfloat16 in,
-// float32 accumulate).
+// float32 accumulate; or, the FP8 build, float8 e4m3 tiles with a scale each, bfloat16 out).
 //
 // The work is Tr · batch·heads items, one per (query tile i, batch·head), taken in the launch
 // order of common.cuh (heaviest query tiles first under causal, by groups of bh_group
@@ -27,7 +27,16 @@
 // BLOCK_K (Bc: 64 or 128), TRACE (0 or 1: write the online-softmax trace and the schedule of
 // the items, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
 // warpgroups take turns issuing their products, so one's softmax overlaps the other's products),
-// BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above).
+// BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above), FP8 (below).
+//
+// FP8 (1): Q_i, K_j and V_j arrive as e4m3 tiles made by quantize_fp8 (fp8.cuh), each with its
+// scale (q_scale per (batch·head, query tile), k_scale and v_scale per (batch·head, key tile)),
+// V transposed (an 8-bit wgmma reads both operands K-major). The products take k = 32 keys or
+// columns per instruction. The softmax runs in log2 units from the start (m_i holds the running
+// max of scale·log2e·q_scale·k_scale_j·S_ij), P_ij is cast to e4m3 (P <= 1 after the running
+// max, so it never saturates), and O_i is kept in units of the current V tile's scale: each
+// tile rescales it by alpha · v_scale_{j-1} / v_scale_j, the epilogue multiplies by the last
+// v_scale. Output bfloat16. No stream-K (a part's O would be in its own V scale).
 //
 // Stream-K (PERSISTENT builds, untraced, the launch argument stream_k_tiles > 0: the launcher
 // passes the work's key tiles when its cost model, engine/model/stream_k.py, has an even share
@@ -46,6 +55,12 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
+// FP8: the softmax's exponentials two at a time in float16 (1, exp2_half2 in fp8.cuh: P is
+// cast to e4m3 anyway), or one at a time in float32 (0).
+#ifndef HALF_EXP
+#define HALF_EXP FP8
+#endif
+static_assert(!HALF_EXP || FP8, "HALF_EXP is an FP8 build's");
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;
@@ -54,13 +69,20 @@ constexpr int CONSUMERS = Br / 64;              // consumer warpgroups, 64 query
 constexpr int THREADS = 128 * (CONSUMERS + 1);
 constexpr int STAGES = 2;                       // K_j / V_j buffers in the ring
 constexpr int Q_STAGES = 2;                     // Q_i buffers: run n reads buffer n mod 2
-constexpr int SLAB_Q = Br * 128;                // bytes of one 64-column slab of Q_i
-constexpr int SLAB_KV = Bc * 128;               // ... of K_j or V_j
-constexpr int Q_BYTES = Br * d * 2;
-constexpr int KV_BYTES = Bc * d * 2;
+constexpr int ELEM = FP8 ? 1 : 2;               // bytes of an operand element
+// Rows of Q_i and K_j are stored in slabs of SWIZZLE bytes (64 columns of 16 bits, 128 of
+// FP8; a 64-byte swizzle for FP8 at d = 64, whose rows are 64 bytes).
+constexpr int SWIZZLE = d * ELEM < 128 ? d * ELEM : 128;
+constexpr int SLAB_COLS = SWIZZLE / ELEM;       // columns of one slab
+constexpr int SLAB_Q = Br * SWIZZLE;            // bytes of one slab of Q_i
+constexpr int SLAB_KV = Bc * SWIZZLE;           // ... of K_j (and of V_j, 16-bit)
+constexpr int Q_BYTES = Br * d * ELEM;
+constexpr int KV_BYTES = Bc * d * ELEM;
+constexpr int K_STEP = 32 / ELEM;               // k of one wgmma: 32 bytes of a row
 constexpr int S_REGS = Bc / 2;                  // S accumulators per thread (64 x Bc per warpgroup)
 constexpr int O_REGS = d / 2;                   // O accumulators per thread (64 x d)
 constexpr float LOG2E = 1.4426950408889634f;
+constexpr float LN2 = 0.6931471805599453f;
 // Register budgets after setmaxnreg (a multiple of 8; producer + consumers within 64K).
 constexpr int PRODUCER_REGS = 24;
 constexpr int CONSUMER_REGS = 240;
@@ -81,14 +103,17 @@ static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= 128,
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
 static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
+static_assert(!FP8 || Bc == 128, "the FP8 build takes BLOCK_K 128 (Vᵀ rows of 128 bytes)");
 
 #include "common.cuh"
 #include "online_softmax.cuh"
 #include "hopper.cuh"
 #include "pipeline.cuh"
 #include "stream_k.cuh"
+#include "fp8.cuh"
 
-typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
+typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1 or FP8=1
+constexpr bool OUT_BF16 = BF16 || FP8;   // the output's type: FP8 builds write bfloat16
 
 // A block's walk over the work: next() gives its next run, false when there is none. One block
 // per item: the grid's own item (grid_item_tile in common.cuh). PERSISTENT, a grid of G blocks
@@ -145,13 +170,15 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             int* __restrict__ sk_count,
             float* __restrict__ t_running_max, float* __restrict__ t_running_sum,
             float* __restrict__ t_rescale, float* __restrict__ t_tile_max,
-            int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns, u64* __restrict__ t_end_ns) {
+            int* __restrict__ t_sm_id, u64* __restrict__ t_start_ns, u64* __restrict__ t_end_ns,
+            const float* __restrict__ q_scale, const float* __restrict__ k_scale,
+            const float* __restrict__ v_scale) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int Tc = tile_count(seq_k, Bc);
     // The work: items (query tile i, batch·head of this launch) of tiles(i) key tiles each.
     const Work work{Tr, Tc, seq_q, bh_count, bh_group, causal,
-                    PERSISTENT && !TRACE ? stream_k_tiles : 0};
+                    PERSISTENT && !TRACE && !FP8 ? stream_k_tiles : 0};
 
     // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_STAGES x Q_i
     // slabs, then STAGES x K_j, STAGES x V_j, then the mbarriers.
@@ -203,8 +230,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                 // previous one there; so the next run's Q_i loads while this run computes.
                 if (n >= Q_STAGES) mbar_wait(q_empty(qs), q.empty_parity());
                 mbar_expect_bytes(q_full(qs), Q_BYTES);
-                for (int h = 0; h < d / 64; ++h)
-                    tma_load(sQ + qs * Q_BYTES + h * SLAB_Q, &tm_q, h * 64, r.i * Br, bh,
+                for (int h = 0; h < d / SLAB_COLS; ++h)
+                    tma_load(sQ + qs * Q_BYTES + h * SLAB_Q, &tm_q, h * SLAB_COLS, r.i * Br, bh,
                              q_full(qs));
                 for (int j = r.j_lo; j < r.j_hi; ++j, ++u) {
                     const auto kv = RingPos<STAGES>::at(u);
@@ -212,14 +239,17 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                     const unsigned parity = kv.empty_parity();        // the previous use of s
                     if (u >= STAGES) mbar_wait(k_empty(s), parity);
                     mbar_expect_bytes(k_full(s), KV_BYTES);
-                    for (int h = 0; h < d / 64; ++h)
-                        tma_load(sK + s * KV_BYTES + h * SLAB_KV, &tm_k, h * 64, j * Bc, bh,
-                                 k_full(s));
+                    for (int h = 0; h < d / SLAB_COLS; ++h)
+                        tma_load(sK + s * KV_BYTES + h * SLAB_KV, &tm_k, h * SLAB_COLS, j * Bc,
+                                 bh, k_full(s));
                     if (u >= STAGES) mbar_wait(v_empty(s), parity);
                     mbar_expect_bytes(v_full(s), KV_BYTES);
-                    for (int h = 0; h < d / 64; ++h)
-                        tma_load(sV + s * KV_BYTES + h * SLAB_KV, &tm_v, h * 64, j * Bc, bh,
-                                 v_full(s));
+                    if constexpr (FP8)              // V_jᵀ: d rows of the tile's Bc keys
+                        tma_load(sV + s * KV_BYTES, &tm_v, j * Bc, 0, bh, v_full(s));
+                    else
+                        for (int h = 0; h < d / 64; ++h)
+                            tma_load(sV + s * KV_BYTES + h * SLAB_KV, &tm_v, h * 64, j * Bc, bh,
+                                     v_full(s));
                 }
             }
         }
@@ -232,6 +262,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     const int wq = warp % 4;                     // warp in the warpgroup: 16 of those rows
     const int g = lane / 4, t = lane % 4;        // accumulator row group and column pair
     const float scale_log2 = scale * LOG2E;
+    // The trace's and lse's unit of m_i and tile_max: raw scores times the softmax scale;
+    // FP8, log2 units times ln 2.
+    const float m_unit = FP8 ? LN2 : scale;
 
     // Turns (PINGPONG): consumer warpgroup wg issues its products after named barrier
     // BAR_TURN + wg completes (its 128 threads wait, the previous warpgroup's 128 arrive), then
@@ -254,25 +287,32 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                          :: "r"(next_turn), "r"((int)cond) : "memory");
     };
 
-    // Descriptors. Q_i, K_j: K-major (d contiguous); a k-step of 16 columns moves 32 bytes
-    // inside a 128-byte swizzled row, and every 4 k-steps to the next slab; 8-row groups are
-    // 1024 bytes apart. V_j: N-major (d contiguous, keys are K); a k-step of 16 keys moves
-    // 16 rows (2048 bytes); the two 64-column slabs of d are SLAB_KV apart.
-    const unsigned q_base = sQ + wg * 64 * 128;   // this warpgroup's rows of Q_i buffer 0
+    // Descriptors. Q_i, K_j: K-major (d contiguous); a k-step (32 bytes: 16 columns, 32 FP8)
+    // moves 32 bytes inside a swizzled row, and to the next slab at its end; 8-row groups are
+    // 8 rows of SWIZZLE bytes apart. V_j, 16-bit: N-major (d contiguous, keys are K); a k-step
+    // of 16 keys moves 16 rows (2048 bytes); the two 64-column slabs of d are SLAB_KV apart.
+    // V_jᵀ, FP8: K-major (keys contiguous), one 128-byte row per column of d; a k-step of 32
+    // keys moves 32 bytes.
+    constexpr int STEPS_PER_SLAB = SWIZZLE / 32;
+    const unsigned q_base = sQ + wg * 64 * SWIZZLE;   // this warpgroup's rows of Q_i buffer 0
     auto q_desc = [&](int qs, int kk) {
-        return smem_desc(q_base + qs * Q_BYTES + (kk / 4) * SLAB_Q + (kk % 4) * 32, 16, 1024);
+        return smem_desc<SWIZZLE>(q_base + qs * Q_BYTES + (kk / STEPS_PER_SLAB) * SLAB_Q
+                                  + (kk % STEPS_PER_SLAB) * 32, 16, 8 * SWIZZLE);
     };
     auto k_desc = [&](int s, int kk) {
-        return smem_desc(sK + s * KV_BYTES + (kk / 4) * SLAB_KV + (kk % 4) * 32, 16, 1024);
+        return smem_desc<SWIZZLE>(sK + s * KV_BYTES + (kk / STEPS_PER_SLAB) * SLAB_KV
+                                  + (kk % STEPS_PER_SLAB) * 32, 16, 8 * SWIZZLE);
     };
     auto v_desc = [&](int s, int kk) {
-        return smem_desc(sV + s * KV_BYTES + kk * 16 * 128, SLAB_KV, 1024);
+        if constexpr (FP8) return smem_desc(sV + s * KV_BYTES + kk * 32, 16, 1024);
+        else return smem_desc(sV + s * KV_BYTES + kk * 16 * 128, SLAB_KV, 1024);
     };
 
     float S[S_REGS];                   // raw scores q·k of this tile; then exp2(...) in place
     float O_acc[O_REGS];               // unnormalised O_i
-    unsigned P[Bc / 16][4];            // P_ij as 16-bit A fragments, one per k-step of 16 keys
-    float m_i[2], l_i[2];              // running max of raw scores; running sum (own columns)
+    unsigned P[Bc / K_STEP][4];        // P_ij as A fragments, one per k-step (16 or 32 keys)
+    float m_i[2], l_i[2];              // running max of raw scores (FP8: in log2 units); running
+                                       // sum (own columns)
     float tile_max[2], rescale[2], row_sum[2];
 #if TRACE
     float keep[4][2];   // trace values of the tile j with j mod 4 == t, stored 4 tiles at once
@@ -283,15 +323,26 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     Walk walk;
     RingPos<Q_STAGES> q{0, 0};         // the current run's Q_i buffer
     int bh = 0, wg_row0 = 0, row[2] = {0, 0}, n_tiles = 0;
+    // FP8: the run's Q_i scale; the V scale that O_acc is in units of (that of the last V_j
+    // whose P V it holds; any positive value before the run's first tile, when O_acc = 0); the
+    // K and V scales of the tile at hand, loaded before its products are issued (their latency
+    // hidden behind them).
+    float q_s = 1.f, v_cur = 1.f, k_s = 1.f, v_s = 1.f;
+    auto load_scales = [&](int j) {
+        if constexpr (FP8) {
+            k_s = __ldg(k_scale + (u64)bh * Tc + j);
+            v_s = __ldg(v_scale + (u64)bh * Tc + j);
+        }
+    };
 
     auto issue_qk = [&](int qs, int s) {
         #pragma unroll
-        for (int kk = 0; kk < d / 16; ++kk) wgmma_ss(S, q_desc(qs, kk), k_desc(s, kk), kk > 0);
+        for (int kk = 0; kk < d / K_STEP; ++kk) wgmma_ss(S, q_desc(qs, kk), k_desc(s, kk), kk > 0);
         wgmma_commit();
     };
     auto issue_pv = [&](int s) {
         #pragma unroll
-        for (int kk = 0; kk < Bc / 16; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
+        for (int kk = 0; kk < Bc / K_STEP; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
         wgmma_commit();
     };
     // S_ij is done: release K_j's stage, and after the run's last S also Q_i's buffer.
@@ -300,8 +351,12 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         if (j + 1 == r.j_hi) mbar_arrive(q_empty(q.index));
     };
 
-    // Mask, new running max, rescale factor, S <- exp2(scale·log2e·(S - m)), row sums.
+    // Mask, new running max, rescale factor, S <- exp2(f·S - m), row sums; f: scale·log2e
+    // (16-bit: m_i stays in raw scores), or, FP8, scale·log2e·q_scale·k_scale_j (m_i in log2
+    // units, as every tile's raw scores have their own unit).
     auto softmax_scores = [&](int j) {
+        float f = scale_log2;
+        if constexpr (FP8) f = scale_log2 * q_s * k_s;
         const int k0 = j * Bc;
         const bool diagonal = causal && k0 + Bc - 1 > wg_row0;
         if (diagonal || k0 + Bc > seq_k) {
@@ -324,22 +379,82 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
             tile_max[h] = quad_max(tile_max[h]);
-            rescale[h] = online_softmax_step(m_i[h], tile_max[h], scale_log2, m_shift[h]);
+            if constexpr (FP8) {
+                tile_max[h] *= f;
+                rescale[h] = online_softmax_step(m_i[h], tile_max[h], 1.f, m_shift[h]);
+            } else {
+                rescale[h] = online_softmax_step(m_i[h], tile_max[h], scale_log2, m_shift[h]);
+            }
         }
+#if HALF_EXP
+        // Pair p holds columns 2t, 2t + 1 of one row (h = p mod 2): P as float16 pairs, kept
+        // in S[p]; each row's sum over a float16 tree, then in float32.
+        #pragma unroll
+        for (int p = 0; p < S_REGS / 2; ++p) {
+            const int h = p & 1;
+            S[p] = __uint_as_float(exp2_half2(fmaf(S[2 * p], f, -m_shift[h]),
+                                              fmaf(S[2 * p + 1], f, -m_shift[h])));
+        }
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            unsigned sum[Bc / 8];
+            #pragma unroll
+            for (int nn = 0; nn < Bc / 8; ++nn) sum[nn] = __float_as_uint(S[2 * nn + h]);
+            static_assert(Bc / 8 == 16, "the tree below sums 16 pairs");
+            #pragma unroll
+            for (int nn = 0; nn < 8; ++nn) sum[nn] = add_half2(sum[nn], sum[nn + 8]);
+            #pragma unroll
+            for (int nn = 0; nn < 4; ++nn) sum[nn] = add_half2(sum[nn], sum[nn + 4]);
+            #pragma unroll
+            for (int nn = 0; nn < 2; ++nn) sum[nn] = add_half2(sum[nn], sum[nn + 2]);
+            sum[0] = add_half2(sum[0], sum[1]);
+            const float2 pair = unpack_pair<false>(sum[0]);
+            row_sum[h] = pair.x + pair.y;
+        }
+#else
         #pragma unroll
         for (int e = 0; e < S_REGS; ++e) {
             const int h = (e >> 1) & 1;
-            S[e] = fast_exp2(fmaf(S[e], scale_log2, -m_shift[h]));
+            S[e] = fast_exp2(fmaf(S[e], f, -m_shift[h]));
             row_sum[h] += S[e];
         }
+#endif
     };
 
-    // After the previous P V_j: rescale O_i and l_i, P_ij as 16-bit fragments, the trace.
+    // After the previous P V_j: rescale O_i (FP8: into V_j's scale too) and l_i, P_ij as A
+    // fragments, the trace.
     auto finish_tile = [&](int j) {
+        float o_rescale[2] = {rescale[0], rescale[1]};
+        if constexpr (FP8) {
+            const float ratio = __fdividef(v_cur, v_s);
+            o_rescale[0] *= ratio;
+            o_rescale[1] *= ratio;
+            v_cur = v_s;
+        }
         #pragma unroll
-        for (int e = 0; e < O_REGS; ++e) O_acc[e] *= rescale[(e >> 1) & 1];
+        for (int e = 0; e < O_REGS; ++e) O_acc[e] *= o_rescale[(e >> 1) & 1];
         #pragma unroll
         for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
+#if FP8
+        // Keys 2t, 2t+1 of accumulator columns 8n.. and 8(n+1).., rows g and g + 8: the
+        // fragment's slots 4t .. 4t + 3 in Vᵀ's key order (fp8.cuh, key_of_slot).
+        #pragma unroll
+        for (int kk = 0; kk < Bc / 32; ++kk) {
+#if HALF_EXP
+            const float* x = S + 8 * kk;          // float16 pairs: pair p = elements 2p, 2p + 1
+            #pragma unroll
+            for (int r = 0; r < 4; ++r)
+                P[kk][r] = pack_e4m3x4_of_half2(__float_as_uint(x[(r & 1) + 4 * (r >> 1)]),
+                                                __float_as_uint(x[(r & 1) + 4 * (r >> 1) + 2]));
+#else
+            const float* x = S + 16 * kk;
+            P[kk][0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
+            P[kk][1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
+            P[kk][2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
+            P[kk][3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
+#endif
+        }
+#else
         #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {
             P[kk][0] = pack_pair<BF16>(S[8 * kk + 0], S[8 * kk + 1]);
@@ -347,14 +462,15 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             P[kk][2] = pack_pair<BF16>(S[8 * kk + 4], S[8 * kk + 5]);
             P[kk][3] = pack_pair<BF16>(S[8 * kk + 6], S[8 * kk + 7]);
         }
+#endif
 #if TRACE
         // Lane t keeps tile j = t (mod 4); every 4 tiles the quad stores 4 adjacent floats.
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const float l_row = quad_sum(l_i[h]);
             if ((j & 3) == t) {
-                keep[0][h] = m_i[h] * scale; keep[1][h] = l_row;
-                keep[2][h] = rescale[h];     keep[3][h] = tile_max[h] * scale;
+                keep[0][h] = m_i[h] * m_unit; keep[1][h] = l_row;
+                keep[2][h] = rescale[h];      keep[3][h] = tile_max[h] * m_unit;
             }
         }
         if ((j & 3) == 3 || j + 1 == n_tiles) {
@@ -393,6 +509,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         row[0] = wg_row0 + wq * 16 + g;
         row[1] = row[0] + 8;
         n_tiles = work.tiles(i);
+        if constexpr (FP8) q_s = __ldg(q_scale + (u64)bh * Tr + i);
         const int j0 = r.j_lo, n_run = r.j_hi - r.j_lo;   // this run: tiles j0 .. j0 + n_run - 1
 
         // The next run, and for a part of an item (stream-K) the blocks that run its parts and
@@ -419,6 +536,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         #pragma unroll
         for (int e = 0; e < O_REGS; ++e) O_acc[e] = 0.f;
         release_k(j0, kv.index);
+        load_scales(j0);
         softmax_scores(j0);
         finish_tile(j0);
 
@@ -429,6 +547,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         for (int x = 1; x < n_run; ++x) {
             const int j = j0 + x;
             const RingPos<STAGES> cur = prev.next();
+            load_scales(j);                  // before the products: none is in flight here
             wait_turn();
             mbar_wait(k_full(cur.index), cur.phase);
             wgmma_fence();
@@ -533,8 +652,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             for (int h = 0; h < 2; ++h) {
                 l_i[h] = quad_sum(l_i[h]);
                 inv_l[h] = __fdividef(1.f, l_i[h]);   // l >= 1: no slow path (a call)
+                if constexpr (FP8) inv_l[h] *= v_cur;  // O_acc is in units of the last v_scale
                 if (t == 0 && row[h] < seq_q)
-                    lse[(u64)bh * seq_q + row[h]] = m_i[h] * scale + logf(l_i[h]);
+                    lse[(u64)bh * seq_q + row[h]] = m_i[h] * m_unit + logf(l_i[h]);
             }
 #if TRACE
             // Causal-skipped tiles carry the state forward (rescale 1, tile max -inf); the
@@ -544,7 +664,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                 for (int h = 0; h < 2; ++h) {
                     if (row[h] < seq_q) {
                         const u64 at = ((u64)bh * seq_q + row[h]) * Tc + jj;
-                        t_running_max[at] = m_i[h] * scale; t_running_sum[at] = l_i[h];
+                        t_running_max[at] = m_i[h] * m_unit; t_running_sum[at] = l_i[h];
                         t_rescale[at] = 1.f;                t_tile_max[at] = neg_inf();
                     }
                 }
@@ -557,8 +677,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                     unsigned* dst = (unsigned*)(Ob + (u64)row[h] * d + 2 * t);
                     #pragma unroll
                     for (int nn = 0; nn < d / 8; ++nn)
-                        dst[nn * 4] = pack_pair<BF16>(O_acc[4 * nn + 2 * h] * inv_l[h],
-                                                      O_acc[4 * nn + 2 * h + 1] * inv_l[h]);
+                        dst[nn * 4] = pack_pair<OUT_BF16>(O_acc[4 * nn + 2 * h] * inv_l[h],
+                                                          O_acc[4 * nn + 2 * h + 1] * inv_l[h]);
                 }
             }
         }

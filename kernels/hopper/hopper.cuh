@@ -1,17 +1,33 @@
 // Hopper (sm_90a) building blocks of the warpgroup-MMA kernels: tensor maps and bulk tensor
 // copies (TMA), mbarriers, shared-memory matrix descriptors and the wgmma instructions.
-// Included after common.cuh, by a kernel that defines BF16 (0: float16 operands, 1: bfloat16).
+// Included after common.cuh, by a kernel that defines BF16 (0: float16 operands, 1: bfloat16)
+// and may define FP8 (1: float8 e4m3 operands, whatever BF16 says).
 #ifndef FA_LAB_HOPPER_CUH
 #define FA_LAB_HOPPER_CUH
 
 #ifndef BF16
 #error "define BF16 before including hopper.cuh"
 #endif
-// The wgmma types of the accumulator, A and B.
+#ifndef FP8
+#define FP8 0
+#endif
+// The wgmma types of the accumulator, A and B, and the k of one instruction: always 32 bytes
+// of a row, 16 elements of 16 bits or 32 of 8. 8-bit operands are K-major only, so their
+// instructions take no transpose flags (MMA_TRANS_SS, MMA_TRANS_RS).
+#if FP8
+#define MMA_TYPES ".f32.e4m3.e4m3 "
+#define MMA_K "k32"
+#define MMA_TRANS_SS(tb) ""
+#define MMA_TRANS_RS ""
+#else
 #if BF16
 #define MMA_TYPES ".f32.bf16.bf16 "
 #else
 #define MMA_TYPES ".f32.f16.f16 "
+#endif
+#define MMA_K "k16"
+#define MMA_TRANS_SS(tb) ", 0, " tb
+#define MMA_TRANS_RS ", 1"
 #endif
 
 // The driver's tensor map (CUtensorMap), opaque here; passed by value as a kernel parameter.
@@ -49,11 +65,14 @@ __device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int
 }
 
 // ---- warpgroup MMA ------------------------------------------------------------------------
-// Shared-memory matrix descriptor, 128-byte swizzle: start address, leading and stride byte
-// offsets (each stored >> 4).
+// Shared-memory matrix descriptor: start address, leading and stride byte offsets (each
+// stored >> 4) and the swizzle span of the rows, 128 bytes (layout 1) or 64 (layout 2).
+template <int SWIZZLE_BYTES = 128>
 __device__ __forceinline__ u64 smem_desc(unsigned addr, unsigned lead, unsigned stride) {
+    static_assert(SWIZZLE_BYTES == 128 || SWIZZLE_BYTES == 64, "a 128- or 64-byte swizzle");
+    constexpr u64 layout = SWIZZLE_BYTES == 128 ? 1 : 2;
     return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lead >> 4) << 16)
-           | ((u64)(stride >> 4) << 32) | (1ull << 62);
+           | ((u64)(stride >> 4) << 32) | (layout << 62);
 }
 __device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -72,46 +91,47 @@ __device__ __forceinline__ void reg_fence(float (&r)[N]) {
     for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i]) :: "memory");
 }
 
-// c (64 x 64) += A (64 x 16, shared, K-major) · B (16 x 64, shared: K-major, or N-major when
-// TRANS_B = 1); accumulate == 0: c = A · B.
+// c (64 x 64) += A (64 x k, shared, K-major) · B (k x 64, shared: K-major, or N-major when
+// TRANS_B = 1, 16-bit only); accumulate == 0: c = A · B. k: 16 (16-bit) or 32 (FP8).
 template <int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_ss(float (&c)[32], u64 a_desc, u64 b_desc, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16" MMA_TYPES
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n64" MMA_K MMA_TYPES
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1" MMA_TRANS_SS("%35") ";\n}\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31])
         : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(TRANS_B));
 }
 
-// c (64 x 128) += A (64 x 16, shared, K-major) · B (16 x 128, shared: K-major, or N-major
-// when TRANS_B = 1); accumulate == 0: c = A · B.
+// c (64 x 128) += A (64 x k, shared, K-major) · B (k x 128, shared: K-major, or N-major
+// when TRANS_B = 1, 16-bit only); accumulate == 0: c = A · B.
 template <int TRANS_B = 0>
 __device__ __forceinline__ void wgmma_ss(float (&c)[64], u64 a_desc, u64 b_desc, int accumulate) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16" MMA_TYPES
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, %67;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n128" MMA_K MMA_TYPES
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1" MMA_TRANS_SS("%67") ";\n}\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
         : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(TRANS_B));
 }
 
-// c (64 x 64) += A (64 x 16, registers) · B (16 x 64, shared, N-major: transposed).
+// c (64 x 64) += A (64 x k, registers) · B (k x 64, shared; N-major (transposed) for 16-bit,
+// K-major for FP8).
 __device__ __forceinline__ void wgmma_rs(float (&c)[32], const unsigned (&a)[4], u64 b_desc) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16" MMA_TYPES
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n64" MMA_K MMA_TYPES
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1" MMA_TRANS_RS ";\n}\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 }
 
-// c (64 x 128) += A (64 x 16, registers) · B (16 x 128, shared, N-major: transposed).
+// c (64 x 128) += A (64 x k, registers) · B (k x 128, shared; as above).
 __device__ __forceinline__ void wgmma_rs(float (&c)[64], const unsigned (&a)[4], u64 b_desc) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16" MMA_TYPES
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+        "wgmma.mma_async.sync.aligned.m64n128" MMA_K MMA_TYPES
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1" MMA_TRANS_RS ";\n}\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]), "+f"(c[4]), "+f"(c[5]), "+f"(c[6]), "+f"(c[7]), "+f"(c[8]), "+f"(c[9]), "+f"(c[10]), "+f"(c[11]), "+f"(c[12]), "+f"(c[13]), "+f"(c[14]), "+f"(c[15]), "+f"(c[16]), "+f"(c[17]), "+f"(c[18]), "+f"(c[19]), "+f"(c[20]), "+f"(c[21]), "+f"(c[22]), "+f"(c[23]), "+f"(c[24]), "+f"(c[25]), "+f"(c[26]), "+f"(c[27]), "+f"(c[28]), "+f"(c[29]), "+f"(c[30]), "+f"(c[31]), "+f"(c[32]), "+f"(c[33]), "+f"(c[34]), "+f"(c[35]), "+f"(c[36]), "+f"(c[37]), "+f"(c[38]), "+f"(c[39]), "+f"(c[40]), "+f"(c[41]), "+f"(c[42]), "+f"(c[43]), "+f"(c[44]), "+f"(c[45]), "+f"(c[46]), "+f"(c[47]), "+f"(c[48]), "+f"(c[49]), "+f"(c[50]), "+f"(c[51]), "+f"(c[52]), "+f"(c[53]), "+f"(c[54]), "+f"(c[55]), "+f"(c[56]), "+f"(c[57]), "+f"(c[58]), "+f"(c[59]), "+f"(c[60]), "+f"(c[61]), "+f"(c[62]), "+f"(c[63])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 }

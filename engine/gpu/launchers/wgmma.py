@@ -40,7 +40,7 @@ PERSISTENT = 1
 STREAM_K = 1
 
 _TENSOR_MAP = np.dtype({"names": ["opaque"], "formats": [(np.uint64, (16,))]})   # 128 bytes
-_ELEMENT_BYTES = 2                # float16 and bfloat16
+_ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "uint8": 1}   # uint8: the FP8 build's e4m3 bytes
 BOX_COLUMNS = 64                  # 64 × 2 bytes: one 128-byte swizzle row
 
 
@@ -94,30 +94,36 @@ class TiledMapArgs(NamedTuple):
     oob_fill: object              # CUtensorMapFloatOOBfill
 
 
-def tiled_map_args(shape: tuple[int, int, int], dtype: str, box_rows: int) -> TiledMapArgs:
-    """The tensor map arguments of a contiguous (B·H, seq, d) array of dtype (float16 or
-    bfloat16) read in boxes of 64 columns × box_rows rows of one batch·head: no interleave,
-    128-byte swizzle, 128-byte L2 promotion, out-of-bounds elements read as zeros."""
+def tiled_map_args(shape: tuple[int, int, int], dtype: str, box_rows: int,
+                   box_columns: int = BOX_COLUMNS, swizzle: int = 128) -> TiledMapArgs:
+    """The tensor map arguments of a contiguous (B·H, seq, d) array of dtype (float16,
+    bfloat16, or uint8 for e4m3 bytes) read in boxes of box_columns columns × box_rows rows of
+    one batch·head: no interleave, a 128-byte (or 64-byte) swizzle, 128-byte L2 promotion,
+    out-of-bounds elements read as zeros."""
     d = cuda_driver()
     types = {"float16": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-             "bfloat16": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16}
+             "bfloat16": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+             "uint8": d.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8}
+    swizzles = {128: d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+                64: d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B}
     if dtype not in types:
-        raise ConfigError(f"The wgmma tensor maps take float16 or bfloat16, not {dtype}.")
+        raise ConfigError(f"The wgmma tensor maps take float16, bfloat16 or uint8, not {dtype}.")
     bh, seq, head = shape
-    row = head * _ELEMENT_BYTES
+    row = head * _ELEMENT_BYTES[dtype]
     return TiledMapArgs(types[dtype], 3, (head, seq, bh), (row, seq * row),
-                        (BOX_COLUMNS, box_rows, 1), (1, 1, 1),
+                        (box_columns, box_rows, 1), (1, 1, 1),
                         d.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        d.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+                        swizzles[swizzle],
                         d.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                         d.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
 
 
-def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
+def tensor_map(x, box_rows: int, dtype: str, box_columns: int = BOX_COLUMNS,
+               swizzle: int = 128) -> np.ndarray:
     """The tensor map of a contiguous (B·H, seq, d) CuPy array (tiled_map_args), as a
     1-element array of 128 bytes (CuPy passes a structured array element by value)."""
     d = cuda_driver()
-    a = tiled_map_args(tuple(x.shape), dtype, box_rows)
+    a = tiled_map_args(tuple(x.shape), dtype, box_rows, box_columns, swizzle)
     u64, u32 = d.cuuint64_t, d.cuuint32_t
     rc, encoded = d.cuTensorMapEncodeTiled(
         a.data_type, a.rank, x.data.ptr, [u64(v) for v in a.dims], [u64(v) for v in a.strides],
@@ -125,10 +131,13 @@ def tensor_map(x, box_rows: int, dtype: str) -> np.ndarray:
         a.l2_promotion, a.oob_fill)
     if rc != d.CUresult.CUDA_SUCCESS:
         raise ConfigError(f"cuTensorMapEncodeTiled refused a (B·H, seq, d) = {x.shape} {dtype} "
-                          f"tensor with boxes of 64×{box_rows} (CUresult {int(rc)}, {rc.name}).")
+                          f"tensor with boxes of {box_columns}×{box_rows} (CUresult {int(rc)}, {rc.name}).")
     out = np.zeros(1, dtype=_TENSOR_MAP)
     out["opaque"][0] = [int(v) for v in encoded.opaque]
     return out
+
+
+NO_SCALES = (core.NULL,) * 3       # the FP8 build's q_scale, k_scale, v_scale: unused here
 
 
 def splits_items(cfg: AttentionConfig, bh: int, sms: int, trace: bool) -> bool:
@@ -192,7 +201,8 @@ def prepare(cfg: AttentionConfig, Q, K, V, trace: bool, outputs: dict | None = N
 
     def args_for(bh0, bh1):
         return (*maps, out["O"], out["lse"], *scalars, np.int32(bh0), np.int32(bh1 - bh0),
-                np.int32(cfg.Tr), group, np.int32(line), *workspace, *traced)
+                np.int32(cfg.Tr), group, np.int32(line), *workspace, *traced,
+                *NO_SCALES)
 
     if PERSISTENT:
         args = args_for(0, bh)
