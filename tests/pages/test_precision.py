@@ -16,7 +16,7 @@ import engine
 from app.core.legible import contrast
 from app.features.online_softmax import data as softmax_data
 from app.features.precision import charts as pc, data as pd_
-from apptest_helpers import assert_clean, open_page, specs, texts, url
+from apptest_helpers import ON_GPU, assert_clean, open_page, specs, texts, url
 from chart_helpers import MAX_MARKS, fresh_seed
 from engine import facade
 from engine.model import formats
@@ -36,7 +36,12 @@ def test_precision_page_default():
     assert_clean(at)
     assert not at.error, [e.value for e in at.error]
     body = texts(at)
-    assert "Computed by the CPU emulation (NumPy)" in body
+    if ON_GPU:       # the FP8 kernel takes 128×128 tiles only: at 64×64 the emulation runs
+        assert "Computed on the GPU" in body and "the CPU emulation (NumPy) instead" in body
+        assert "The FP8 kernel does not take" in body
+    else:
+        assert "Computed by the CPU emulation (NumPy)" in body
+        assert "A Hopper GPU would run the emulation too: The FP8 kernel does not take" in body
     assert "FP8 per-tile + rotation:" in body and "RMSE on normal inputs" in body
     formats_shown = table(at, "mantissa bits")
     assert list(formats_shown.format) == ["fp32", "fp16", "bf16", "e4m3", "e5m2"]
@@ -79,6 +84,27 @@ def test_precision_page_threshold_from_the_url_saturates_p():
     assert_clean(at)
     assert metric(at, "P elements past 448").value == "0"
     assert "pr_threshold" not in url(at)
+
+
+@pytest.mark.gpu
+def test_precision_page_runs_fp8_on_the_gpus_fp8_kernel_where_it_takes_the_config():
+    """128×128 tiles at head_dim 64: a Hopper GPU runs every FP8 variant on its FP8 kernel,
+    whose errors against float64 are the emulation's to within the float16 exponentials and
+    fused multiply-adds the kernel takes (docs/DESIGN.md, the FP8 forward contract)."""
+    params = dict(block_q=128, block_k=128, seq_q=512, link_seq="true", heads=1)
+    at = open_page("precision", **params)
+    assert_clean(at)
+    assert not at.error, [e.value for e in at.error]
+    body = texts(at)
+    assert "Computed on the GPU" in body and "(FP8 on the Hopper FP8 kernel)" in body
+    assert "instead" not in body
+    on_gpu = table(at, "outliers")
+    emulated = open_page("precision", backend="numpy", **params)
+    on_cpu = table(emulated, "outliers")
+    for variant in pd_.VARIANTS:
+        for preset in pd_.PRESETS:
+            g, c = float(on_gpu.loc[variant, preset]), float(on_cpu.loc[variant, preset])
+            assert g == pytest.approx(c, rel=0.1), (variant, preset, g, c)
 
 
 @pytest.mark.parametrize("params,words", [
