@@ -2,7 +2,7 @@
 for each shape, FP8's TFLOP/s and its speed-up over the project's float16 kernel, PyTorch's
 flash (FA2) and cuDNN, all float16 and timed in the same run.
 
-  python -m benchmarks.fp8_parity benchmarks/results/fp8_h100_2026-11-27.json
+  python -m benchmarks.fp8_parity benchmarks/results/bench_h100_fp8_2026-11-27.json
 """
 from __future__ import annotations
 

@@ -321,6 +321,39 @@ def gpus(results: Path = RESULTS) -> str:
     return "\n".join(out)
 
 
+# FlashAttention-3's paper (arXiv 2407.08608), H100 SXM5, head_dim 128, N = 16k, not causal:
+# the figures its authors published, shown beside ours labelled as published.
+PUBLISHED_FP8 = {"FlashAttention-3 FP8": 1008, "cuDNN FP8": 1005, "FlashAttention-3 FP16": 648}
+
+
+def fp8(results: Path = RESULTS) -> str:
+    """docs/RESULTS.md's FP8 table: the newest FP8 parity file (bench_*_fp8_*.json), FP8
+    against the float16 lines of the same run, shape by shape, then the published figures."""
+    from benchmarks.fp8_parity import parity
+    docs = [d for d in recorded.load_benchmarks(results, "forward")
+            if any(r["dtype"] == "float8_e4m3" for r in d["results"])]
+    if not docs:
+        raise SystemExit(f"no FP8 benchmark file in {results}")
+    doc = docs[0]
+    rows = [[str(r["seq_q"]), str(r["head_dim"]), "yes" if r["causal"] else "no",
+             str(r["batch"] * r["heads"]), _ms(r["fp8_ms"]), f"{r['fp8_tflops']:.0f}",
+             f"{r.get('tensorcore_tflops', float('nan')):.0f}",
+             *(f"{r[f'vs_{line}']:.2f}" if f"vs_{line}" in r else "–"
+               for line in ("tensorcore", "torch_flash", "torch_cudnn"))]
+            for r in parity(doc["results"])]
+    out = _table(["N", "d", "causal", "B·H", "FP8 ms", "FP8 TFLOP/s", "ours f16 TFLOP/s",
+                  "× ours f16", "× FA2 f16", "× cuDNN f16"], rows)
+    published = ", ".join(f"{name} {tf:,} TFLOP/s" for name, tf in PUBLISHED_FP8.items())
+    out += ["", f"{_device(doc)}; {doc['date']}; ours FP8: the wgmma FP8 build (per-tile "
+            f"scales, 128×128 tiles), timed on its e4m3 tiles (the quantize pass apart); the "
+            f"float16 lines of the same run: ours (the tensor-core kernel), PyTorch's flash "
+            f"(FA2) and cuDNN; medians of {_reps(doc['results'])}; every line checked against "
+            f"float64 before it was timed; `benchmarks/results/{doc['file']}`. × : their time "
+            f"over FP8's (above 1: FP8 is faster). Published, not measured here (H100 SXM5, "
+            f"d = 128, N = 16k, FlashAttention-3's paper): {published}."]
+    return "\n".join(out)
+
+
 # table name -> (file, builder)
 TABLES = {
     "summary": ("README.md", summary),
@@ -329,6 +362,7 @@ TABLES = {
     "backward": ("docs/RESULTS.md", backward),
     "tiles": ("docs/RESULTS.md", tiles),
     "decode": ("docs/RESULTS.md", decode),
+    "fp8": ("docs/RESULTS.md", fp8),
 }
 
 

@@ -39,7 +39,8 @@ TIMING = {"median_ms": NUMBER, "p10_ms": NUMBER, "p90_ms": NUMBER, "reps": int}
 # one timing of engine.results.timing_record
 TIMING_ROW = {**CONFIG_ROW, **TIMING, "causal": bool, "block_q": int, "block_k": int,
               "tflops": NUMBER, "peak_bytes": int}
-TIMING_OPTIONAL = {"direction": OneOf(("forward", "backward")), "trace": bool, "stages": dict}
+TIMING_OPTIONAL = {"direction": OneOf(("forward", "backward")), "trace": bool, "stages": dict,
+                   "validated": dict}   # bench_sweep: the float64 check before timing
 SKIPPED_ROW = {"kernel": str, "reason": str}
 SCHEDULE_FIELDS = ("block_bh", "block_q_tile", "sm_id", "start_ns", "end_ns")
 RUN_FIELDS = ("block", "j_lo", "j_hi", "outcome")
@@ -83,6 +84,8 @@ SCHEMAS = {
                          "local_bytes_per_thread": int, "threads_per_block": int,
                          "dynamic_smem_bytes": int, "static_smem_bytes": int, "grid": str,
                          "blocks_per_sm": int}, {})}),
+    "matmul_ceiling": FileKind(   # benchmarks.matmul_ceiling
+        "matmul_ceiling_*.json", {"size": int, "lines": dict}, {"command": (str, list)}),
     "decode": FileKind(      # benchmarks.decode_sweep
         "decode_*.json", {"method": str, "results": list}, {"command": str, "skipped": list},
         rows={"results": ({**CONFIG_ROW, **TIMING, "kv_heads": int, "page_size": NULLABLE_INT,

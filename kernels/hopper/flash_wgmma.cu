@@ -55,12 +55,6 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
-// FP8: the softmax's exponentials two at a time in float16 (1, exp2_half2 in fp8.cuh: P is
-// cast to e4m3 anyway), or one at a time in float32 (0).
-#ifndef HALF_EXP
-#define HALF_EXP FP8
-#endif
-static_assert(!HALF_EXP || FP8, "HALF_EXP is an FP8 build's");
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;
@@ -386,39 +380,12 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                 rescale[h] = online_softmax_step(m_i[h], tile_max[h], scale_log2, m_shift[h]);
             }
         }
-#if HALF_EXP
-        // Pair p holds columns 2t, 2t + 1 of one row (h = p mod 2): P as float16 pairs, kept
-        // in S[p]; each row's sum over a float16 tree, then in float32.
-        #pragma unroll
-        for (int p = 0; p < S_REGS / 2; ++p) {
-            const int h = p & 1;
-            S[p] = __uint_as_float(exp2_half2(fmaf(S[2 * p], f, -m_shift[h]),
-                                              fmaf(S[2 * p + 1], f, -m_shift[h])));
-        }
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            unsigned sum[Bc / 8];
-            #pragma unroll
-            for (int nn = 0; nn < Bc / 8; ++nn) sum[nn] = __float_as_uint(S[2 * nn + h]);
-            static_assert(Bc / 8 == 16, "the tree below sums 16 pairs");
-            #pragma unroll
-            for (int nn = 0; nn < 8; ++nn) sum[nn] = add_half2(sum[nn], sum[nn + 8]);
-            #pragma unroll
-            for (int nn = 0; nn < 4; ++nn) sum[nn] = add_half2(sum[nn], sum[nn + 4]);
-            #pragma unroll
-            for (int nn = 0; nn < 2; ++nn) sum[nn] = add_half2(sum[nn], sum[nn + 2]);
-            sum[0] = add_half2(sum[0], sum[1]);
-            const float2 pair = unpack_pair<false>(sum[0]);
-            row_sum[h] = pair.x + pair.y;
-        }
-#else
         #pragma unroll
         for (int e = 0; e < S_REGS; ++e) {
             const int h = (e >> 1) & 1;
             S[e] = fast_exp2(fmaf(S[e], f, -m_shift[h]));
             row_sum[h] += S[e];
         }
-#endif
     };
 
     // After the previous P V_j: rescale O_i (FP8: into V_j's scale too) and l_i, P_ij as A
@@ -440,19 +407,11 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         // fragment's slots 4t .. 4t + 3 in Vᵀ's key order (fp8.cuh, key_of_slot).
         #pragma unroll
         for (int kk = 0; kk < Bc / 32; ++kk) {
-#if HALF_EXP
-            const float* x = S + 8 * kk;          // float16 pairs: pair p = elements 2p, 2p + 1
-            #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                P[kk][r] = pack_e4m3x4_of_half2(__float_as_uint(x[(r & 1) + 4 * (r >> 1)]),
-                                                __float_as_uint(x[(r & 1) + 4 * (r >> 1) + 2]));
-#else
             const float* x = S + 16 * kk;
             P[kk][0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
             P[kk][1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
             P[kk][2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
             P[kk][3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
-#endif
         }
 #else
         #pragma unroll

@@ -34,29 +34,6 @@ __device__ __forceinline__ unsigned pack_e4m3x4(float a, float b, float c, float
     return (unsigned)lo | ((unsigned)hi << 16);
 }
 
-// exp2 of two float32 exponents in float16, both in one special-function instruction: the
-// exponents rounded to float16 (-inf and anything below -65504 give 0), the results float16
-// pairs (lo in the low half). At FP8's product rate the one-at-a-time float32 exp2 is the
-// softmax's bottleneck, and P is cast to e4m3 (3 mantissa bits) anyway.
-__device__ __forceinline__ unsigned exp2_half2(float lo, float hi) {
-    unsigned y;
-    asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(pack_half2(lo, hi)));
-    return y;
-}
-__device__ __forceinline__ unsigned add_half2(unsigned a, unsigned b) {
-    unsigned y;
-    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b));
-    return y;
-}
-// Two float16 pairs -> one register of four e4m3 (a's low half in the lowest byte), rounded to
-// nearest even, saturating at ±448.
-__device__ __forceinline__ unsigned pack_e4m3x4_of_half2(unsigned a, unsigned b) {
-    unsigned short lo, hi;
-    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(lo) : "r"(a));
-    asm("cvt.rn.satfinite.e4m3x2.f16x2 %0, %1;" : "=h"(hi) : "r"(b));
-    return (unsigned)lo | ((unsigned)hi << 16);
-}
-
 // x · inv, counting it in *saturated when the cast will clip it (|x · inv| > 464).
 __device__ __forceinline__ float scaled_for_e4m3(float x, float inv, unsigned* saturated) {
     const float y = x * inv;
