@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.model.decode_config import MAX_DECODE_QUERIES
+from engine.model.decode_config import MAX_DECODE_QUERIES, MAX_SPLITS
 
 from app.core.controls import (MAX_BATCH, MAX_DECODE_SEQ_UI, MAX_HEADS, MAX_LOOP_STEPS,
                                MAX_SEQ_UI, PAGE_CHOICES, SPLIT_CHOICES, Control)
@@ -83,27 +83,30 @@ PAGES = (
     PageRow("kernel", "Kernel", KERNEL,
             "the CUDA source and compile facts of the kernels, and how thread blocks were "
             "scheduled over the SMs.",
-            charts=1, browser_chart=True),
+            charts=1, browser_chart=True,
+            controls=(Control("hopper_step", "int", None, 1, MAX_LOOP_STEPS),)),
     PageRow("downloads", "Downloads", DOWNLOADS,
             "this session's output, trace and timings as files.",
             charts=0, browser_chart=False),
     PageRow("backward", "Backward pass", BACKWARD,
             "the gradients: P rebuilt from the saved log-sum-exp, key tiles outer, "
             "and its cost against naive's.",
-            charts=7, browser_chart=True,
+            charts=6, browser_chart=True,
             controls=(Control("bw_row", "int", None, 0, MAX_SEQ_UI - 1),
-                      Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1)),
+                      Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1),
+                      Control("bw_step", "int", 1, 1, MAX_LOOP_STEPS)),
             direction="backward"),
     PageRow("decoding", "Decoding", DECODING,
             "one new token against a long KV cache: Flash-Decoding's splits merged by "
             "their log-sum-exps, a paged cache and grouped-query heads.",
-            charts=6, browser_chart=True,
+            charts=5, browser_chart=True,
             controls=(Control("dec_seq_k", "int", None, 1, MAX_DECODE_SEQ_UI),
                       Control("dec_seq_q", "int", None, 1, MAX_DECODE_QUERIES),
                       Control("dec_kv_heads", "int", None, 1, MAX_HEADS),
                       Control("dec_splits", "choice", None, choices=SPLIT_CHOICES),
                       Control("dec_page", "choice", None, choices=PAGE_CHOICES),
-                      Control("dec_head", "int", None, 0, MAX_HEADS - 1)),
+                      Control("dec_head", "int", None, 0, MAX_HEADS - 1),
+                      Control("dec_step", "int", 1, 1, MAX_SPLITS)),
             direction="decode"),
     PageRow("precision", "Precision", PRECISION,
             "fp32, fp16, bf16 and FP8 side by side: FP8's per-tile scales, each format's "

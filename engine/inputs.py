@@ -7,8 +7,8 @@ from .model.config import AttentionConfig, ConfigError, forward_only_message
 
 
 def make_inputs(cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return q, k, v of shape (batch, heads, seq, head_dim) in cfg.io_dtype (cfg.dtype; for
-    FP8, bfloat16: a model's activations, which the run quantizes), fixed by cfg.seed.
+    """Return q, k, v of shape (batch, heads, seq, head_dim) in cfg.input_dtype (cfg.dtype; for
+    FP8, float16: a model's activations, which the run quantizes), fixed by cfg.seed.
 
     Presets (cfg.inputs):
       "normal": standard normal entries.
@@ -36,7 +36,7 @@ def make_inputs(cfg: AttentionConfig) -> tuple[np.ndarray, np.ndarray, np.ndarra
     elif cfg.inputs == "outliers":
         q, k, v = (x + _outliers(rng, x.shape) for x in (q, k, v))
     q = q * np.float32(cfg.logit_scale)
-    dt = np.dtype(cfg.io_dtype)
+    dt = np.dtype(cfg.input_dtype)
     if dt == np.float16:  # keep extreme logit scales finite in half precision (bfloat16
         # has float32's range)
         lim = np.float32(np.finfo(np.float16).max)

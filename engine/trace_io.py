@@ -73,11 +73,11 @@ def from_npz_bytes(data: bytes) -> tuple[AttentionConfig, Result]:
         cfg = AttentionConfig(**json.loads(str(arrays["config"])))
     except (ConfigError, TypeError, ValueError) as exc:
         raise TraceFileError(f"The stored config is not valid: {exc}") from None
-    if cfg.io_dtype == "bfloat16" and arrays["output"].dtype == np.uint16:
+    if cfg.output_dtype == "bfloat16" and arrays["output"].dtype == np.uint16:
         arrays["output"] = arrays["output"].view("bfloat16")
     check_limits(cfg, trace=True)
     B, H, N, d, Tc = cfg.batch, cfg.heads, cfg.seq_q, cfg.head_dim, cfg.Tc
-    expect = {"output": ((B, H, N, d), np.dtype(cfg.io_dtype)), "lse": ((B, H, N), np.float32),
+    expect = {"output": ((B, H, N, d), np.dtype(cfg.output_dtype)), "lse": ((B, H, N), np.float32),
               "processed": ((cfg.Tr, cfg.Tc), np.bool_),
               **{f: ((B, H, N, Tc), np.float32) for f in TRACE_FIELDS}}
     for name, (shape, dtype) in expect.items():

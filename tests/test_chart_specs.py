@@ -9,7 +9,9 @@ bars got a set log domain and baseline and the gradient-growth chart a set norm 
 drew no bars, and warned of an infinite extent); every page's re-recorded on 2026-11-25 again,
 when the charts took the project's binary byte units, text inked by contrast, one unit per
 grid and round log ticks, the loop player replaced the SRAM tiling loop chart and the Kernel
-page gained its Hopper section; the
+page gained its Hopper section; the Backward pass, Decoding and Kernel pages' on 2026-11-27,
+when the loop player took over their loop, merge and Hopper pipeline charts, each the charts
+recorded before less that one; the
 other pages' entries kept), and the cached and templated builds of
 app.core.specs equal Altair's own spec for random inputs.
 

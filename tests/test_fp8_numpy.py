@@ -48,7 +48,8 @@ def random_config(rng, causal, **kw) -> engine.AttentionConfig:
 def test_config_takes_fp8_with_its_fields_and_keeps_other_dtypes_as_they_were():
     cfg = fp8_config()
     assert (cfg.fp8_scaling, cfg.fp8_rotation, cfg.is_fp8) == ("tile", False, True)
-    assert cfg.io_dtype == "bfloat16" and cfg.itemsize == 1 and cfg.io_itemsize == 2
+    assert cfg.input_dtype == "float16" and cfg.output_dtype == "bfloat16"
+    assert cfg.itemsize == 1 and cfg.io_itemsize == 2
     assert engine.FP8_DTYPES == ("float8_e4m3",) and "float8_e4m3" not in engine.DTYPES
     half = engine.AttentionConfig(dtype="float16")
     # other dtypes: the FP8 fields are left out of the repr (the app's cache key) and to_dict
@@ -75,10 +76,10 @@ def test_config_messages_say_what_is_allowed(field, value, allowed):
     assert allowed in str(exc.value) and field in str(exc.value)
 
 
-def test_make_inputs_gives_bfloat16_for_fp8_and_the_outliers_preset():
+def test_make_inputs_gives_float16_for_fp8_and_the_outliers_preset():
     cfg = fp8_config(seq_q=512, seq_k=512, head_dim=128, inputs="outliers", seed=3)
     q, k, v = engine.make_inputs(cfg)
-    assert q.dtype == k.dtype == v.dtype == np.dtype(ml_dtypes.bfloat16)
+    assert q.dtype == k.dtype == v.dtype == np.float16    # the shared design card's contract
     # the same draws as "normal", plus N(0, 10²) on about 0.1% of the entries
     nq, nk, nv = engine.make_inputs(cfg.with_(inputs="normal"))
     moved = [np.asarray(a, np.float32) != np.asarray(b, np.float32)

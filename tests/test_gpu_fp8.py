@@ -13,8 +13,11 @@ Tolerances, kernel against emulation (both run the same algorithm on the same e4
 - lse and the trace's running and tile max: 2e-3 + 1e-3 relative (the tensor cores sum the
   128-term FP8 products with fewer mantissa bits than float32: on an H100 the scores differed
   from the emulation's correctly rounded sums by up to 8e-4 relative);
-- running sums and rescale factors: relative 5e-3 (the kernel's P is exp2 of the exponent
-  rounded to float16, in float16, summed over a float16 tree per tile)."""
+- running sums: relative 5e-3 (sums of P from ex2.approx, 2 ulp, over many keys; the scores'
+  errors cancel in part against the running max's);
+- rescale factors α = exp2(m_old − m_new): relative 2e-2 (two running maxima, each within the
+  score tolerance, in the exponent: ln 2 · 2 · (2e-3 + 1e-3 · |m| · log2 e) for |m| up to 8;
+  one such run on an H100 differed by 1.4e-3 relative)."""
 import ml_dtypes
 import numpy as np
 import pytest
@@ -29,7 +32,7 @@ import seeds
 RNG = seeds.rng(8008)
 OUT_TOL = 1e-2
 SCORE_ATOL, SCORE_RTOL = 2e-3, 1e-3
-TRACE_RTOL = 5e-3
+SUM_RTOL, RESCALE_RTOL = 5e-3, 2e-2
 
 
 def assert_scores_close(got, want, what):
@@ -134,10 +137,11 @@ def test_output_lse_and_trace_match_the_emulation(d, nq, nk, causal, inputs):
     for name in ("running_max", "tile_max"):
         w = getattr(want.trace, name)
         assert_scores_close(got[name].reshape(w.shape), w, name)
-    for name in ("running_sum", "rescale"):
+    for name, rtol in (("running_sum", SUM_RTOL), ("rescale", RESCALE_RTOL)):
         g = got[name].reshape(getattr(want.trace, name).shape).astype(np.float64)
         w = getattr(want.trace, name).astype(np.float64)
-        assert np.all(np.abs(g - w) <= TRACE_RTOL * np.maximum(np.abs(w), 1e-3)), name
+        worst = float(np.max(np.abs(g - w) / np.maximum(np.abs(w), 1e-3)))
+        assert worst <= rtol, (name, worst)
 
 
 @pytest.mark.gpu

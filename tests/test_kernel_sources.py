@@ -97,7 +97,17 @@ def wgmma_examples():
                                              dtype="bfloat16"), bool(t))
             out.append(tuple(o for o in bf16 if not o.startswith(("-arch", "-DPERSISTENT")))
                        + ("-DPERSISTENT=1",))
-    return out
+    return out + fp8_examples()
+
+
+def fp8_examples():
+    """The same source's FP8 build (-DFP8=1) at both of its shapes, traced and not, as its
+    launcher compiles it."""
+    from engine.gpu.launchers import wgmma_fp8
+    return [tuple(o for o in wgmma_fp8.compile_options(
+                cfg(head_dim=d, block_q=bq, block_k=bk, dtype="float8_e4m3"), bool(t))
+                  if not o.startswith("-arch"))
+            for d, bq, bk in catalog.FP8_BUILDS[0].shapes for t in (0, 1)]
 
 
 def backward_mma_examples():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.model import arch as gpu_arch
-from engine.model.config import AttentionConfig
+from engine.model.config import FP8_DTYPES, AttentionConfig
 from engine.model.registry import KERNELS
 from kernels.loader import read_source
 from test_kernel_sources import examples_of
@@ -101,6 +101,8 @@ def builds_for(kernel, target: str) -> list[tuple]:
     for o in examples_of(kernel.source):
         if float(gen.cc) < gpu_arch.BF16_MIN_CC and any(b in o for b in BF16_OPTIONS):
             continue
+        if ("-DFP8=1" in o) != any(dt in FP8_DTYPES for dt in kernel.dtypes):
+            continue                       # one source, two rows: each row its own builds
         shape = (define(o, "HEAD_DIM"), define(o, "BLOCK_Q"), define(o, "BLOCK_K"))
         if kernel.shapes and not gpu_arch.shape_fits(kernel, shape, gen.smem_optin):
             continue

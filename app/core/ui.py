@@ -1,5 +1,6 @@
 """Small helpers the pages share: the current settings, error display, where numbers came
-from, and drawing a chart with the app's own fonts."""
+from, and drawing a chart with the app's own fonts. (Animations are played in the browser by
+the loop player, app/core/player/.)"""
 from __future__ import annotations
 
 import contextlib
@@ -181,74 +182,6 @@ def picking_chart(builder: Callable, *args, key: str, param: str,
 
     st.vega_lite_chart(spec=spec, theme=None, width="content", key=key, on_select=picked,
                        selection_mode=param)
-
-
-PLAY_FRAMES = 100          # Play shows a loop in at most this many frames
-SPEEDS = {"slow": 1.6, "normal": 0.8, "fast": 0.4}     # seconds a frame
-
-
-def play_stride(n_steps: int) -> int:
-    """Loop steps Play moves a frame, so that a whole loop takes at most PLAY_FRAMES frames."""
-    return max(1, -(-n_steps // PLAY_FRAMES))
-
-
-def next_frame(step: int, n_steps: int, stride: int) -> int:
-    """Play's next step (1-based) after `step`: `stride` on, stopping once at the last step,
-    then back to the first."""
-    return 1 if step >= n_steps else min(step + stride, n_steps)
-
-
-def _move(key: str, by: int, n_steps: int) -> None:
-    """Callback of the step buttons: move the step by `by`, within 1..n_steps."""
-    st.session_state[key] = min(max(st.session_state.get(key, 1) + by, 1), n_steps)
-
-
-def loop_player(key: str, n_steps: int, builder: Callable, *args, reset_on=None,
-                **kwargs) -> None:
-    """A loop chart driven by one step control: ◀ ▶ buttons and a slider (state key_step,
-    1-based) set the chart's `step` param; Play (key_play) moves on from the step shown,
-    play_stride(n_steps) steps a frame at the chosen speed (key_speed). A change of the
-    config (or of `reset_on`, when given) or of the number of steps sets the step back to 1
-    and stops Play. Only the board re-runs while playing or stepping (a fragment)."""
-    ss = st.session_state
-    step_key, play_key = f"{key}_step", f"{key}_play"
-    signature = (settings().cfg if reset_on is None else reset_on, n_steps)
-    if ss.get(f"{key}_of") != signature:
-        ss[f"{key}_of"] = signature
-        ss[step_key], ss[play_key] = 1, False
-    ss[step_key] = min(max(int(ss.get(step_key, 1)), 1), max(n_steps, 1))
-    stride = play_stride(n_steps)
-    if n_steps <= 1:
-        chart(builder, *args, slider_values={"step": 1}, **kwargs)
-        return
-    playing, speed = ss.get(play_key, False), ss.get(f"{key}_speed", "normal")
-    note = (f"{n_steps:,} steps; Play moves {stride} a frame ({-(-n_steps // stride)} frames)."
-            if stride > 1 else f"{n_steps} steps; Play moves one a frame.")
-    talk = settings().talk
-
-    @st.fragment(run_every=SPEEDS[speed] if playing else None)
-    def board():
-        if (ss.get(play_key, False), ss.get(f"{key}_speed", "normal")) != (playing, speed):
-            st.rerun()            # Play or speed changed: a full run sets the new frame timer
-        if playing:
-            ss[step_key] = next_frame(ss[step_key], n_steps, stride)
-        if talk:                  # one row of controls, so the board fits the screen below it
-            c_play, c_speed, c_back, c_fwd, c_step = st.columns(
-                [1.3, 2, 0.7, 0.7, 7], vertical_alignment="bottom")
-        else:
-            c_play, c_speed, c_note = st.columns([1, 2, 4], vertical_alignment="center")
-            c_note.caption(note)
-            c_back, c_fwd, c_step = st.columns([1, 1, 10], vertical_alignment="bottom")
-        c_play.toggle("Play", key=play_key, help=note)
-        c_speed.select_slider("speed", list(SPEEDS), "normal", key=f"{key}_speed")
-        c_back.button("◀", key=f"{key}_back", help="one step back",
-                      on_click=_move, args=(step_key, -1, n_steps))
-        c_fwd.button("▶", key=f"{key}_fwd", help="one step forward",
-                     on_click=_move, args=(step_key, 1, n_steps))
-        c_step.slider("loop step", 1, n_steps, key=step_key)
-        chart(builder, *args, slider_values={"step": ss[step_key]}, **kwargs)
-
-    board()
 
 
 def method_note(method: str, gpu_note: str | None = None) -> None:

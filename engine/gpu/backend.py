@@ -39,10 +39,10 @@ def launcher(kernel: str):
 
 
 def to_device(cfg: AttentionConfig, x: np.ndarray):
-    """(B, H, N, d) NumPy -> contiguous (B·H, N, d) CuPy array of cfg.io_dtype (the config's
-    dtype; FP8's inputs: bfloat16, make_inputs' q, k, v)."""
+    """(B, H, N, d) NumPy -> contiguous (B·H, N, d) CuPy array of cfg.input_dtype (the
+    config's dtype; FP8's inputs: float16, make_inputs' q, k, v)."""
     import cupy
-    flat = np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], cfg.head_dim), dtype=cfg.io_dtype)
+    flat = np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], cfg.head_dim), dtype=cfg.input_dtype)
     return cupy.asarray(flat)
 
 
@@ -70,7 +70,7 @@ def to_result(cfg: AttentionConfig, out: dict, algorithm: str, kernel: str | Non
         sched = _schedule({k: _checked(out, k, (cfg.bh * Tr,), name) for k in BLOCK_FIELDS}, Tr)
     info = dict(out.get("info", {}))
     info.setdefault("device", live_gpu().name)
-    return Result(output=O.astype(cfg.io_dtype, copy=False), lse=lse.astype(np.float32, copy=False),
+    return Result(output=O.astype(cfg.output_dtype, copy=False), lse=lse.astype(np.float32, copy=False),
                   backend="cupy", algorithm=algorithm,
                   kernel=kernel if algorithm == "flash" else None,
                   trace=tr, schedule=sched, info=info)

@@ -14,7 +14,8 @@ from ..model.launch import naive_row_threads
 from .runtime import gpu_failures, live_gpu
 
 # Traced builds a recording compiles beside the untraced ones: (key, head_dim, block_q, block_k).
-TRACED_EXTRA = (("mma.sync", 128, 128, 32), ("wgmma", 64, 128, 128), ("wgmma", 128, 128, 128))
+TRACED_EXTRA = (("mma.sync", 128, 128, 32), ("wgmma", 64, 128, 128), ("wgmma", 128, 128, 128),
+                ("wgmma fp8", 128, 128, 128))
 
 
 def _flash_builds(k: registry.Kernel) -> list:
@@ -35,11 +36,18 @@ NAIVE_BUILDS = tuple((k.key, 64) for k in registry.KERNELS if k.launcher == "eng
 NAIVE_SEQ = 4096
 
 
+def _facts_dtype(key: str) -> str:
+    """The dtype a build's compile facts are recorded in: float16, or its own when it takes
+    no float16 (the FP8 build)."""
+    dtypes = registry.kernel(key).dtypes
+    return "float16" if "float16" in dtypes else dtypes[0]
+
+
 def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
     """(launcher Build, grid) of one kernel for cfg; ConfigError when it does not take cfg."""
     from . import naive
     from .launchers import (backward_mma, backward_teaching, backward_wgmma, core, mma,
-                            teaching, wgmma)
+                            teaching, wgmma, wgmma_fp8)
     gpu = live_gpu()
     if kernel == "teaching":
         return teaching.build(cfg, trace, gpu), (cfg.Tr, cfg.bh)
@@ -48,6 +56,9 @@ def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
     if kernel == "wgmma":
         wgmma.check_takes(cfg)
         return wgmma.build(cfg, trace), (cfg.Tr, cfg.bh)
+    if kernel == "wgmma fp8":
+        wgmma_fp8.check_takes(cfg)
+        return wgmma_fp8.build(cfg, trace), (cfg.Tr, cfg.bh)
     if kernel == "backward teaching":
         return backward_teaching.build(cfg, trace, gpu), (cfg.Tc, cfg.bh)
     if kernel == "backward mma.sync":
@@ -81,9 +92,10 @@ def facts_of(kernel: str, cfg: AttentionConfig, trace: bool) -> dict:
 
 
 def record_all(batch: int = 1, heads: int = 16, seq: int = 4096) -> tuple[list, list]:
-    """(facts, failures) of every build in FLASH_BUILDS and NAIVE_BUILDS, float16."""
+    """(facts, failures) of every build in FLASH_BUILDS and NAIVE_BUILDS, float16 (the FP8
+    build: float8_e4m3)."""
     wanted = [(k, AttentionConfig(batch=batch, heads=heads, seq_q=seq, seq_k=seq, head_dim=d,
-                                  block_q=bq, block_k=bk, dtype="float16"), t)
+                                  block_q=bq, block_k=bk, dtype=_facts_dtype(k)), t)
               for k, d, bq, bk, t in FLASH_BUILDS]
     wanted += [(k, AttentionConfig(batch=batch, heads=heads, seq_q=NAIVE_SEQ, seq_k=NAIVE_SEQ,
                                    head_dim=d, dtype="float16"), False) for k, d in NAIVE_BUILDS]

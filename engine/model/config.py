@@ -17,12 +17,13 @@ BLOCK_SIZES = (8, 16, 32, 64, 128)
 DTYPES = ("float32", "float16", "bfloat16")
 # FP8 (e4m3: 4 exponent bits, 3 mantissa bits, finite, max 448): the flash forward only. Its
 # q, k, v come in one of FP8_INPUT_DTYPES (a model's activations; make_inputs gives
-# FP8_IO_DTYPE) and are quantized by the run itself; the output is FP8_IO_DTYPE.
+# FP8_INPUT_DTYPE) and are quantized by the run itself; the output is FP8_OUTPUT_DTYPE.
 FP8_DTYPES = ("float8_e4m3",)
 FORWARD_ONLY_DTYPES = FP8_DTYPES
 CONFIG_DTYPES = DTYPES + FP8_DTYPES          # what AttentionConfig takes
 FP8_INPUT_DTYPES = ("float16", "bfloat16", "float32")
-FP8_IO_DTYPE = "bfloat16"
+FP8_INPUT_DTYPE = "float16"
+FP8_OUTPUT_DTYPE = "bfloat16"
 # One scale per Q tile (block_q rows) and per K and V tile (block_k rows) of each
 # (batch, head); one per (batch, head) for each of Q, K, V; or none (scale 1).
 FP8_SCALINGS = ("tile", "tensor", "none")
@@ -136,10 +137,15 @@ class AttentionConfig:
         return self.dtype in FP8_DTYPES
 
     @property
-    def io_dtype(self) -> str:
-        """The dtype of make_inputs' q, k, v and of the output: the config's, except FP8's
-        (FP8_IO_DTYPE: bfloat16 in, bfloat16 out; the run quantizes)."""
-        return FP8_IO_DTYPE if self.is_fp8 else self.dtype
+    def input_dtype(self) -> str:
+        """The dtype of make_inputs' q, k, v: the config's, except FP8's (FP8_INPUT_DTYPE:
+        float16, a model's activations, which the run quantizes)."""
+        return FP8_INPUT_DTYPE if self.is_fp8 else self.dtype
+
+    @property
+    def output_dtype(self) -> str:
+        """The dtype of the output: the config's, except FP8's (FP8_OUTPUT_DTYPE)."""
+        return FP8_OUTPUT_DTYPE if self.is_fp8 else self.dtype
 
     @property
     def itemsize(self) -> int:
@@ -148,8 +154,9 @@ class AttentionConfig:
 
     @property
     def io_itemsize(self) -> int:
-        """Bytes of one element of io_dtype (the inputs given and the output written)."""
-        return 4 if self.io_dtype == "float32" else 2
+        """Bytes of one element of the inputs given and of the output written (input_dtype and
+        output_dtype: both 16-bit for FP8)."""
+        return 4 if self.output_dtype == "float32" else 2
 
     @property
     def flops(self) -> float:

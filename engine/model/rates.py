@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .config import FP8_DTYPES
 from .devices import GpuProfile
 from .registry import BY_KEY, FAMILIES
 from .units import format_gbps, format_tflops
@@ -57,6 +58,8 @@ def peak_rate(gpu: GpuProfile, dtype: str, kernel: str) -> Rate:
     computes `dtype` at on `gpu`."""
     if kernel not in BY_KEY and kernel not in FAMILIES and kernel != "naive":
         _units(dtype, kernel)                         # raises, naming every kernel
+    if dtype in FP8_DTYPES:                           # the FP8 build: e4m3 tensor cores
+        return Rate(gpu.fp8_tflops, "8-bit tensor cores (FP8, dense)", "datasheet")
     if _units(dtype, kernel) == "fp32":
         return Rate(gpu.fp32_tflops, "FP32 on CUDA cores", "datasheet")
     units = f"16-bit tensor cores, dense ({dtype})"

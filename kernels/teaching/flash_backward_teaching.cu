@@ -23,6 +23,10 @@
 //              SM id and the start and end times)
 // Launch of flash_backward_teaching: grid (Tc, B·H), NUM_THREADS threads, dynamic shared
 // memory laid out as below (engine/model/iomodel.py's smem_parts, kernel "backward teaching").
+//
+// Each step of the loop opens with a `// [phase <name>]` line: the paragraph it opens (down to
+// the next blank line) is what the app's backward animation highlights for that phase
+// (app/core/player/kernel_lines.py reads them).
 
 #if !defined(BLOCK_Q) || !defined(BLOCK_K) || !defined(HEAD_DIM) || !defined(ELEM_T) || \
     !defined(CAUSAL) || !defined(TRACE)
@@ -124,6 +128,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
 
     const long long kv_base = ((long long)bh * seq_k + k0) * d;
 
+    // [phase load_kv]
     // Lines 7-8: load K_j and V_j from HBM into SRAM; dK_j = 0, dV_j = 0 on chip.
     for (int idx = tid; idx < k_cols * d; idx += NUM_THREADS) {
         const int c = idx / d, t = idx % d;
@@ -134,6 +139,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
         dK_j[idx] = 0.f;
         dV_j[idx] = 0.f;
     }
+
 #if TRACE
     // Query tiles skipped by the causal mask add nothing: P rows sum to 0 over K_j, the dQ part
     // is 0, and dK_c, dV_c are still 0 after them.
@@ -158,6 +164,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
         const long long row0 = (long long)bh * seq_q + q0;
         const long long q_base = row0 * d;
 
+        // [phase load_q]
         // Line 10: load Q_i, dO_i, L_i and D_i from HBM into SRAM.
         for (int idx = tid; idx < q_rows * d; idx += NUM_THREADS) {
             const int r = idx / d, t = idx % d;
@@ -170,6 +177,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
         }
         __syncthreads();  // the query tile is complete before any thread reads it
 
+        // [phase rebuild_p]
         // Lines 11-15, one element (r, c) per thread: S_ij = scale · Q_i K_jᵀ,
         // P_ij = exp(S_ij - L_i), dP_ij = dO_i V_jᵀ, dS_ij = P_ij ∘ (dP_ij - D_i).
         // Keys hidden by the causal mask, keys past seq_k and rows past seq_q get P = dS = 0.
@@ -191,6 +199,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
         }
         __syncthreads();  // P_ij and dS_ij are complete before the three products read them
 
+        // [phase dkv]
         // Lines 13 and 17, one element (c, t) of dV_j and dK_j per thread:
         // dV_j += P_ijᵀ dO_i and dK_j += scale · dS_ijᵀ Q_i.
         for (int idx = tid; idx < k_cols * d; idx += NUM_THREADS) {
@@ -204,6 +213,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
             dK_j[idx] += scale * dk;
         }
 
+        // [phase dq]
         // Line 16, one element (r, t) of dQ_i per thread: dQ_i += scale · dS_ij K_j, added in
         // HBM with atomicAdd because the blocks of all key tiles add to the same rows.
         for (int idx = tid; idx < q_rows * d; idx += NUM_THREADS) {
@@ -247,6 +257,7 @@ flash_backward_teaching(const elem_t* __restrict__ Q,     // (B·H, seq_q, d)
                           // the next query tile may overwrite them
     }
 
+    // [phase write_dkv]
     // Line 19: write dK_j and dV_j to HBM in the input dtype.
     for (int idx = tid; idx < k_cols * d; idx += NUM_THREADS) {
         store_as(&dK[kv_base + idx], dK_j[idx]);

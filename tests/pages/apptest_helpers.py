@@ -69,12 +69,6 @@ def color_domains(spec) -> list:
     return found + [n for v in spec.values() for n in color_domains(v)]
 
 
-def shown_step(at: AppTest) -> int:
-    """The step the loop chart draws (its `step` param, set by app.core.ui.loop_player)."""
-    spec = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "step")
-    return spec["params"][0]["value"]
-
-
 def player(at: AppTest) -> dict:
     """What the page sent its loop player (app/core/player/component.py): spec (the frames),
     sig and start (the 0-based step it opens at)."""

@@ -1,7 +1,8 @@
-"""The Backward pass page (app/features/backward/): through AppTest, the loop from the trace,
-causal skipping, limits, its row controls, recorded and timed backward results; without a
-server, the loop follows the trace key tile by key tile, P rebuilt from lse, the gradients'
-growth, bytes, price and peak memory against the IO model."""
+"""The Backward pass page (app/features/backward/): through AppTest, the loop from the trace
+played in the browser beside the backward teaching kernel's lines (its step from the link and
+back into the URL), causal skipping, limits, its row controls, recorded and timed backward
+results; without a server, the loop follows the trace key tile by key tile, P rebuilt from
+lse, the gradients' growth, bytes, price and peak memory against the IO model."""
 from __future__ import annotations
 
 import json
@@ -18,13 +19,15 @@ from app.features.timings import data as timing_data
 from app.core.results_dir import BENCH_DIR_ENV
 from engine.model import iomodel
 from engine.model.tiles import processed_tiles
-from apptest_helpers import (FIXTURES, ON_GPU, assert_clean, color_domains, open_page, specs,
-                             texts, url)
-from chart_helpers import CONFIGS, H200, MAX_MARKS, fresh_seed, largest_dataset, params
+from app.core.controls import MAX_LOOP_STEPS
+from app.core.player import frames as player_frames
+from apptest_helpers import (FIXTURES, ON_GPU, assert_clean, color_domains, open_page, player,
+                             specs, texts, url)
+from chart_helpers import CONFIGS, H200, fresh_seed
 
 
 def loop_steps(at: AppTest) -> int:
-    return at.slider(key="bw_step").max
+    return len(player(at)["spec"]["frames"])
 
 
 def test_backward_page_draws_the_loop_from_the_trace():
@@ -49,12 +52,33 @@ def test_backward_page_causal_skips_tiles():
     assert loop_steps(at) == 10                             # 10 of 16 tiles run
 
 
-def test_backward_page_play_advances_the_step():
-    at = open_page("backward")
-    at.toggle(key="bw_play").set_value(True).run()
+def test_backward_page_plays_in_the_browser_beside_the_backward_kernel():
+    at = open_page("backward", bw_step=7)
     assert_clean(at)
-    spec = next(s for s in specs(at) if s.get("params", [{}])[0].get("name") == "step")
-    assert spec["params"][0]["value"] == 2
+    got = player(at)
+    assert got["start"] == 6 and got["spec"]["kind"] == "backward"
+    assert got["spec"]["url"] == {"name": "bw_step", "base": 1, "label": "loop step", "home": 0}
+    assert url(at)["bw_step"] == "7"
+    code = got["spec"]["code"]
+    assert code["path"] == "kernels/teaching/flash_backward_teaching.cu"
+    assert set(code["phases"]) == {p for f in got["spec"]["frames"] for p in f["phases"]}
+    assert not any(t.key == "bw_play" for t in at.get("toggle"))      # no server Play
+    assert not any("step" in json.dumps(s.get("params", [])) for s in specs(at))
+
+
+def test_backward_page_step_resets_on_a_config_change_and_follows_the_browser():
+    at = open_page("backward")
+    at.session_state["bw_player"] = {"step": 9, "sig": player(at)["sig"]}   # stopped on 9
+    at.run()
+    assert_clean(at)
+    assert player(at)["start"] == 9 and url(at)["bw_step"] == "10"
+    at.session_state["bw_player"] = {"step": "9; drop", "sig": player(at)["sig"]}  # tampered
+    at.run()
+    assert_clean(at)
+    assert player(at)["start"] == 9
+    at.selectbox(key="block_k").set_value(32).run()                    # 4×8 tiles: from 1
+    assert_clean(at)
+    assert loop_steps(at) == 32 and player(at)["start"] == 0 and "bw_step" not in url(at)
 
 
 def test_backward_page_over_a_limit_shows_the_error():
@@ -170,9 +194,9 @@ def test_backward_loop_groups_large_grids():
                                  block_k=16, causal=True, seed=fresh_seed())
     view = backward_data.loop_view(cfg, backward_trace(cfg))
     assert view.group > 1 and len(view.tiles) <= tiling_data.MAX_CELLS
-    chart = charts_backward.loop_chart(view.tiles, view.steps, view.rows, view.cols)
-    assert largest_dataset(chart) <= MAX_MARKS
-    assert params(chart)["step"]["value"] == 1          # app.core.ui.loop_player sets the step
+    got = player_frames.backward_frames(view.tiles, view.steps, view.rows, view.cols)
+    assert len(got["frames"]) == len(view.steps) <= MAX_LOOP_STEPS
+    assert len(got["cells"]) == view.rows * view.cols <= tiling_data.MAX_CELLS
 
 
 @pytest.mark.parametrize("causal", [False, True])

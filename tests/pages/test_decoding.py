@@ -1,5 +1,6 @@
 """The Decoding page (app/features/decoding/): through AppTest, its controls from the URL, bad
-combinations as messages, auto splits by profile, the merge chart, recorded decode results;
+combinations as messages, auto splits by profile, the merge played in the browser (its step
+from the link and back into the URL), recorded decode results;
 without a server, every chart builds a valid Vega-Lite spec and the data say what the page
 claims (shares of the merge, the pool against the block table, the model's shape)."""
 from __future__ import annotations
@@ -15,7 +16,7 @@ import engine
 from app.features.decoding import charts as charts_decode, data as decode_data
 from app.core.results_dir import BENCH_DIR_ENV
 from engine.model.decode_config import DecodeConfig
-from apptest_helpers import ON_GPU, assert_clean, open_page, specs, texts, url
+from apptest_helpers import ON_GPU, assert_clean, open_page, player, specs, texts, url
 from chart_helpers import H200
 
 
@@ -59,15 +60,33 @@ def test_decoding_page_auto_splits_follow_the_emulated_profile():
     assert str(metric(t4, "num_splits").value) == "8"                    # 2·40 / 8 = 10
 
 
-def test_decoding_page_merge_chart_carries_every_split_once():
-    from app.core.st_internals import arrow_bytes_to_frame as convert_arrow_bytes_to_pandas_df
+def test_decoding_page_plays_the_merge_in_the_browser_one_split_a_step():
     at = open_page("decoding", dec_seq_k=2000, dec_splits=8)
     assert_clean(at)
-    board = next(c.proto for c in at.get("vega_lite_chart")
-                 if json.loads(c.proto.spec).get("params", [{}])[0].get("name") == "step")
-    states = convert_arrow_bytes_to_pandas_df(board.datasets[0].data.data)
-    assert sorted(states.split) == list(range(8)) and len(board.datasets) == 1
-    assert abs(states.share.sum() - 1) < 1e-5 and (states.rescale <= 1).all()
+    got = player(at)
+    merge = got["spec"]
+    assert merge["kind"] == "merge" and merge["code"] is None       # no kernel lines: below
+    assert [f["split"] for f in merge["frames"]] == list(range(8)) and got["start"] == 0
+    assert merge["url"] == {"name": "dec_step", "base": 1, "label": "splits merged", "home": 0}
+    assert [(f["k0"], f["k1"]) for f in merge["frames"]][-1] == (1750, 2000)   # 8 × 250 keys
+    last = merge["frames"][-1]
+    assert last["m_run"] == max(f["m_s"] for f in merge["frames"])
+    shares = [f["rescale"] * f["l_s"] / last["l_run"] for f in merge["frames"]]
+    assert abs(sum(shares) - 1) < 1e-5 and all(f["rescale"] <= 1 for f in merge["frames"])
+    assert not any(t.key == "dec_play" for t in at.get("toggle"))     # no server Play
+    assert "last block merges all splits at once" in texts(at)
+
+
+def test_decoding_page_merge_step_from_the_link_resets_on_another_head():
+    at = open_page("decoding", heads=4, dec_step=3)
+    assert_clean(at)
+    assert player(at)["start"] == 2 and url(at)["dec_step"] == "3"
+    at.session_state["dec_player"] = {"step": 5, "sig": player(at)["sig"]}   # stopped on 6
+    at.run()
+    assert player(at)["start"] == 5 and url(at)["dec_step"] == "6"
+    at.number_input(key="dec_head").set_value(1).run()                   # another row
+    assert_clean(at)
+    assert player(at)["start"] == 0 and "dec_step" not in url(at)
 
 
 @pytest.mark.skipif(ON_GPU, reason="a GPU shows live decode timings instead")
@@ -150,16 +169,13 @@ def test_every_decode_chart_is_valid(run):
     cfg, res = run
     charts = [
         charts_decode.cache_chart(decode_data.split_strip(res), cfg.seq_k, cfg.page_size),
-        charts_decode.merge_chart(decode_data.split_states(res, 0, 0, 1)),
         charts_decode.pool_chart(decode_data.pool_cells(cfg, res.block_table, res.bounds),
                                  decode_data.POOL_COLUMNS),
         charts_decode.bytes_chart(decode_data.bytes_table(cfg, H200)),
         charts_decode.floor_chart(decode_data.floor_sweep(cfg, H200)),
         charts_decode.splits_chart(decode_data.splits_model(cfg, H200), ["Model", "x"], 8)]
     specs = [c.to_dict(validate=True) for c in charts]
-    merge = specs[1]
-    assert merge["params"][0]["name"] == "step" and merge["params"][0]["value"] == 1
-    assert len(next(iter(merge["datasets"].values()))) == 8
+    assert len(specs) == 5
 
 
 # ---- auto against the model, the recorded panel's shape, metrics without notes as deltas --

@@ -1,8 +1,8 @@
 """Every page through Streamlit's AppTest, from its row of app/page_list.py: it renders
 without an exception (in bfloat16 and in talk mode too), a tampered URL shows messages, a
 changed control computes the new config once; and what the shared sidebar and core do on
-any page: URL parameters, the GPU backend without a GPU, the loop player's buttons, talk
-mode, the compute-capability notice."""
+any page: URL parameters, the GPU backend without a GPU, the loop player's step in the URL,
+talk mode, the compute-capability notice."""
 from __future__ import annotations
 
 import collections
@@ -13,7 +13,7 @@ import pytest
 
 import engine
 from apptest_helpers import (CHARTS, HEADINGS, ON_GPU, PAGES, assert_clean, config_heading,
-                             open_page, player, shown_step, specs, texts, url)
+                             open_page, player, specs, texts, url)
 from app.core import arch_notice
 from engine.model.devices import PROFILES
 
@@ -144,20 +144,55 @@ def test_gpu_backend_without_gpu_is_an_error():
     assert "no GPU can be used here" in msg and "CPU emulation" in msg
 
 
-# ---- the loop player (app.core.ui.loop_player) and talk mode -------------------------
-@pytest.mark.parametrize("page,key", [("backward", "bw"), ("decoding", "dec")])
-def test_loop_player_step_buttons_move_the_step(page, key):
+# ---- the loop player (app/core/player/) and talk mode ---------------------------------
+# page -> (its player's key, the URL parameter of its step): every animation is played in the
+# browser, its step kept in the URL
+PLAYERS = {"sram_tiling": ("sram", "sram_step"), "online_softmax": ("softmax", "sm_tile"),
+           "backward": ("bw", "bw_step"), "decoding": ("dec", "dec_step"),
+           "kernel": ("hopper", "hopper_step")}
+
+
+def test_every_animation_is_played_in_the_browser():
+    """No page plays an animation by rerunning the server: no Play toggle, no step slider or
+    step buttons in Python; every page that animates sends its frames to the loop player."""
+    for page in PAGES:
+        at = open_page(page)
+        keys = [w.key for kind in ("toggle", "slider", "button") for w in at.get(kind)]
+        assert not [k for k in keys if k and k.endswith(("_play", "_step", "_fwd", "_back"))], \
+            (page, keys)
+        has_player = any(e.proto.component_name.endswith("loop_player")
+                         for e in at.get("component_instance"))
+        assert has_player == (page in PLAYERS), page
+
+
+@pytest.mark.parametrize("page", list(PLAYERS))
+def test_the_players_step_comes_from_the_link_and_goes_back_into_it(page):
+    """A link's step opens the animation there; the step the browser stops on goes into the
+    URL; a step past the last opens the last; garbage is a message naming what is allowed."""
+    key, param = PLAYERS[page]
     at = open_page(page)
-    assert shown_step(at) == 1 and at.slider(key=f"{key}_step").value == 1
-    at.button(key=f"{key}_fwd").click().run()
-    at.button(key=f"{key}_fwd").click().run()
+    got = player(at)
+    spec, base = got["spec"], got["spec"]["url"]["base"]
+    n, home = len(spec["frames"]), spec["url"]["home"]
+    assert spec["url"]["name"] == param and n >= 3, (page, n)
+    assert got["start"] == home and param not in url(at)
+    linked = (home + 2) % n
+    at = open_page(page, **{param: linked + base})
     assert_clean(at)
-    assert at.slider(key=f"{key}_step").value == 3 and shown_step(at) == 3
-    at.button(key=f"{key}_back").click().run()
-    assert shown_step(at) == 2
-    for _ in range(3):                                    # never below step 1
-        at.button(key=f"{key}_back").click().run()
-    assert shown_step(at) == 1
+    assert player(at)["start"] == linked and url(at)[param] == str(linked + base)
+    stop = (linked + 1) % n
+    at.session_state[f"{key}_player"] = {"step": stop, "sig": player(at)["sig"]}
+    at.run()
+    assert_clean(at)
+    assert player(at)["start"] == stop
+    assert url(at).get(param) == (None if stop == home else str(stop + base))
+    at = open_page(page, **{param: n + base + 40})
+    assert_clean(at)
+    assert player(at)["start"] == n - 1 and url(at)[param] == str(n - 1 + base)
+    at = open_page(page, **{param: "-1"})
+    assert_clean(at)
+    assert any(f"{param} must be a whole number" in e.value for e in at.error), page
+    assert player(at)["start"] == home
 
 
 def _drawn(node) -> list[str]:

@@ -14,7 +14,7 @@ import pytest
 from app.core.results_dir import BENCH_DIR_ENV
 from app.features.kernel import hopper_charts, hopper_pipeline as hp, hopper_walk as hw
 from app.features.kernel import warp_split
-from apptest_helpers import ON_GPU, assert_clean, open_page, specs, texts
+from apptest_helpers import ON_GPU, assert_clean, open_page, player, specs, texts, url
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 WGMMA_RECORDS = ("schedule_h200_4_wgmma.json", "schedule_h200_3_causal_wgmma.json")
@@ -172,18 +172,15 @@ def test_split_q_citations_are_found_in_the_sources(tmp_path):
     assert warp_split.citations(tmp_path) == []
 
 
-def test_pipeline_chart_plays_in_the_browser():
+def test_pipeline_table_fills_the_lanes_and_paints():
     p = hp.simulate([4, 4, 3])
     shape = p.shape
-    chart = hopper_charts.pipeline_chart(hopper_charts.pipeline_table(p.spans, shape),
-                                         hopper_charts.lane_order(shape), p.end, 3.0, "x")
-    spec = chart.to_dict()
-    param = spec["params"][0]
-    assert param["name"] == "t" and param["bind"]["input"] == "range"
-    assert param["bind"]["max"] >= p.end - 0.1
-    lanes = set(hopper_charts.pipeline_table(p.spans, shape).lane)
+    table = hopper_charts.pipeline_table(p.spans, shape)
+    lanes = set(table.lane)
     assert lanes <= set(hopper_charts.lane_order(shape))
     assert {"stage 0 K", "stage 1 V", "Q buffer 1", "consumer 1 · tensor cores"} <= lanes
+    assert set(table.paint) <= set(hopper_charts.PAINT)
+    assert set(hopper_charts.HELD) <= set(table.paint)         # both phases of the ring
 
 
 @pytest.mark.skipif(ON_GPU, reason="a GPU shows its own device")
@@ -198,11 +195,13 @@ def test_kernel_page_shows_the_hopper_section_on_h200(monkeypatch, tmp_path):
     assert "runs only on Hopper" not in body
     assert "ring of 2 stages" in body
     titles = [json.dumps(s.get("title")) for s in specs(at)]
-    assert any("(model)" in t for t in titles)
     assert sum("Recorded on NVIDIA H200, 2026-11-23" in t for t in titles) >= 2
     assert "gives 132 of the 132 SMs' walks exactly" in body
-    pipeline = next(s for s in specs(at) if "(model)" in json.dumps(s.get("title")))
-    assert pipeline["params"][0]["name"] == "t"
+    pipeline = player(at)                           # played in the browser: Play, a cursor
+    assert pipeline["spec"]["kind"] == "lanes" and "(model)" in pipeline["spec"]["title"]
+    wrap = pipeline["spec"]["frames"][pipeline["start"]]
+    assert "K_2 (run 0) → stage 0" in wrap["label"]             # opens where the ring wraps
+    assert "hopper_step" not in url(at)
 
 
 @pytest.mark.skipif(ON_GPU, reason="a GPU shows its own device")

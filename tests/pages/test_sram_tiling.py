@@ -39,7 +39,7 @@ def test_sram_page_plays_in_the_browser_from_the_links_step():
     assert_clean(at)
     got = player(at)
     assert got["start"] == 6 and got["spec"]["url"] == {"name": "sram_step", "base": 1,
-                                                        "label": "loop step"}
+                                                        "label": "loop step", "home": 0}
     assert url(at)["sram_step"] == "7"
     assert not at.get("toggle") or all(t.key != "sram_play" for t in at.toggle)   # no server Play
     at = open_page("sram_tiling", sram_step=99)             # past the last of 16 steps

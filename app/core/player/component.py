@@ -1,7 +1,9 @@
 """The loop player: a Streamlit component (static/, no build step, nothing fetched) that gets
 every frame of one animation once and plays it in the browser: Play, pause, speed, ◀ ▶, a
-slider and the arrow keys, with motion between steps, and the kernel source beside the board
-with the lines of the phase running highlighted. No rerun per frame: the page runs again only
+slider and the arrow keys, with motion between steps, and, for a kernel's loop, the kernel
+source beside the board with the lines of the phase running highlighted. It plays SRAM
+tiling's loop, Online softmax's row, the Backward pass's loop, Decoding's merge and the Kernel
+page's Hopper pipeline (frames.py's kinds). No rerun per frame: the page runs again only
 when Play stops or a step by hand settles (the step comes back as the component's value, so
 the page and the URL follow it).
 
@@ -16,8 +18,9 @@ from pathlib import Path
 import streamlit as st
 import streamlit.components.v1 as components
 
-from app.core.player.frames import code_panel, loop_frames, row_frames
-from app.core.player.kernel_lines import kernel_lines
+from app.core.player.frames import (backward_frames, code_panel, home_step, lane_frames,
+                                    loop_frames, merge_frames, row_frames)
+from app.core.player.kernel_lines import BACKWARD_PHASES, kernel_lines
 from app.core.sidebar import keep_page_control
 from app.core.style import ALARM, DONE, INK, PENDING, TILE_COLORS
 
@@ -28,11 +31,12 @@ COLORS = {**TILE_COLORS, "done": DONE, "pending": PENDING, "alarm": ALARM, "ink"
 
 
 def spec_of(frames: dict, url_name: str, base: int = 1, code: dict | None = None,
-            label: str = "step", compact: bool = False) -> dict:
+            label: str = "step", compact: bool = False, home: int = 0) -> dict:
     """Everything the browser is sent: the frames, the kernel's source panel, the palette and
-    the URL parameter that holds the step (its value is the 0-based step + base)."""
+    the URL parameter that holds the step (its value is the 0-based step + base; the step
+    `home`, where the animation opens without a link, is left out of the URL)."""
     return {**frames, "code": code, "colors": COLORS, "compact": compact,
-            "url": {"name": url_name, "base": base, "label": label}}
+            "url": {"name": url_name, "base": base, "label": label, "home": home}}
 
 
 def signature(spec: dict) -> str:
@@ -45,19 +49,23 @@ def signature(spec: dict) -> str:
 def start_index(key: str, spec: dict, sig: str, reset_on=None) -> int:
     """The step (0-based) the animation opens at: where the browser last stopped (its report,
     the component's value); after a change of `reset_on` (default: the frames) the first
-    step, but on the page's first showing in this session the link's."""
+    step (`home`), but on the page's first showing in this session the link's. A link's step
+    past the last is the last."""
     ss = st.session_state
     url = spec["url"]
+    home = url.get("home", 0)
     of_key, index_key, seen_key = f"{key}_of", f"{key}_index", f"{key}_seen"
     mark = signature({"reset_on": repr(reset_on)}) if reset_on is not None else sig
     if ss.get(of_key) != mark:
         linked = ss.get(url["name"]) if of_key not in ss else None
         ss[of_key] = mark
-        ss[index_key] = int(linked) - url["base"] if isinstance(linked, int) else 0
+        ss[index_key] = int(linked) - url["base"] if isinstance(linked, int) else home
     value = ss.get(f"{key}_player")
     if isinstance(value, dict) and value.get("sig") == sig and value != ss.get(seen_key):
         ss[seen_key] = value
-        ss[index_key] = int(value.get("step", 0))
+        step = value.get("step")
+        if isinstance(step, int) and not isinstance(step, bool):    # what a browser reports
+            ss[index_key] = step
     ss[index_key] = min(max(int(ss[index_key]), 0), max(len(spec["frames"]) - 1, 0))
     return ss[index_key]
 
@@ -69,7 +77,7 @@ def play(key: str, spec: dict, reset_on=None) -> int:
     sig = signature(spec)
     index = start_index(key, spec, sig, reset_on)
     url = spec["url"]
-    keep_page_control(url["name"], index + url["base"], url["base"])
+    keep_page_control(url["name"], index + url["base"], url.get("home", 0) + url["base"])
     _component(spec=spec, sig=sig, start=index, key=f"{key}_player", default=None)
     return index
 
@@ -89,3 +97,28 @@ def play_row(key: str, rows, url_name: str, compact: bool = False) -> int:
     the teaching kernel's source; returns the key tile shown."""
     return play(key, spec_of(row_frames(rows), url_name, 0, code_panel(kernel_lines("teaching")),
                              "after key tile", compact))
+
+
+def play_backward(key: str, view, url_name: str, compact: bool = False) -> int:
+    """The backward loop of a BackwardLoop (app.features.backward.data: key tiles outer, the
+    trace's values after each step) played beside the backward teaching kernel's source;
+    returns the step shown (0-based)."""
+    frames = backward_frames(view.tiles, view.steps, view.rows, view.cols)
+    code = code_panel(kernel_lines("backward teaching"), BACKWARD_PHASES)
+    return play(key, spec_of(frames, url_name, 1, code, "loop step", compact))
+
+
+def play_merge(key: str, states, url_name: str, compact: bool = False) -> int:
+    """Decoding's merge of one query row's splits (split_states' table), one split merged a
+    step; returns the step shown (0-based: splits 0..step merged)."""
+    return play(key, spec_of(merge_frames(states), url_name, 1, None, "splits merged", compact))
+
+
+def play_lanes(key: str, table, lanes: list[str], end: float, paints: dict[str, str],
+               url_name: str, tagged: tuple[str, ...] = (), title: str = "",
+               home_t: float = 0.0) -> int:
+    """Spans in lanes played over time (frames.lane_frames), one step per moment something
+    starts; without a link it opens at model time `home_t`. Returns the step shown."""
+    frames = lane_frames(table, lanes, end, paints, tagged, title)
+    return play(key, spec_of(frames, url_name, 1, None, "moment", home=home_step(frames,
+                                                                                 home_t)))

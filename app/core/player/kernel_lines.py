@@ -1,9 +1,9 @@
-"""Which lines of a teaching kernel's CUDA source each phase of the loop animation runs.
+"""Which lines of a teaching kernel's CUDA source each phase of a loop animation runs.
 
 The source marks them itself: a `// [phase <name>]` line opens each phase, and the phase is the
 paragraph that line opens (down to the next blank line). Reading the marks, rather than keeping
 line numbers here, keeps the highlight on the right lines when the source changes;
-tests/test_player.py checks that every phase the animation names is marked."""
+tests/test_player.py checks that every phase each animation names is marked in its kernel."""
 from __future__ import annotations
 
 import functools
@@ -25,6 +25,20 @@ PHASES = {
     "pv": "O_i += P̃_ij V_j",
     "write_o": "write O_i = O_i / l_i and the log-sum-exp",
 }
+
+# The backward teaching kernel's phases (one thread block per key tile j, query tiles i
+# streaming past), in the order a step of its loop runs them
+BACKWARD_PHASES = {
+    "load_kv": "load K_j, V_j (dK_j = dV_j = 0 on chip)",
+    "load_q": "load Q_i, dO_i, lse_i, D_i",
+    "rebuild_p": "P_ij = exp(S_ij − lse_i), dS_ij = P_ij ∘ (dO_i V_jᵀ − D_i)",
+    "dkv": "dV_j += P_ijᵀ dO_i, dK_j += scale · dS_ijᵀ Q_i",
+    "dq": "dQ_i += scale · dS_ij K_j (atomicAdd in HBM)",
+    "write_dkv": "write dK_j, dV_j",
+}
+
+# the registry's kernel -> the phases its animation names (and their names on screen)
+PHASES_OF = {"teaching": PHASES, "backward teaching": BACKWARD_PHASES}
 
 
 @dataclass(frozen=True)

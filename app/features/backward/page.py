@@ -6,8 +6,8 @@ from app.features.backward import cards
 from app.core import runner
 from app.features.backward.data import (dkv_growth, dq_growth, hbm_parts, loop_view, peak_table,
                                         price, price_verdict, row_mass, rowsum_gap)
-from app.features.backward.charts import (growth_chart, hbm_parts_chart, loop_chart, peak_chart,
-                                          price_chart, rowsum_chart)
+from app.features.backward.charts import (growth_chart, hbm_parts_chart, peak_chart, price_chart,
+                                          rowsum_chart)
 from app.features.timings.charts import config_chart, memory_chart, sweep_chart
 from app.core.controls import kernel_label
 from app.core.figures import device_sentence
@@ -15,8 +15,9 @@ from app.core.recorded_gpu import closest_files
 from app.core.results_dir import bench_dir
 from app.features.timings.data import (memory_table, memory_wall, recorded_speedup, recorded_table,
                                        sweep_lengths, timing_table, with_builds)
-from app.core.ui import (chart, guarded, linked_number, loop_player, method_note, notes, on_stage,
-                         source_line, stage, usable_settings)
+from app.core.player.component import play_backward
+from app.core.ui import (chart, guarded, linked_number, method_note, notes, on_stage, source_line,
+                         stage, usable_settings)
 from app.core.deck_view import takeaway
 from app.core.takeaways import backward
 from engine import check_limits
@@ -53,8 +54,7 @@ if g is not None:
                           price(cfg, gpu, s.kernel).recompute_flops))
         above = st.container()
         view = loop_view(cfg, g.trace)
-        loop_player("bw", len(view.steps), loop_chart, view.tiles, view.steps, view.rows,
-                    view.cols, **(dict(size=380) if s.talk else {}))
+        play_backward("bw", view, "bw_step", compact=s.talk)
         with notes(above):
             st.info(source_line(s, g.backend) + (
                 " The trace comes from the teaching backward kernel (the one built to write "
@@ -63,14 +63,16 @@ if g is not None:
                 st.caption(f"The grid has {cfg.Tr}×{cfg.Tc} tiles; each cell here groups "
                            f"{view.group}×{view.group} of them, so a step covers that many "
                            f"tile steps.")
-            st.caption("Drag the **loop step** slider under the chart (it runs in your "
-                       "browser), or play. The orange frame is the key tile j whose thread "
-                       "block holds K_j, V_j, dK_j and dV_j on chip; the query tiles Q_i and "
-                       "dO_i stream past it. dK_j and dV_j fill up (shade: share of the final "
-                       "norm, from the trace) and go to HBM when the column ends; dQ_i "
-                       "collects every block's part in HBM. White tiles are skipped by the "
-                       "causal mask. On a GPU the key-tile blocks run at the same time; the "
-                       "animation shows them one after another.")
+            st.caption("Play, step with ◀ ▶ (or the arrow keys once you click the board) or "
+                       "drag the slider: it all runs in your browser. The orange frame is the "
+                       "key tile j whose thread block holds K_j, V_j, dK_j and dV_j on chip; "
+                       "the query tiles Q_i and dO_i stream past it. dK_j and dV_j fill up "
+                       "(shade: share of the final norm, from the trace) and go to HBM when "
+                       "the column ends (grey); dQ_i collects every block's part in HBM. "
+                       "White tiles are skipped by the causal mask. Beside it, the backward "
+                       "teaching kernel's lines that run in this step (the phase running now "
+                       "while playing). On a GPU the key-tile blocks run at the same time; "
+                       "the animation shows them one after another.")
 
     st.subheader("P rebuilt from lse alone")
     c1, c2 = st.columns(2)

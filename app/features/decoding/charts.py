@@ -1,23 +1,19 @@
-"""Charts of the Decoding page. Pure functions: DataFrames in, Altair charts out.
-
-The merge animation sends every split's state once; the `step` param (app.core.ui.loop_player's
-slider) says how many splits are merged, and Vega computes the running max and the rescaled
-sums in the browser.
+"""Charts of the Decoding page. Pure functions: DataFrames in, Altair charts out. (The merge,
+split by split, is played in the browser by the loop player, app/core/player/, from
+data.split_states.)
 """
 from __future__ import annotations
 
 import altair as alt
 import pandas as pd
 
-from app.features.sram_tiling.charts import step_param
 from app.core.legible import POW2_LABEL, fit_label, ink_on, log_ticks, pow2_labels
-from app.core.style import ALARM, DONE, FONT, INK, PENDING, TILE_COLORS, finish, kernel_scale
+from app.core.style import ALARM, DONE, FONT, INK, TILE_COLORS, finish, kernel_scale
 
 SPLIT_COLORS = [TILE_COLORS["K_j"], TILE_COLORS["V_j"]]      # alternate, so splits stand apart
 # Vega's tableau10, the sequences' colours (given here so that each label's ink can be chosen)
 SEQUENCE_COLORS = ["#4c78a8", "#f58518", "#e45756", "#72b7b2", "#54a24b", "#eeca3b", "#b279a2",
                    "#ff9da6", "#9d755d", "#bab0ac"]
-MERGED = "datum.split < step"
 
 
 def cache_chart(strip: pd.DataFrame, seq_k: int, page_size: int | None,
@@ -48,54 +44,6 @@ def cache_chart(strip: pd.DataFrame, seq_k: int, page_size: int | None,
              + (f", pages of {page_size} keys (ticks)" if page_size else ", contiguous"))
     chart = alt.layer(*layers, height=60, title=title)
     return finish(chart, width)
-
-
-def merge_chart(states: pd.DataFrame, start: int = 0, width: int = 320) -> alt.HConcatChart:
-    """The log-sum-exp merge, split by split: left, each split's max m_s and the running max
-    of the merged ones; right, each merged split's sum l_s rescaled to that running max,
-    exp(m_s - m) · l_s, stacked into the running sum. At the last step m = m_final and the
-    stack is l_final."""
-    n = len(states)
-    merged = [{"filter": MERGED},
-              {"joinaggregate": [{"op": "max", "field": "m_s", "as": "m_run"}]}]
-    state = alt.Color("state:N", title=None, scale=alt.Scale(
-        domain=["merged", "waiting"], range=[TILE_COLORS["S_ij"], PENDING]),
-        legend=alt.Legend(orient="top"))
-    with_state = [{"calculate": f"{MERGED} ? 'merged' : 'waiting'", "as": "state"}]
-    x = alt.X("split:O", title="split s", axis=alt.Axis(labelAngle=0,
-                                                          values=_ticks(n)))
-    points = alt.Chart(states, transform=with_state).mark_point(
-        filled=True, size=160).encode(
-        x=x, y=alt.Y("m_s:Q", title="max m_s (natural log units)", scale=alt.Scale(zero=False)),
-        color=state, tooltip=["split", "m_s", "l_s", "rescale", "seen"])
-    running = alt.Chart(states, transform=merged).mark_rule(color=ALARM, strokeWidth=3).encode(
-        y="m_run:Q", tooltip=[alt.Tooltip("m_run:Q", title="running max m")])
-    left = alt.layer(points, running, width=width, height=280,
-                     title="Max m_s; red: running max m")
-    sums = merged + [{"calculate": "exp(datum.m_s - datum.m_run) * datum.l_s", "as": "part"}]
-    bars = alt.Chart(states, transform=sums).mark_bar(color=TILE_COLORS["l_i"]).encode(
-        x=alt.X("split:O", title="split s", scale=alt.Scale(domain=list(range(n))),
-                axis=alt.Axis(labelAngle=0, values=_ticks(n))),
-        y=alt.Y("part:Q", title="exp(m_s − m) · l_s"),
-        tooltip=["split", alt.Tooltip("part:Q", title="rescaled sum"), "l_s", "rescale"])
-    total = alt.Chart(states, transform=sums + [
-        {"aggregate": [{"op": "sum", "field": "part", "as": "l_run"},
-                       {"op": "max", "field": "m_run", "as": "m"},
-                       {"op": "count", "as": "k"}]},
-        {"calculate": "'merged ' + datum.k + ' of " + str(n) + ": m = ' + format(datum.m, '.3f')"
-                      " + ', l = ' + format(datum.l_run, '.4g')", "as": "label"}]).mark_text(
-        align="left", baseline="top", fontSize=FONT["text"], color=INK, dx=4, dy=4).encode(
-        text="label:N", x=alt.value(0), y=alt.value(0))
-    right = alt.layer(bars, total, width=width, height=280,
-                      title="exp(m_s − m)·l_s, summing to l")
-    chart = alt.hconcat(left, right).resolve_scale(color="independent")
-    return finish(chart, params=[step_param(n, start)])
-
-
-def _ticks(n: int) -> list[int]:
-    """At most about 16 labelled splits on an axis."""
-    every = max(1, -(-n // 16))
-    return list(range(0, n, every))
 
 
 def pool_chart(cells: pd.DataFrame, columns: int, width: int = 820) -> alt.LayerChart:

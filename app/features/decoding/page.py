@@ -5,8 +5,8 @@ import streamlit as st
 
 from app.features.decoding import cards
 from app.core import runner
-from app.features.decoding.charts import (bytes_chart, cache_chart, floor_chart, merge_chart,
-                                          pool_chart, splits_chart)
+from app.features.decoding.charts import (bytes_chart, cache_chart, floor_chart, pool_chart,
+                                          splits_chart)
 from app.core.controls import MAX_DECODE_SEQ_UI, PAGE_CHOICES, SPLIT_CHOICES
 from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, auto_against_model,
                                         bytes_table, closest_shape, decode_config,
@@ -14,8 +14,9 @@ from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, auto_against_mod
                                         recorded_table, split_counts, split_states, split_strip,
                                         splits_model, spread_unsplit, merge_gap)
 from app.core.style import wrap_title
-from app.core.ui import (chart, guarded, linked_choice, linked_number, loop_player, notes,
-                         on_stage, stage, usable_settings)
+from app.core.player.component import play_merge
+from app.core.ui import (chart, guarded, linked_choice, linked_number, notes, on_stage, stage,
+                         usable_settings)
 from engine.facade import recorded
 from app.features.decoding.floor import (floor_fraction, floor_ms, fraction_text,
                                          recorded_floor_note)
@@ -103,12 +104,14 @@ with on_stage(slot):
     states = split_states(res, 0, h, t)
     takeaway(decoding(res.num_splits, blocks, gpu.sms, merge_gap(res.trace)))
     above = st.container()
-    loop_player("dec", res.num_splits, merge_chart, states, reset_on=(dcfg, h))
+    play_merge("dec", states, "dec_step", compact=s.talk)
     notes(above).caption(
-        f"Sequence 0, query head {h} (KV head {h // dcfg.group}), the last new token. Step "
-        "through the merge: each step merges one more split. When a split's max is above the "
-        "running max, the sums merged so far shrink by exp(m_old − m_new), exactly as a new "
-        "key tile rescales the online softmax.")
+        f"Sequence 0, query head {h} (KV head {h // dcfg.group}), the last new token. Play "
+        "or step through the merge (it runs in your browser): each step merges one more "
+        "split. When a split's max is above the running max, the sums merged so far shrink "
+        "by exp(m_old − m_new), exactly as a new key tile rescales the online softmax. (The "
+        "kernel's last block merges all splits at once: one max over them, then one weighted "
+        "sum; the same result.)")
 gap = merge_gap(res.trace)
 st.caption(f"From the trace: Σ_s l_s·exp(m_s − m_final) equals l_final to {gap:.1e} "
            f"(relative) over every row; output = Σ_s rescale_s·l_s·O_s / l_final.")

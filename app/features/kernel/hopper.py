@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app.core.results_dir import bench_dir
+from app.core.player.component import play_lanes
 from app.core.sidebar import Settings
 from app.core.ui import chart
 from app.features.kernel import hopper_charts as charts
@@ -125,13 +126,15 @@ def section(s: Settings) -> None:
     table = charts.pipeline_table(p.spans, shape)
     wrap = min((sp.start for sp in p.spans if sp.kind == "K" and sp.use == shape.stages),
                default=0.0)
-    chart(charts.pipeline_chart, table, charts.lane_order(shape), p.end, round(wrap, 1),
-          [f"One block of the wgmma kernel: {len(RUNS)} items of "
-           f"{', '.join(map(str, RUNS))} key tiles (model)"], width=520)
+    play_lanes("hopper", table, charts.lane_order(shape), p.end, charts.PAINT, "hopper_step",
+               tagged=charts.HELD, home_t=wrap,
+               title=f"One block of the wgmma kernel: {len(RUNS)} items of "
+                     f"{', '.join(map(str, RUNS))} key tiles (model)")
     st.caption(
-        f"Drag the time slider under the chart: bars that have started turn solid and the "
-        f"ring's rows name what each stage holds at that moment and its phase (lavender: "
-        f"phase 0, cyan: phase 1). The order of every copy, product, wait and arrival is the "
+        f"Play, step from one moment to the next with ◀ ▶ (or the arrow keys) or drag the "
+        f"slider: it runs in your browser, and opens where the ring first wraps. Bars that "
+        f"have started turn solid and the ring's rows name what each stage holds at that "
+        f"moment and its phase (lavender: phase 0, cyan: phase 1). The order of every copy, product, wait and arrival is the "
         f"kernel's (a Python emulation of its producer and consumer loops, PERSISTENT, "
         f"PINGPONG); the durations are the model's, not measured: one product of 64 × Bc × d "
         f"takes 1 unit, the softmax {pipeline.DURATIONS['softmax']}, a copy "

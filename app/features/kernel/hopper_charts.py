@@ -1,7 +1,7 @@
-"""Charts of the Kernel page's Hopper section: the wgmma kernel's pipeline in lanes (played in
-the browser: a time slider, Vega moves the cursor, no server rerun), the persistent walk of a
-recorded launch, and who writes O under split-Q and split-K. Pure functions: DataFrames in,
-Altair charts out."""
+"""Charts of the Kernel page's Hopper section: the wgmma kernel's pipeline as a table of spans in
+lanes (played in the browser by the loop player, app/core/player/: Play, a time cursor, no
+server rerun per frame), the persistent walk of a recorded launch, and who writes O under
+split-Q and split-K. Pure functions: DataFrames in, Altair charts out."""
 from __future__ import annotations
 
 import re
@@ -10,7 +10,7 @@ import altair as alt
 import pandas as pd
 
 from app.core.legible import ink_on, scale_position, scheme_color
-from app.core.style import ALARM, DONE, INK, PENDING, TILE_COLORS, finish, slider
+from app.core.style import ALARM, DONE, INK, PENDING, TILE_COLORS, finish
 
 # what a bar is, and its colour: the tiles keep their colours of every page
 PAINT = {
@@ -20,6 +20,7 @@ PAINT = {
     "rescale O, P": "#F0B67F", "write O_i": INK, "waits": PENDING,
     "held, phase 0": "#C8B6E2", "held, phase 1": "#9FD8F0",
 }
+HELD = ("held, phase 0", "held, phase 1")     # a ring stage's contents: named at the cursor
 KIND_PAINT = {"Q": "Q_i copy", "K": "K_j copy", "V": "V_j copy", "S": "S = Q Kᵀ",
               "PV": "O += P V", "S unused": "S not used", "softmax": "softmax",
               "finish": "rescale O, P", "epilogue": "write O_i", "wait": "waits"}
@@ -56,36 +57,6 @@ def lane_order(shape) -> list[str]:
     out += [f"Q buffer {q}" for q in range(shape.q_stages)]
     out += [f"stage {s} {h}" for s in range(shape.stages) for h in ("K", "V")]
     return out
-
-
-def pipeline_chart(table: pd.DataFrame, lanes: list[str], end: float, start_at: float,
-                   title: str | list[str], width: int = 540) -> alt.Chart:
-    """Every span as a bar in its lane; the `t` slider (model time) moves a cursor: what has
-    started by then is drawn solid, the rest faint, and a label says what each ring stage
-    holds and in which phase at the cursor."""
-    t = slider("t", start_at, 0.0, round(end, 1), 0.1, "time (model units) ")
-    base = alt.Chart(table)
-    y = alt.Y("lane:N", sort=lanes, title=None, scale=alt.Scale(domain=lanes),
-              axis=alt.Axis(labelLimit=150))
-    bars = base.mark_bar(height=15, cornerRadius=2).encode(
-        x=alt.X("start:Q", title="time (model units; one product of 64 × Bc × d = 1)",
-                scale=alt.Scale(domain=[0, end], nice=False)),
-        x2="end:Q", y=y,
-        color=alt.Color("paint:N", title=None,
-                        scale=alt.Scale(domain=list(PAINT), range=list(PAINT.values())),
-                        legend=alt.Legend(orient="bottom", columns=4, labelLimit=200)),
-        opacity=alt.condition("datum.start <= t", alt.value(1.0), alt.value(0.15)),
-        tooltip=[alt.Tooltip("lane:N"), alt.Tooltip("label:N", title="what"),
-                 alt.Tooltip("start:Q", format=".1f"), alt.Tooltip("end:Q", format=".1f")])
-    cursor = alt.Chart(pd.DataFrame({"x": [0]})).mark_rule(color=INK, strokeWidth=2).encode(
-        x=alt.X("cursor:Q")).transform_calculate(cursor="t")
-    held = base.transform_filter(
-        (alt.datum.paint == "held, phase 0") | (alt.datum.paint == "held, phase 1")
-    ).transform_filter("datum.start <= t && datum.end > t").mark_text(
-        align="left", dx=4, fontSize=13, color=INK).encode(
-        x=alt.X("cursor:Q"), y=y, text="short:N").transform_calculate(cursor="t")
-    chart = alt.layer(bars, cursor, held).properties(height=26 * len(lanes), title=title)
-    return finish(chart, width=width, params=[t])
 
 
 WALK_BLOCKS = 12      # blocks drawn of a recorded walk

@@ -1,7 +1,7 @@
 """Charts of the SRAM-tiling page. Pure functions: DataFrames in, Altair charts out.
 
-The loop animation sends every step once; the `step` param picks the step shown. The page's
-step control (app.core.ui.loop_player) sets its value, so the step has one source.
+The page plays its loop in the browser with the loop player (app/core/player/); loop_chart
+below draws the same loop as one Vega chart whose `step` param picks the step shown.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def step_value(n_steps: int, index: int) -> int:
 
 
 def step_param(n_steps: int, index: int = 0) -> alt.VariableParameter:
-    """The loop step, 1..n_steps, at step `index` (0-based); app.core.ui.loop_player sets it."""
+    """The loop step, 1..n_steps, at step `index` (0-based)."""
     return alt.VariableParameter(name="step", value=step_value(n_steps, index))
 
 

@@ -159,8 +159,8 @@ def quantize(cfg: AttentionConfig, Q, K, V) -> Quantized:
 
 
 def fp8_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> dict:
-    """core.forward_outputs with O in the FP8 build's output dtype (cfg.io_dtype)."""
-    return core.forward_outputs(cfg.with_(dtype=cfg.io_dtype), trace, poison)
+    """core.forward_outputs with O in the FP8 build's output dtype (cfg.output_dtype)."""
+    return core.forward_outputs(cfg.with_(dtype=cfg.output_dtype), trace, poison)
 
 
 def grid(cfg: AttentionConfig, bh: int, sms: int) -> tuple[int, ...]:
