@@ -22,6 +22,7 @@ KERNEL = "kernel"
 DOWNLOADS = "downloads"
 BACKWARD = "backward"
 DECODING = "decoding"
+PRECISION = "precision"
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,16 @@ PAGES = (
                       Control("dec_head", "int", None, 0, MAX_HEADS - 1),
                       Control("dec_step", "int", 1, 1, MAX_SPLITS)),
             direction="decode"),
+    PageRow("precision", "Precision", PRECISION,
+            "fp32, fp16, bf16 and FP8 side by side: FP8's per-tile scales, each format's "
+            "error against float64, and why P is formed from the running max.",
+            charts=6, browser_chart=True,
+            controls=(Control("pr_batch", "int", None, 0, MAX_BATCH - 1),
+                      Control("pr_head", "int", None, 0, MAX_HEADS - 1),
+                      Control("pr_scales", "choice", None,
+                              choices=("tile", "rotation", "tensor")),
+                      Control("pr_threshold", "choice", None,
+                              choices=("off", *range(13))))),
 )
 
 

@@ -64,7 +64,10 @@ def browser(server):
 SETTLED = """() => {
     const block = document.querySelector('[data-testid="stMainBlockContainer"]');
     const charts = [...document.querySelectorAll('.vega-embed')];
-    const running = document.querySelector('[data-testid="stStatusWidget"]');
+    // a run shows the status widget, or (toolbarMode "minimal" may leave that out) the
+    // spinner of a cached computation in progress
+    const running = document.querySelector('[data-testid="stStatusWidget"], '
+                                           + '[data-testid="stSpinner"]');
     return [block ? block.scrollHeight : 0, charts.length,
             charts.filter(e => e.querySelector('canvas, svg')).length, !!running].join();
 }"""

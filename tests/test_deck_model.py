@@ -10,14 +10,14 @@ import pytest
 
 from app.core import deck, takeaways
 from app.core.controls import PRESETS
-from app.page_list import (BACKWARD, DECODING, ONLINE_SOFTMAX, OVERVIEW, PAGES, SRAM_TILING,
-                           TIMINGS)
+from app.page_list import (BACKWARD, DECODING, ONLINE_SOFTMAX, OVERVIEW, PAGES, PRECISION,
+                           SRAM_TILING, TIMINGS)
 from engine.model.units import GiB, KiB, MiB
 
 
 def test_the_slides_tell_the_story_in_order():
     assert [s.page for s in deck.SLIDES] == [OVERVIEW, TIMINGS, SRAM_TILING, ONLINE_SOFTMAX,
-                                            BACKWARD, DECODING, TIMINGS]
+                                            BACKWARD, DECODING, TIMINGS, PRECISION]
     assert [s.section for s in deck.SLIDES][1::5] == ["memory", "speed"]
     assert {s.page for s in deck.SLIDES} <= {row.url_path for row in PAGES}
 
@@ -41,8 +41,8 @@ def test_section_counter_and_parse():
     assert deck.counter(3) == f"3 / {len(deck.SLIDES)}"
     assert deck.counter(99) == f"{len(deck.SLIDES)} / {len(deck.SLIDES)}"
     assert deck.parse(" 4 ") == 4
-    for bad in ("0", "8", "-1", "2.5", "x", "", "٣"):
-        with pytest.raises(ValueError, match="slide must be a whole number from 1 to 7"):
+    for bad in ("0", "9", "-1", "2.5", "x", "", "٣"):
+        with pytest.raises(ValueError, match="slide must be a whole number from 1 to 8"):
             deck.parse(bad)
 
 
@@ -52,7 +52,7 @@ def test_section_counter_and_parse():
     (2, TIMINGS, TIMINGS, False, (2, None)),               # a rerun keeps the slide
     (2, BACKWARD, TIMINGS, False, (5, None)),              # the menu: the page's home slide
     (4, "kernel", ONLINE_SOFTMAX, False, (4, None)),       # off the deck: the slide stays
-    (9, OVERVIEW, None, True, (7, TIMINGS)),               # clamped
+    (9, OVERVIEW, None, True, (8, PRECISION)),             # clamped
 ])
 def test_route(number, page, seen, going, expected):
     assert deck.route(number, page, seen, going) == expected
@@ -122,3 +122,24 @@ def test_backward_and_decoding():
         "16 splits → 16 thread blocks on 132 SMs; their merged sums match exactly")
     assert takeaways.decoding(1, 1, 132, 2e-7).startswith("1 split → 1 thread block ")
     assert takeaways.decoding(1, 1, 132, 2e-7).endswith("match to 2e-07")
+
+
+def _rmse(values: dict) -> pd.DataFrame:
+    return pd.DataFrame([(p, v, x) for p, by in values.items() for v, x in by.items()],
+                        columns=["preset", "variant", "rmse"])
+
+
+def test_precision_takeaway_is_computed_from_the_rmse():
+    rmse = _rmse({"outliers": {"bf16": 2.3e-4, "FP8 per-tensor": 1.44e-2,
+                               "FP8 per-tile + rotation": 8.0e-3}})
+    assert takeaways.precision(rmse, "outliers") == (
+        "FP8 per-tile + rotation: 8.0e-03 RMSE on outliers inputs, 1.8× lower than "
+        "per-tensor (bf16: 2.3e-04)")
+    both = _rmse({"normal": {"FP8 per-tensor": 5.0e-3, "FP8 per-tile + rotation": 5.1e-3},
+                  "outliers": {"FP8 per-tensor": 1.2e-2, "FP8 per-tile + rotation": 6.0e-3}})
+    assert takeaways.precision(both, "normal") == (
+        "FP8 per-tile + rotation: 5.1e-03 RMSE on normal inputs, within 5% of per-tensor · "
+        "on outliers 6.0e-03, 2.0× lower than per-tensor")
+    worse = _rmse({"rising": {"FP8 per-tensor": 1.0e-2, "FP8 per-tile + rotation": 1.5e-2}})
+    assert "1.5× higher than per-tensor" in takeaways.precision(worse, "rising")
+    assert takeaways.precision(worse, "normal") == ""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.page_list import (BACKWARD, DECODING, ONLINE_SOFTMAX, OVERVIEW, SRAM_TILING,
-                           TIMINGS)
+from app.page_list import (BACKWARD, DECODING, ONLINE_SOFTMAX, OVERVIEW, PRECISION,
+                           SRAM_TILING, TIMINGS)
 
 SLIDE_PARAM = "slide"     # the URL's parameter: the slide's number, 1-based
 
@@ -28,6 +28,7 @@ SLIDES = (
     Slide(BACKWARD, "loop", "Backward: P rebuilt"),
     Slide(DECODING, "merge", "Decoding: splits merged"),
     Slide(TIMINGS, "speed", "Speed on this GPU"),
+    Slide(PRECISION, "error", "Precision: FP8 against float64"),
 )
 
 # each talk preset (app/core/controls.py) and the slide that makes its point
@@ -59,7 +60,7 @@ def section(number: int, page: str) -> str | None:
 
 
 def counter(number: int) -> str:
-    """The slide counter: "3 / 7"."""
+    """The slide counter: "3 / 8"."""
     return f"{clamp(number)} / {len(SLIDES)}"
 
 

@@ -57,7 +57,7 @@ def current_section() -> str | None:
 
 
 def bar() -> None:
-    """The counter ("3 / 7" and the slide's title) between back and next, in the header's
+    """The counter ("3 / 8" and the slide's title) between back and next, in the header's
     corner, with the keys that press them."""
     number = deck.clamp(st.session_state.get(SLIDE_KEY) or 1)
     shown = deck.slide(number)

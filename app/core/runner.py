@@ -114,3 +114,55 @@ def decode_timings(cfg: engine.DecodeConfig, counts: tuple, auto: int) -> list[d
     except ValueError:            # PyTorch missing, or it does not run this shape
         pass
     return records
+
+
+@st.cache_data(max_entries=8, show_spinner="Running attention in fp16, bf16 and FP8…", **HASH)
+def compare(sources: tuple, runs: tuple, backend: str, kernel: str) -> list:
+    """The Precision page's comparison, one entry per float32 config of `sources` (the same
+    shapes, each with its input preset) and its configs in `runs`: (the float64 reference
+    output of the source's inputs, an untraced flash Result per run, a note per run: None, or
+    why a GPU run fell back to the CPU emulation). An FP8 run quantizes the source's inputs
+    itself; a 16- or 32-bit run takes make_inputs of its own config (the same draws, cast).
+    On a GPU an FP8 run takes the Hopper FP8 kernel (kernel="tensorcore", engine.run's one
+    FP8 build) and a 16-bit run `kernel`; a run the GPU refuses (another architecture, a
+    shape the kernel does not take) runs on the CPU emulation, saying why. One cached call
+    for every preset, so the page waits once."""
+    from engine.facade import reference_attention
+    out = []
+    for source, configs in zip(sources, runs):
+        engine.check_limits(source, algorithm="flash")
+        q, k, v = inputs(source)
+        reference = reference_attention(source, q, k, v)[0]
+        results, notes = [], []
+        for cfg in configs:
+            operands = (q, k, v) if cfg.is_fp8 else engine.make_inputs(cfg)
+            note = None
+            if backend == "cupy":
+                try:
+                    res = engine.run(cfg, *operands, backend="cupy", algorithm="flash",
+                                     kernel="tensorcore" if cfg.is_fp8 else kernel)
+                except ValueError as exc:
+                    note = str(exc)
+                    res = engine.run(cfg, *operands, backend="numpy", algorithm="flash")
+            else:
+                res = engine.run(cfg, *operands, backend="numpy", algorithm="flash")
+            results.append(res)
+            notes.append(note)
+        out.append((reference, results, notes))
+    return out
+
+
+@st.cache_data(max_entries=16, show_spinner="Emulating FP8 on one head at each threshold…",
+               **HASH)
+def fp8_head(cfg: engine.AttentionConfig, b: int, h: int, thresholds: tuple) -> dict:
+    """The traced FP8 emulation (engine.facade.fp8_emulate) of batch b, head h of the FP8
+    config cfg alone, on the float32 inputs of its shapes (make_inputs of cfg in float32:
+    the Precision page's source), once per rescale threshold of `thresholds` (FA4's
+    conditional rescaling, log2 units; None: the kernels' rule): threshold -> Result. Scales
+    are per (batch, head) or finer, so the head's numbers are those of the whole run."""
+    from engine.facade import fp8_emulate
+    q, k, v = inputs(cfg.with_(dtype="float32"))
+    one = cfg.with_(batch=1, heads=1)
+    pick = (slice(b, b + 1), slice(h, h + 1))
+    return {t: fp8_emulate(one, q[pick], k[pick], v[pick], trace=True, rescale_threshold=t)
+            for t in thresholds}

@@ -17,7 +17,7 @@ TAKEAWAY = '<div class="takeaway">'
 TITLES = {row: title for row, title in [
     ("overview", "FlashAttention Lab"), ("timings", "Timings"), ("sram-tiling", "SRAM tiling"),
     ("online-softmax", "Online softmax"), ("backward", "Backward pass"),
-    ("decoding", "Decoding")]}
+    ("decoding", "Decoding"), ("precision", "Precision")]}
 
 
 def _link(**params) -> AppTest:
@@ -70,7 +70,7 @@ def test_next_and_back_walk_the_deck_keeping_the_config():
     assert at.button(key="deck_next").disabled
     at.button(key="deck_back").click().run()
     assert counter(at).startswith(f"**{deck.counter(len(deck.SLIDES) - 1)}**")
-    assert at.title[0].value == "Decoding"
+    assert at.title[0].value == "Timings"
 
 
 POINTS = {"small and clear": "α < 1: the max moved at",
@@ -109,5 +109,5 @@ def test_out_of_talk_mode_there_is_no_deck():
 
 def test_a_tampered_slide_says_what_is_allowed():
     at = _link(talk="true", slide="12")
-    assert any("slide must be a whole number from 1 to 7" in e.value for e in at.error)
+    assert any("slide must be a whole number from 1 to 8" in e.value for e in at.error)
     assert counter(at).startswith("**1 / ")

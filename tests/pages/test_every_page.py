@@ -42,28 +42,41 @@ def test_tampered_url_shows_error_not_exception(page):
 
 
 ENGINE_CALLS = ("make_inputs", "run", "run_backward", "run_decode", "benchmark")
+FACADE_CALLS = ("fp8_emulate", "reference_attention")     # the Precision page's extras
 
 
 @pytest.fixture
 def engine_calls(monkeypatch):
-    """How often the pages call into the engine's compute functions, by function and
-    algorithm ("run flash", "benchmark naive", ...), counted through the engine module the
-    pages' runners use."""
+    """How often the pages call into the engine's compute functions, by function, algorithm
+    and config ("run flash AttentionConfig(...)", ...; the rescale threshold too where one is
+    given), counted through the engine module and engine.facade the pages' runners use. A page
+    that runs several configs (the Precision page: each format on each input preset) counts
+    each config on its own."""
+    from engine import facade
     calls = collections.Counter()
-    for name in ENGINE_CALLS:
-        real = getattr(engine, name)
+
+    def counting(module, name):
+        real = getattr(module, name)
 
         def counted(*args, _real=real, _name=name, **kwargs):
-            calls[f"{_name} {kwargs.get('algorithm', '')}".strip()] += 1
+            cfg = args[0] if args else kwargs.get("cfg")
+            key = f"{_name} {kwargs.get('algorithm', '')}".strip() + f" {cfg!r}"
+            if kwargs.get("rescale_threshold") is not None:
+                key += f" threshold {kwargs['rescale_threshold']}"
+            calls[key] += 1
             return _real(*args, **kwargs)
-        monkeypatch.setattr(engine, name, counted)
+        monkeypatch.setattr(module, name, counted)
+    for name in ENGINE_CALLS:
+        counting(engine, name)
+    for name in FACADE_CALLS:
+        counting(facade, name)
     return calls
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_control_change_recomputes_only_the_new_config(page, engine_calls):
     """CPU mode, default config: a changed control computes the new config once (each kind of
-    run and timing at most once), and a rerun with nothing changed computes nothing:
+    run and timing of each config at most once), and a rerun with nothing changed computes nothing:
     everything comes from the caches. (How long a rerun takes is measured, not asserted:
     benchmarks/page_rerun_cpu.py.)"""
     at = open_page(page, backend="numpy")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 import engine
+from engine.model import formats
 from engine.model.tiles import (hidden, key_rows, key_tile_ends, seen_key_tiles,
                                 visible_in_tiles)
 
@@ -167,11 +168,34 @@ def score_row(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int) -> pd.D
 EXP_DTYPE = "float32"
 
 
+def np_dtype(dtype: str) -> np.dtype:
+    """The NumPy dtype holding a format of engine.model.formats ("float16", "float8_e4m3":
+    ml_dtypes' float8_e4m3fn, finite, max 448)."""
+    return np.dtype(formats.numpy_type(dtype))
+
+
+def largest(dtype: str) -> float:
+    """The largest finite number of `dtype` (float16: 65504, e4m3: 448)."""
+    return formats.number_format(dtype).max
+
+
 def exp_limit(dtype: str) -> float:
     """ln of the largest finite number of `dtype`: exp(s) is inf in it once s passes this
-    (float16: 11.09; bfloat16 and float32: 88.72)."""
-    import ml_dtypes
-    return float(np.log(float(ml_dtypes.finfo(np.dtype(dtype)).max)))
+    (float16: 11.09; bfloat16 and float32: 88.72; e4m3: 6.10)."""
+    return float(np.log(largest(dtype)))
+
+
+def exp_overflows(s: np.ndarray, dtype: str) -> np.ndarray:
+    """Where exp(s) (s: float64 scores) overflows `dtype`, by real arithmetic: exp taken in
+    `dtype` itself for the 16- and 32-bit floats (inf past its largest number); an 8-bit float
+    has no exp of its own, so exp is taken in float32 and cast, overflowing where it passes
+    the format's largest number (e4m3: NaN from a plain cast, 448 from the saturating cast the
+    FP8 kernels use: either way the softmax is wrong)."""
+    dt = np_dtype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dt.itemsize >= 2:
+            return np.isinf(np.exp(np.asarray(s).astype(dt)))
+        return ~(np.exp(np.asarray(s, dtype=np.float32)) <= np.float32(largest(dtype)))
 
 
 @dataclass(frozen=True)
@@ -189,13 +213,11 @@ def exp_overflow(cfg: engine.AttentionConfig, q, k, b: int, h: int, r: int,
                  dtype: str = EXP_DTYPE) -> Overflow:
     """Real arithmetic in `dtype` on this row: exp without and with max subtraction."""
     s, visible = scores(cfg, q, k, b, h, r)
-    sd = s[visible].astype(np.dtype(dtype))
-    with np.errstate(over="ignore"):
-        naive = np.exp(sd)
-        safe = np.exp(sd - sd.max())
+    sd = s[visible].astype(np_dtype(dtype)).astype(np.float64)   # the scores held in dtype
     top = float(s[visible].max())
     limit = exp_limit(dtype)
-    return Overflow(naive_inf=int(np.isinf(naive).sum()), safe_inf=int(np.isinf(safe).sum()),
+    return Overflow(naive_inf=int(exp_overflows(sd, dtype).sum()),
+                    safe_inf=int(exp_overflows(sd - sd.max(), dtype).sum()),
                     visible=int(visible.sum()), max_score=top,
                     overflow_at=limit / top if top > 0 else float("inf"), dtype=dtype,
                     limit=limit)
