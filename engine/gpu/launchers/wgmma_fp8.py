@@ -19,6 +19,7 @@ import numpy as np
 
 from ...model.config import AttentionConfig, ConfigError
 from ...model.iomodel import smem_bytes
+from ...model.catalog import fp8_build
 from ...model.registry import kernel as registry_kernel
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
 from ..runtime import live_gpu
@@ -36,9 +37,10 @@ PINGPONG = {64: 1, 128: 0}
 
 
 def check_takes(cfg: AttentionConfig) -> None:
-    core.check_hopper_build(cfg, BUILD, "FP8 wgmma",
-                            "Hopper: FP8 tensor cores through wgmma; backend='numpy' runs its "
-                            "emulation")
+    """ConfigError in the catalog's words (catalog.fp8_build: the one refusal of an FP8
+    config) unless this build takes cfg on this GPU."""
+    from ..runtime import device_is_hopper
+    fp8_build(cfg, device_is_hopper())
 
 
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
