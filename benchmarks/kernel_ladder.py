@@ -114,7 +114,7 @@ def figures(results: Path = RESULTS) -> dict[str, dict]:
                      f"N {r['seq_k']}, d {r['head_dim']}, {r['dtype']}, "
                      f"{r['num_splits']} splits{paged}")
             offer("decode", r["kv_bytes"] / (r["median_ms"] * 1e6), "GB/s", shape, doc)
-    timed = [*recorded.load_benchmarks(results, "forward"),
+    timed = [*recorded.load_benchmarks(results, "forward", fp8=None),
              *recorded.load_benchmarks(results, "backward"), *recorded.load_tile_grids(results)]
     for doc in timed:
         # the same test of the device as the app's (app.features.timings.data.with_builds)

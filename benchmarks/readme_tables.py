@@ -330,8 +330,7 @@ def fp8(results: Path = RESULTS) -> str:
     """docs/RESULTS.md's FP8 table: the newest FP8 parity file (bench_*_fp8_*.json), FP8
     against the float16 lines of the same run, shape by shape, then the published figures."""
     from benchmarks.fp8_parity import parity
-    docs = [d for d in recorded.load_benchmarks(results, "forward")
-            if any(r["dtype"] == "float8_e4m3" for r in d["results"])]
+    docs = recorded.load_benchmarks(results, "forward", fp8=True)
     if not docs:
         raise SystemExit(f"no FP8 benchmark file in {results}")
     doc = docs[0]

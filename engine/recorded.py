@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .model.config import FP8_DTYPES
 from .model.devices import datasheet_profile
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
@@ -193,11 +194,20 @@ def file_direction(data: dict) -> str:
     return data.get("direction", "forward")
 
 
-def load_benchmarks(directory: Path = BENCH_DIR, direction: str = "forward") -> list[dict]:
+def holds_fp8(data: dict) -> bool:
+    """Whether a benchmark file times the FP8 build (an FP8 parity run: its 16-bit lines are
+    the FP8 lines' comparison, not a full sweep)."""
+    return any(r.get("dtype") in FP8_DTYPES for r in data.get("results", []))
+
+
+def load_benchmarks(directory: Path = BENCH_DIR, direction: str = "forward",
+                    fp8: bool | None = False) -> list[dict]:
     """Every benchmark file of one direction ("forward" or "backward"), newest date first,
-    each with its 'file' name added."""
+    each with its 'file' name added. fp8: False (the default, what the pages show) leaves
+    out the FP8 parity files (holds_fp8), True keeps only them, None keeps both."""
     return _newest_first([d for d in _load_all(directory, "bench")
-                          if file_direction(d) == direction])
+                          if file_direction(d) == direction
+                          and (fp8 is None or holds_fp8(d) == fp8)])
 
 
 def load_tile_grids(directory: Path = BENCH_DIR) -> list[dict]:

@@ -43,7 +43,7 @@ else:
                        file_name=f"{stem}_timings.csv", mime="text/csv")
 
 st.subheader("GPU results recorded in benchmarks/")
-files = recorded.load_benchmarks(bench_dir())
+files = recorded.load_benchmarks(bench_dir(), fp8=None)      # the FP8 runs too
 if not files:
     st.info("No GPU results are recorded in benchmarks/ yet.")
 else:
