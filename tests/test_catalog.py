@@ -147,8 +147,9 @@ def test_wgmma_backward_launcher_refuses_other_shapes_and_gpus(monkeypatch):
                                           "float16 or bfloat16: head_dim 64 with block_q×block_k "
                                           "128×128"):
         backward_wgmma.check_takes(config())
-    monkeypatch.setattr(backward_wgmma, "device_is_hopper", lambda: False)
-    with pytest.raises(ConfigError, match="needs a GPU of compute capability 9.x"):
+    from engine.gpu import runtime
+    monkeypatch.setattr(runtime, "device_is_hopper", lambda: False)   # the check every Hopper
+    with pytest.raises(ConfigError, match="needs a GPU of compute capability 9.x"):  # launcher shares
         backward_wgmma.check_takes(config(block_q=128, block_k=128))
 
 

@@ -210,5 +210,5 @@ def test_repeated_launches_are_identical():
 def test_shapes_outside_the_build_are_refused():
     from engine.gpu.launchers import wgmma_fp8
     cfg = config(block_k=64)
-    with pytest.raises(ConfigError, match="FP8 wgmma kernel does not take .* It takes"):
+    with pytest.raises(ConfigError, match="The FP8 kernel does not take .* It supports"):
         wgmma_fp8.check_takes(cfg)

@@ -97,7 +97,7 @@ def test_precision_page_runs_fp8_on_the_gpus_fp8_kernel_where_it_takes_the_confi
     assert not at.error, [e.value for e in at.error]
     body = texts(at)
     assert "Computed on the GPU" in body and "(FP8 on the Hopper FP8 kernel)" in body
-    assert "instead" not in body
+    assert "the CPU emulation (NumPy) instead" not in body
     on_gpu = table(at, "outliers")
     emulated = open_page("precision", backend="numpy", **params)
     on_cpu = table(emulated, "outliers")

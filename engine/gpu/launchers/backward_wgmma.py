@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...model.config import AttentionConfig, ConfigError
+from ...model.config import AttentionConfig
 from ...model.iomodel import smem_bytes
 from ...model.catalog import BACKWARD_WGMMA
 from ...model.launch import backward_wgmma_threads
-from ..runtime import device_is_hopper, live_gpu
+from ..runtime import live_gpu
 from . import backward_helpers, core
 from .wgmma import tensor_map
 
@@ -33,13 +33,7 @@ threads = backward_wgmma_threads  # one producer warpgroup, block_k / 64 consume
 
 
 def check_takes(cfg: AttentionConfig) -> None:
-    if not BACKWARD_WGMMA.takes(cfg):
-        raise ConfigError(f"The wgmma backward kernel does not take dtype={cfg.dtype}, "
-                          f"head_dim={cfg.head_dim}, block_q={cfg.block_q}, block_k="
-                          f"{cfg.block_k}. It takes {BACKWARD_WGMMA.text()}.")
-    if not device_is_hopper():
-        raise ConfigError("The wgmma backward kernel needs a GPU of compute capability 9.x "
-                          "(Hopper).")
+    core.check_hopper_build(cfg, BACKWARD_WGMMA, "wgmma backward")
 
 
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:

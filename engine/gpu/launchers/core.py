@@ -79,6 +79,20 @@ def check_smem(cfg: AttentionConfig, gpu: GpuProfile, layout: str, name: str) ->
     return budget.total
 
 
+def check_hopper_build(cfg: AttentionConfig, build, name: str, needs: str = "Hopper") -> None:
+    """ConfigError unless the registry row `build` takes cfg's dtype and tile shape (the
+    message lists what it takes) and the kernels are built for compute capability 9.x (wgmma
+    and TMA). name: the kernel as messages call it; needs: what the parenthesis says the GPU
+    must have."""
+    from ..runtime import device_is_hopper
+    if not build.takes(cfg):
+        raise ConfigError(f"The {name} kernel does not take dtype={cfg.dtype}, head_dim="
+                          f"{cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}. It "
+                          f"takes {build.text()}.")
+    if not device_is_hopper():
+        raise ConfigError(f"The {name} kernel needs a GPU of compute capability 9.x ({needs}).")
+
+
 def check_operands(dtype: str, **operands) -> None:
     """Each operand name=(array, shape) must be a C-contiguous CuPy array of that shape and
     dtype (the launchers' layout: (batch·heads, seq, head_dim))."""

@@ -19,7 +19,7 @@ from ...model.stream_k import (WGMMA_COSTS, WGMMA_HEAD, blocks as stream_k_block
                                use_stream_k, workspace_floats)
 from ...model.catalog import WGMMA
 from ...model.launch import wgmma_threads
-from ..runtime import GpuRunError, device_is_hopper, live_gpu
+from ..runtime import GpuRunError, live_gpu
 from . import core
 
 FUNCTION = WGMMA.function
@@ -48,12 +48,7 @@ threads = wgmma_threads           # one producer warpgroup, block_q / 64 consume
 
 
 def check_takes(cfg: AttentionConfig) -> None:
-    if not WGMMA.takes(cfg):
-        raise ConfigError(f"The wgmma kernel does not take dtype={cfg.dtype}, head_dim="
-                          f"{cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}. It "
-                          f"takes {WGMMA.text()}.")
-    if not device_is_hopper():
-        raise ConfigError("The wgmma kernel needs a GPU of compute capability 9.x (Hopper).")
+    core.check_hopper_build(cfg, WGMMA, "wgmma")
 
 
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:

@@ -19,9 +19,10 @@ import numpy as np
 
 from ...model.config import AttentionConfig, ConfigError
 from ...model.iomodel import smem_bytes
+from ...model.catalog import fp8_build
 from ...model.registry import kernel as registry_kernel
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
-from ..runtime import device_is_hopper, live_gpu
+from ..runtime import live_gpu
 from . import core
 from .wgmma import PERSISTENT, tensor_map, threads
 
@@ -36,13 +37,10 @@ PINGPONG = {64: 1, 128: 0}
 
 
 def check_takes(cfg: AttentionConfig) -> None:
-    if not BUILD.takes(cfg):
-        raise ConfigError(f"The FP8 wgmma kernel does not take dtype={cfg.dtype}, head_dim="
-                          f"{cfg.head_dim}, block_q={cfg.block_q}, block_k={cfg.block_k}. It "
-                          f"takes {BUILD.text()}.")
-    if not device_is_hopper():
-        raise ConfigError("The FP8 kernel needs a GPU of compute capability 9.x (Hopper: FP8 "
-                          "tensor cores through wgmma); use backend='numpy' for its emulation.")
+    """ConfigError in the catalog's words (catalog.fp8_build: the one refusal of an FP8
+    config) unless this build takes cfg on this GPU."""
+    from ..runtime import device_is_hopper
+    fp8_build(cfg, device_is_hopper())
 
 
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
