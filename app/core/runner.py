@@ -1,6 +1,8 @@
 """Cached calls into the engine. Everything returned is NumPy (st.cache_data pickles it)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
 
 import engine
@@ -116,39 +118,52 @@ def decode_timings(cfg: engine.DecodeConfig, counts: tuple, auto: int) -> list[d
     return records
 
 
+@dataclass(frozen=True)
+class Compared:
+    """One run of the Precision page's comparison, as the page uses it: its error against
+    float64 (engine.facade.tile_errors and rmse), its Fp8Info (None for 16 bits), the
+    backend that ran it, and why the GPU refused it where the page asked the GPU (else None).
+    The outputs themselves are not kept, so a cached comparison stays small."""
+    tile_errors: object
+    rmse: float
+    fp8: object
+    backend: str
+    refusal: str | None
+
+
 @st.cache_data(max_entries=8, show_spinner="Running attention in fp16, bf16 and FP8…", **HASH)
 def compare(sources: tuple, runs: tuple, backend: str, kernel: str) -> list:
-    """The Precision page's comparison, one entry per float32 config of `sources` (the same
-    shapes, each with its input preset) and its configs in `runs`: (the float64 reference
-    output of the source's inputs, an untraced flash Result per run, a note per run: None, or
-    why a GPU run fell back to the CPU emulation). An FP8 run quantizes the source's inputs
-    itself; a 16- or 32-bit run takes make_inputs of its own config (the same draws, cast).
-    On a GPU an FP8 run takes the Hopper FP8 kernel (kernel="tensorcore", engine.run's one
-    FP8 build) and a 16-bit run `kernel`; a run the GPU refuses (another architecture, a
-    shape the kernel does not take) runs on the CPU emulation, saying why. One cached call
-    for every preset, so the page waits once."""
-    from engine.facade import reference_attention
+    """The Precision page's comparison, for each float32 config of `sources` (the same
+    shapes, each with its input preset) and its configs in `runs`: a Compared per run, each
+    against the float64 attention of the source's inputs (engine.facade.reference_attention).
+    An FP8 run quantizes the source's inputs itself; a 16- or 32-bit run takes make_inputs of
+    its own config (the same draws, cast). On a GPU an FP8 run takes the Hopper FP8 kernel
+    (kernel="tensorcore", engine.run's one FP8 build) and a 16-bit run `kernel`; a run the
+    GPU refuses (another architecture, a shape the kernel does not take) runs on the CPU
+    emulation, saying why. One cached call for every preset, so the page waits once."""
+    from engine.facade import reference_attention, rmse, tile_errors
     out = []
     for source, configs in zip(sources, runs):
         engine.check_limits(source, algorithm="flash")
         q, k, v = inputs(source)
         reference = reference_attention(source, q, k, v)[0]
-        results, notes = [], []
+        compared = []
         for cfg in configs:
             operands = (q, k, v) if cfg.is_fp8 else engine.make_inputs(cfg)
-            note = None
+            refusal = None
             if backend == "cupy":
                 try:
                     res = engine.run(cfg, *operands, backend="cupy", algorithm="flash",
                                      kernel="tensorcore" if cfg.is_fp8 else kernel)
                 except ValueError as exc:
-                    note = str(exc)
+                    refusal = str(exc)
                     res = engine.run(cfg, *operands, backend="numpy", algorithm="flash")
             else:
                 res = engine.run(cfg, *operands, backend="numpy", algorithm="flash")
-            results.append(res)
-            notes.append(note)
-        out.append((reference, results, notes))
+            compared.append(Compared(tile_errors(cfg, res.output, reference),
+                                     rmse(res.output, reference), res.fp8, res.backend,
+                                     refusal))
+        out.append(compared)
     return out
 
 

@@ -12,7 +12,6 @@ from app.core.takeaways import precision as precision_takeaway
 from app.core.ui import (chart, guarded, linked_choice, linked_number, linked_radio,
                          on_stage, stage, usable_settings)
 from app.features.precision import charts, data
-from engine.facade import rmse, tile_errors
 
 st.title("Precision")
 s = usable_settings()
@@ -42,20 +41,19 @@ if problem:
 
 # ---- the runs: every variant on every preset --------------------------------------------
 errors_by_preset, fp8_runs, backends, refusals = {}, {}, {}, {}
-runs = {preset: data.variant_configs(cfg, preset) for preset in data.PRESETS}
-compared = guarded(runner.compare, tuple(data.source_config(cfg, p) for p in data.PRESETS),
-                   tuple(runs.values()), s.backend, s.kernel)
+compared = guarded(runner.compare,
+                   tuple(data.source_config(cfg, p) for p in data.PRESETS),
+                   tuple(data.variant_configs(cfg, p) for p in data.PRESETS),
+                   s.backend, s.kernel)
 if compared is None:
     st.stop()
-for preset, (reference, results, run_notes) in zip(data.PRESETS, compared):
-    errors_by_preset[preset] = {
-        variant: (tile_errors(run_cfg, res.output, reference), rmse(res.output, reference))
-        for variant, run_cfg, res in zip(data.VARIANTS, runs[preset], results)}
-    fp8_runs[preset] = {v: r for v, r in zip(data.VARIANTS, results) if r.fp8 is not None}
-    for variant, res, note in zip(data.VARIANTS, results, run_notes):
-        backends.setdefault(variant, res.backend)
-        if note:
-            refusals.setdefault(variant, note)
+for preset, runs in zip(data.PRESETS, compared):
+    errors_by_preset[preset] = {v: (r.tile_errors, r.rmse) for v, r in zip(data.VARIANTS, runs)}
+    fp8_runs[preset] = {v: r.fp8 for v, r in zip(data.VARIANTS, runs) if r.fp8 is not None}
+    for variant, run in zip(data.VARIANTS, runs):
+        backends.setdefault(variant, run.backend)
+        if run.refusal:
+            refusals.setdefault(variant, run.refusal)
 errors, rmse_rows = data.error_tables(cfg, errors_by_preset)
 where = data.where_text(backends, refusals, s.device.name, data.fp8_kernel_note(cfg))
 
@@ -103,7 +101,7 @@ st.caption(f"fp16's scores overflow past {FP16.max:g}, e4m3 saturates at {E4M3.m
 # ---- 2. the per-tile scales -------------------------------------------------------------
 st.subheader("FP8 scales of this config")
 shown = linked_radio("scales shown", "pr_scales", data.SCALE_CHOICES, "tile")
-info = fp8_runs[cfg.inputs][data.SCALE_CHOICES[shown]].fp8
+info = fp8_runs[cfg.inputs][data.SCALE_CHOICES[shown]]
 scales = data.scales_table(cfg, info, b, h)
 chart(charts.scales_chart, scales,
       f"Scales of batch {b}, head {h}: {data.SCALE_CHOICES[shown]} ({cfg.inputs} inputs)")
