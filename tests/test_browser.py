@@ -301,8 +301,10 @@ def test_backward_decoding_and_hopper_play_in_the_browser_without_a_rerun(browse
         frame.click("button.play")
         if lines:                                             # the phase running, lit
             page.wait_for_timeout(300)
-            phase = frame.evaluate("() => document.body.dataset.phase")
-            lit = frame.locator(".ln.hl .tx").all_inner_texts()
+            # the player moves on while the page is read: read the phase and its lit lines in
+            # one script call, so both come from one frame
+            phase, lit = frame.evaluate("""() => [document.body.dataset.phase,
+                [...document.querySelectorAll('.ln.hl .tx')].map(e => e.innerText)]""")
             assert phase and lit and any(f"[phase {phase}]" in t for t in lit), (phase, lit)
         changes = frame.evaluate(BOARD_CHANGES, 3000)
         during = len(sent) - before
