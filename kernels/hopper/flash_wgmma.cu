@@ -27,7 +27,9 @@
 // BLOCK_K (Bc: 64 or 128), TRACE (0 or 1: write the online-softmax trace and the schedule of
 // the items, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
 // warpgroups take turns issuing their products, so one's softmax overlaps the other's products),
-// BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above), FP8 (below).
+// BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above), FP8 (below),
+// SOFTMAX_FENCE (1, the default: a fence keeps the wait for P V behind the softmax; 0 only to
+// measure what it brings, lab/overlap_fence.py).
 //
 // FP8 (1): Q_i, K_j and V_j arrive as e4m3 tiles made by quantize_fp8 (fp8.cuh), each with its
 // scale (q_scale per (batch·head, query tile), k_scale and v_scale per (batch·head, key tile)),
@@ -54,6 +56,9 @@
 #endif
 #ifndef PERSISTENT
 #define PERSISTENT 0
+#endif
+#ifndef SOFTMAX_FENCE
+#define SOFTMAX_FENCE 1
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -518,6 +523,13 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             reg_fence(S);
             release_k(j, cur.index);
             softmax_scores(j);
+#if SOFTMAX_FENCE
+            // ptxas would hoist the wait below to the top of the softmax (it has no operands,
+            // and the O rescale and P's packing behind it make it look urgent), so this
+            // warpgroup's exponentials would not overlap its own P V. A fence keeps it here:
+            // ptxas does not move the wait or the exponentials across it.
+            asm volatile("fence.acq_rel.cta;" ::: "memory");
+#endif
             wgmma_wait<0>();                 // P_{i,j-1} V_{j-1} is done
             reg_fence(O_acc);
             mbar_arrive(v_empty(prev.index));

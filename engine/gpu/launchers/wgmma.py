@@ -38,6 +38,11 @@ PERSISTENT = 1
 # key tiles, cutting items and merging their parts (engine/model/stream_k.py); traced runs walk whole
 # items, so that the trace follows each row over all its key tiles.
 STREAM_K = 1
+# By head_dim, 1: a fence keeps each consumer's wait for its P V behind its softmax, so that its
+# exponentials overlap its own product (the kernel's header). On an H100 (2026-11-27, B·H·N =
+# 32k tokens × 1024/d heads) 1 was 1.01-1.02× faster at d = 128, N >= 4096, and 3-5% slower at
+# d = 64 (lab/NOTES.md, "The softmax fence").
+SOFTMAX_FENCE = {64: 0, 128: 1}
 
 _TENSOR_MAP = np.dtype({"names": ["opaque"], "formats": [(np.uint64, (16,))]})   # 128 bytes
 _ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "uint8": 1}   # uint8: the FP8 build's e4m3 bytes
@@ -55,7 +60,8 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DPINGPONG={PINGPONG}", f"-DBF16={int(cfg.dtype == 'bfloat16')}",
-            f"-DPERSISTENT={PERSISTENT}", *((f"-DSK_HEAD={WGMMA_HEAD}",) if WGMMA_HEAD else ()))
+            f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE[cfg.head_dim]}",
+            *((f"-DSK_HEAD={WGMMA_HEAD}",) if WGMMA_HEAD else ()))
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:

@@ -34,6 +34,9 @@ V_KEY_GROUP = 16                  # Vᵀ's keys are permuted within groups of 16
 # (2026-11-27, N = 8192-16384, B·H·N = 32k tokens · 1024/d heads) turns were 3% slower at
 # d = 128 and 7% faster at d = 64 (lab/NOTES.md, "FP8 forward").
 PINGPONG = {64: 1, 128: 0}
+# The softmax fence (the kernel's header): on an H100 (2026-11-27) 1.02-1.05× faster at
+# N >= 4096 for both head_dims (lab/NOTES.md, "The softmax fence").
+SOFTMAX_FENCE = 1
 
 
 def check_takes(cfg: AttentionConfig) -> None:
@@ -47,7 +50,7 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DPINGPONG={PINGPONG[cfg.head_dim]}", "-DBF16=0", "-DFP8=1",
-            f"-DPERSISTENT={PERSISTENT}")
+            f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE}")
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:
