@@ -20,7 +20,14 @@ if settings is not None:
 
 
 def pytest_collection_modifyitems(config, items):
-    """`gpu`-marked tests run only where CuPy finds a usable GPU."""
+    """`exhaustive`-marked tests run only with FA_LAB_EXHAUSTIVE=1; `gpu`-marked tests only
+    where CuPy finds a usable GPU."""
+    if os.environ.get("FA_LAB_EXHAUSTIVE") != "1":
+        skip = pytest.mark.skip(reason="the rest of the compile matrix: FA_LAB_EXHAUSTIVE=1 "
+                                       "runs it")
+        for item in items:
+            if "exhaustive" in item.keywords:
+                item.add_marker(skip)
     if not any("gpu" in item.keywords for item in items):
         return
     from engine.devices import probe_gpu
