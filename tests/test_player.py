@@ -303,6 +303,19 @@ def test_what_the_browser_is_sent_holds_every_frame_and_no_url():
         "sram_step", 1))
 
 
+def test_the_sram_loops_animation_is_built_once_a_shape():
+    """A step the browser reports and a new seed show the animation built for the shape (the
+    same object, not built or hashed again), and it is the one built from the loop's view."""
+    cfg = CFGS[1]
+    built = tiling_data.loop_player(cfg, "fa2", "sram_step", False)
+    assert built is tiling_data.loop_player(cfg.with_(seed=7, inputs="rising"), "fa2",
+                                            "sram_step", False)
+    assert built is not tiling_data.loop_player(cfg, "fa1", "sram_step", False)
+    fresh = component.loop_animation(tiling_data.loop_view(cfg, "fa2"), "sram_step")
+    assert built == fresh and built.sig == component.signature(built.spec)
+    assert fresh.reset != fresh.sig         # the step outlives the frames while the grid holds
+
+
 def test_large_loops_stay_within_the_urls_step_range():
     cfg = engine.AttentionConfig(seq_q=8192, seq_k=8192, block_q=8, block_k=8)
     view = tiling_data.loop_view(cfg)

@@ -15,10 +15,13 @@ def shape_key(cfg: engine.AttentionConfig) -> engine.AttentionConfig:
     return cfg.with_(seed=0, inputs="normal", logit_scale=1.0)
 
 
-def by_shape(fn: F) -> F:
+def by_shape(fn: F | None = None, *, maxsize: int = 64):
     """Memoize fn(cfg, *args) for every session by (shape_key(cfg), args): a new seed reuses
-    the tables of its shape. Results are shared, so callers must not modify them."""
-    cached = functools.lru_cache(maxsize=64)(fn)
+    the tables of its shape. Results are shared, so callers must not modify them.
+    `@by_shape(maxsize=n)` keeps the n most recent (64 by default)."""
+    if fn is None:
+        return functools.partial(by_shape, maxsize=maxsize)
+    cached = functools.lru_cache(maxsize=maxsize)(fn)
 
     @functools.wraps(fn)
     def wrapper(cfg: engine.AttentionConfig, *args):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
@@ -46,16 +47,35 @@ def signature(spec: dict) -> str:
     return hashlib.blake2b(text.encode(), digest_size=10).hexdigest()
 
 
-def start_index(key: str, spec: dict, sig: str, reset_on=None) -> int:
+@dataclass(frozen=True)
+class Animation:
+    """One animation as the browser is sent it: its spec (spec_of, shared: not to be
+    modified), the spec's signature, and the mark whose change sends the player back to its
+    first step (its reset mark). Built once, it can be shown in any number of runs (memoized by
+    the page, e.g. by shape: app/core/memo.py) without building or hashing its frames again."""
+    spec: dict
+    sig: str
+    reset: str
+
+
+def animation(spec: dict, reset_on=None) -> Animation:
+    """spec with its signature and its reset mark: the signature of `reset_on`, or of the
+    frames when it is None (see play)."""
+    sig = signature(spec)
+    return Animation(spec, sig, signature({"reset_on": repr(reset_on)})
+                     if reset_on is not None else sig)
+
+
+def start_index(key: str, anim: Animation) -> int:
     """The step (0-based) the animation opens at: where the browser last stopped (its report,
-    the component's value); after a change of `reset_on` (default: the frames) the first
-    step (`home`), but on the page's first showing in this session the link's. A link's step
-    past the last is the last."""
+    the component's value); after a change of its reset mark (default: of the frames) the
+    first step (`home`), but on the page's first showing in this session the link's. A
+    link's step past the last is the last."""
     ss = st.session_state
+    spec, sig, mark = anim.spec, anim.sig, anim.reset
     url = spec["url"]
     home = url.get("home", 0)
     of_key, index_key, seen_key = f"{key}_of", f"{key}_index", f"{key}_seen"
-    mark = signature({"reset_on": repr(reset_on)}) if reset_on is not None else sig
     if ss.get(of_key) != mark:
         linked = ss.get(url["name"]) if of_key not in ss else None
         ss[of_key] = mark
@@ -74,21 +94,26 @@ def play(key: str, spec: dict, reset_on=None) -> int:
     """Show the player for `spec` (spec_of) and return the step (0-based) it stands on as far
     as the server knows: the link's, or where the browser last stopped. A change of
     `reset_on` (default: of the frames) sends it back to the first step."""
-    sig = signature(spec)
-    index = start_index(key, spec, sig, reset_on)
+    return play_animation(key, animation(spec, reset_on))
+
+
+def play_animation(key: str, anim: Animation) -> int:
+    """play() for an animation already built (animation(), loop_animation())."""
+    spec, sig = anim.spec, anim.sig
+    index = start_index(key, anim)
     url = spec["url"]
     keep_page_control(url["name"], index + url["base"], url.get("home", 0) + url["base"])
     _component(spec=spec, sig=sig, start=index, key=f"{key}_player", default=None)
     return index
 
 
-def play_loop(key: str, view, url_name: str, compact: bool = False) -> int:
-    """The tile loop of a LoopView (app.features.sram_tiling.data) played beside the teaching
-    kernel's source; returns the step shown (0-based). The step stays where it is while the
-    grid's tiles do (so both loop orders can be compared at one step)."""
+def loop_animation(view, url_name: str, compact: bool = False) -> Animation:
+    """The tile loop of a LoopView (app.features.sram_tiling.data) beside the teaching
+    kernel's source. The step stays where it is while the grid's tiles do (so both loop
+    orders can be compared at one step)."""
     frames = loop_frames(view.tiles, view.steps, view.rows, view.cols, view.order)
     grid = (view.rows, view.cols, tuple(c >= 0 for c in frames["cells"]))
-    return play(key, spec_of(frames, url_name, 1, code_panel(kernel_lines("teaching")),
+    return animation(spec_of(frames, url_name, 1, code_panel(kernel_lines("teaching")),
                              "loop step", compact), reset_on=grid)
 
 

@@ -25,6 +25,13 @@ def _num(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def _column(table: pd.DataFrame, name: str, kind=float) -> list:
+    """A column's values as Python values (kind: int, str, bool, or float with NaN and ±inf
+    as None), read once: a frame per row built from lists, not from a pandas lookup a cell."""
+    values = table[name].tolist()
+    return [_num(x) for x in values] if kind is float else [kind(x) for x in values]
+
+
 def loop_phases(rows: list[int], cols: list[int], order: str = "fa2") -> list[list[str]]:
     """The phases of each step of the tile loop, in the order they run. FA2 (query tiles
     outer): a row's first step loads Q_i, its last writes O_i. FA1 (key tiles outer): a
@@ -54,9 +61,10 @@ def loop_frames(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: int,
     grid[tiles.row.to_numpy(), tiles.col.to_numpy()] = tiles.order.to_numpy()
     r, c = steps.row.astype(int).tolist(), steps.col.astype(int).tolist()
     phases = loop_phases(r, c, order)
-    frames = [{"row": r[s], "col": c[s], "label": str(steps.label.iat[s]),
-               "read": int(steps.flash_read.iat[s]), "written": int(steps.flash_written.iat[s]),
-               "phases": phases[s]} for s in range(len(steps))]
+    label, read, written = (_column(steps, name, f) for name, f in
+                            (("label", str), ("flash_read", int), ("flash_written", int)))
+    frames = [{"row": r[s], "col": c[s], "label": label[s], "read": read[s],
+               "written": written[s], "phases": phases[s]} for s in range(len(steps))]
     naive = (int(steps.naive_read.iat[0] + steps.naive_written.iat[0]) if len(steps) else 0)
     return {"kind": "loop", "rows": int(rows), "cols": int(cols), "order": order,
             "cells": grid.ravel().tolist(), "naive": naive, "frames": frames}
@@ -106,10 +114,10 @@ def backward_frames(tiles: pd.DataFrame, steps: pd.DataFrame, rows: int, cols: i
     grid[tiles.row.to_numpy(), tiles.col.to_numpy()] = tiles.order.to_numpy()
     c = steps.col.astype(int).tolist()
     phases = backward_phases(c)
-    frames = [{"row": int(steps.row.iat[s]), "col": c[s], "label": str(steps.label.iat[s]),
-               "p_mass": _num(steps.p_mass.iat[s]), "dq": _num(steps.dq_frac.iat[s]),
-               "dk": _num(steps.dk_frac.iat[s]), "dv": _num(steps.dv_frac.iat[s]),
-               "phases": phases[s]} for s in range(len(steps))]
+    row, label = _column(steps, "row", int), _column(steps, "label", str)
+    p_mass, dq, dk, dv = (_column(steps, n) for n in ("p_mass", "dq_frac", "dk_frac", "dv_frac"))
+    frames = [{"row": row[s], "col": c[s], "label": label[s], "p_mass": p_mass[s], "dq": dq[s],
+               "dk": dk[s], "dv": dv[s], "phases": phases[s]} for s in range(len(steps))]
     return {"kind": "backward", "rows": int(rows), "cols": int(cols),
             "cells": grid.ravel().tolist(), "frames": frames}
 

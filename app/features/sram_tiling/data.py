@@ -10,6 +10,7 @@ import pandas as pd
 
 import engine
 from app.core.memo import by_shape
+from app.core.player.component import Animation, loop_animation
 from engine.model import iomodel
 from engine.model.tiles import key_rows, processed_tiles, query_rows
 
@@ -105,6 +106,15 @@ def loop_view(cfg: engine.AttentionConfig, order: str = "fa2") -> LoopView:
     steps["naive_read"] = naive.read
     steps["naive_written"] = naive.written
     return LoopView(tiles=tiles, steps=steps, group=g, rows=R, cols=C, order=order)
+
+
+@by_shape(maxsize=16)     # a grid of 4096 steps is a few MB of frames
+def loop_player(cfg: engine.AttentionConfig, order: str, url_name: str,
+                compact: bool = False) -> Animation:
+    """The loop player's animation of loop_view(cfg, order) (its frames, the teaching
+    kernel's source, their signature): built once per shape, then sent as it is by every
+    run that shows it (a step the browser reports, a new seed)."""
+    return loop_animation(loop_view(cfg, order), url_name, compact)
 
 
 def _cell_label(r: int, c: int, g: int, cfg: engine.AttentionConfig) -> str:

@@ -10,9 +10,10 @@ from app.features.sram_tiling.charts import smem_chart, waves_chart
 from app.core.controls import kernel_label
 from engine.model.units import format_bytes
 from app.core.figures import theta_text
-from app.features.sram_tiling.data import (ORDERS, grid_text, intro_text, l2_text, loop_view,
-                                           reread_text, smem_layout, smem_table, waves)
-from app.core.player.component import play_loop
+from app.features.sram_tiling.data import (ORDERS, grid_text, intro_text, l2_text, loop_player,
+                                           loop_view, reread_text, smem_layout, smem_table,
+                                           waves)
+from app.core.player.component import loop_animation, play_animation
 from app.core.ui import chart, linked_radio, notes, on_stage, stage, usable_settings
 from app.core.deck_view import takeaway
 from app.core.takeaways import tiling
@@ -63,11 +64,15 @@ with on_stage(slot):
     order = linked_radio("loop order", "sram_order", ORDERS, "fa2")
     intro.markdown(intro_text(cfg, order))
     view = loop_view(cfg, order)
-    tiles, steps = (with_trace_labels(view.tiles, view.steps, view.group, cfg, replay.res.trace)
-                    if replay else (view.tiles, view.steps))
+    if replay:               # the trace's labels on the tiles: built for this run
+        tiles, steps = with_trace_labels(view.tiles, view.steps, view.group, cfg,
+                                         replay.res.trace)
+        animation = loop_animation(dataclasses.replace(view, tiles=tiles, steps=steps),
+                                   "sram_step", compact=s.talk)
+    else:                    # built once per shape, whatever the seed
+        animation = loop_player(cfg, order, "sram_step", s.talk)
     above = st.container()
-    play_loop("sram", dataclasses.replace(view, tiles=tiles, steps=steps), "sram_step",
-              compact=s.talk)
+    play_animation("sram", animation)
     notes(above).caption(
         "Play, step with ◀ ▶ (or the arrow keys once you click the board) or drag the slider: "
         "it all runs in your browser. Grey: done; purple: the tile S_ij on chip now; light "
