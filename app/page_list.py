@@ -61,7 +61,7 @@ PAGES = (
             "block keeps in shared memory.",
             charts=2, browser_chart=True,
             controls=(Control("sram_order", "choice", None, choices=("fa2", "fa1")),
-                      Control("sram_step", "int", 1, 1, MAX_LOOP_STEPS))),
+                      Control("sram_step", "int", 1, 1, MAX_LOOP_STEPS, player=True))),
     PageRow("online_softmax", "Online softmax", ONLINE_SOFTMAX,
             "one query row: the running max and sum rescaled tile by tile, to the "
             "same answer as the full softmax.",
@@ -84,7 +84,7 @@ PAGES = (
             "the CUDA source and compile facts of the kernels, and how thread blocks were "
             "scheduled over the SMs.",
             charts=1, browser_chart=True,
-            controls=(Control("hopper_step", "int", None, 1, MAX_LOOP_STEPS),)),
+            controls=(Control("hopper_step", "int", None, 1, MAX_LOOP_STEPS, player=True),)),
     PageRow("downloads", "Downloads", DOWNLOADS,
             "this session's output, trace and timings as files.",
             charts=0, browser_chart=False),
@@ -94,7 +94,7 @@ PAGES = (
             charts=6, browser_chart=True,
             controls=(Control("bw_row", "int", None, 0, MAX_SEQ_UI - 1),
                       Control("bw_key", "int", None, 0, MAX_SEQ_UI - 1),
-                      Control("bw_step", "int", 1, 1, MAX_LOOP_STEPS)),
+                      Control("bw_step", "int", 1, 1, MAX_LOOP_STEPS, player=True)),
             direction="backward"),
     PageRow("decoding", "Decoding", DECODING,
             "one new token against a long KV cache: Flash-Decoding's splits merged by "
@@ -106,7 +106,7 @@ PAGES = (
                       Control("dec_splits", "choice", None, choices=SPLIT_CHOICES),
                       Control("dec_page", "choice", None, choices=PAGE_CHOICES),
                       Control("dec_head", "int", None, 0, MAX_HEADS - 1),
-                      Control("dec_step", "int", 1, 1, MAX_SPLITS)),
+                      Control("dec_step", "int", 1, 1, MAX_SPLITS, player=True)),
             direction="decode"),
     PageRow("precision", "Precision", PRECISION,
             "fp32, fp16, bf16 and FP8 side by side: FP8's per-tile scales, each format's "

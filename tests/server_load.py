@@ -68,6 +68,7 @@ class Visitor:
         self.widgets: dict[str, tuple[str, bool, float]] = {}  # label -> (id, is_int, value)
         self.steps_shown: list[int] = []     # the step the loop player opens at, as last sent
         self.player: tuple[str, dict] | None = None   # the loop player's id and arguments
+        self.player_fragment = ""      # the fragment the player was drawn in ("": none)
         self.exceptions = 0
         self.query = ""
 
@@ -112,10 +113,12 @@ class Visitor:
 
     async def report_step(self, step: int, page: str) -> None:
         """What the browser's loop player sends when Play stops on a step (0-based): its one
-        report, a rerun; playing itself sends nothing."""
+        report, a rerun (of the player's fragment where the page draws it in one, as a
+        browser asks); playing itself sends nothing."""
         self.steps_shown = []
         await self._run(query_string=self.query, page_name=page,
-                        widget_states=self._states(player_step=step))
+                        widget_states=self._states(player_step=step),
+                        fragment_id=self.player_fragment)
 
     async def set_number(self, label: str, value: int, page: str) -> None:
         """Change one number input (a rerun of the whole page)."""
@@ -165,6 +168,7 @@ class Visitor:
                 element.component_instance.component_name.endswith("loop_player"):
             c = element.component_instance
             self.player = (c.id, json.loads(c.json_args))
+            self.player_fragment = fragment_id
             self.steps_shown.append(int(self.player[1]["start"]))
 
     async def close(self) -> None:

@@ -144,10 +144,11 @@ def _teacher_link(page_ids: list[str]) -> None:
     with st.expander("For teachers: link a set of cards with this config"):
         chosen = st.multiselect("cards the link shows", list(CATALOG), default=page_ids,
                                 format_func=_card_label, key=f"lab_link_{url_path}")
-        st.code(teacher_link(chosen, url_path, sidebar.url_wanted(), _app_address()),
-                language=None)
+        st.code(teacher_link(chosen, url_path, sidebar.url_wanted(player_steps=False),
+                             _app_address()), language=None)
         st.caption("The link opens this page with this config (every sidebar setting and "
-                   "this page's own controls) and shows only the chosen cards, on their "
+                   "this page's own controls but an animation's step, which each student "
+                   "plays) and shows only the chosen cards, on their "
                    "pages; the sidebar lists them with each student's progress. Answers and "
                    "progress stay in each student's browser session.")
 

@@ -33,6 +33,7 @@ class Control:
     low: float | None = None
     high: float | None = None
     choices: tuple = ()
+    player: bool = False   # a loop player's step: kept in the URL, left out of a teacher's link
 
     def allowed(self) -> str:
         if self.kind == "int":

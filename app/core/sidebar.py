@@ -101,15 +101,16 @@ def _load_url_once() -> list[str]:
     return errors
 
 
-def url_wanted() -> dict:
+def url_wanted(player_steps: bool = True) -> dict:
     """The URL's parameters as name -> text: every sidebar control that differs from its
-    default, the shown page's own controls that differ from theirs, a teacher's cards, and in
-    talk mode on a page of the deck the slide."""
+    default, the shown page's own controls that differ from theirs (without the loop players'
+    steps when player_steps is False), a teacher's cards, and in talk mode on a page of the
+    deck the slide."""
     ss = st.session_state
     values = {n: ss[n] for n in CONTROLS}
     wanted = {n: to_text(v) for n, v in values.items() if v != CONTROLS[n].default}
     wanted |= {n: text for n, (page, text) in ss.get(PAGE_URL_KEY, {}).items()
-               if page == ss.get(PAGE_KEY)}
+               if page == ss.get(PAGE_KEY) and (player_steps or not PAGE_CONTROLS[n][1].player)}
     if ss.get(CARDS_KEY):
         wanted[CARDS_PARAM] = link_text(ss[CARDS_KEY])
     if ss.get("talk") and deck_view.on_deck() and ss.get(deck_view.SLIDE_KEY):
@@ -141,6 +142,17 @@ def keep_page_control(name: str, value, default) -> None:
     kept.pop(name, None)
     if value != default:
         kept[name] = (PAGE_CONTROLS[name][0], to_text(value))
+
+
+def write_page_control(name: str) -> None:
+    """Put one page control kept by keep_page_control into the URL, alone: for a fragment's
+    run, where the sidebar's widgets are not drawn and write_url() cannot run."""
+    kept = st.session_state.get(PAGE_URL_KEY, {}).get(name)
+    if kept is not None:
+        if st.query_params.get(name) != kept[1]:
+            st.query_params[name] = kept[1]
+    elif name in st.query_params:
+        del st.query_params[name]
 
 
 def choose_tiles(point: dict) -> None:

@@ -22,7 +22,7 @@ import streamlit.components.v1 as components
 from app.core.player.frames import (backward_frames, code_panel, home_step, lane_frames,
                                     loop_frames, merge_frames, row_frames)
 from app.core.player.kernel_lines import BACKWARD_PHASES, kernel_lines
-from app.core.sidebar import keep_page_control
+from app.core.sidebar import keep_page_control, write_page_control
 from app.core.style import ALARM, DONE, INK, PENDING, TILE_COLORS
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -105,6 +105,15 @@ def play_animation(key: str, anim: Animation) -> int:
     keep_page_control(url["name"], index + url["base"], url.get("home", 0) + url["base"])
     _component(spec=spec, sig=sig, start=index, key=f"{key}_player", default=None)
     return index
+
+
+@st.fragment
+def play_animation_apart(key: str, anim: Animation) -> None:
+    """play_animation() in a fragment of its own, for a page where nothing else depends on the
+    step: a stop of the player (its one report) reruns the board and writes the URL, not the
+    whole page."""
+    play_animation(key, anim)
+    write_page_control(anim.spec["url"]["name"])
 
 
 def loop_animation(view, url_name: str, compact: bool = False) -> Animation:

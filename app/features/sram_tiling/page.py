@@ -13,7 +13,7 @@ from app.core.figures import theta_text
 from app.features.sram_tiling.data import (ORDERS, grid_text, intro_text, l2_text, loop_player,
                                            loop_view, reread_text, smem_layout, smem_table,
                                            waves)
-from app.core.player.component import loop_animation, play_animation
+from app.core.player.component import loop_animation, play_animation_apart
 from app.core.ui import chart, linked_radio, notes, on_stage, stage, usable_settings
 from app.core.deck_view import takeaway
 from app.core.takeaways import tiling
@@ -72,7 +72,7 @@ with on_stage(slot):
     else:                    # built once per shape, whatever the seed
         animation = loop_player(cfg, order, "sram_step", s.talk)
     above = st.container()
-    play_animation("sram", animation)
+    play_animation_apart("sram", animation)      # a stop reruns the board alone
     notes(above).caption(
         "Play, step with ◀ ▶ (or the arrow keys once you click the board) or drag the slider: "
         "it all runs in your browser. Grey: done; purple: the tile S_ij on chip now; light "
