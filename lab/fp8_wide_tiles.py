@@ -82,7 +82,8 @@ def check(bk, nq, nk, causal, seed) -> bool:
         g = tr[n].get().reshape(w.shape).astype(np.float64)
         trace_ok &= bool(np.max(np.abs(g - w) / np.maximum(np.abs(w), 1e-3)) <= rtol)
     ok = (bytes_ok and same and err <= OUT_TOL and lse_ok and trace_ok
-          and np.isfinite(O[False].astype(np.float32)).all() and err64 <= err64_emulated + OUT_TOL)
+          and np.isfinite(O[False].astype(np.float32)).all()
+          and err64 <= err64_emulated + OUT_TOL)
     print(f"FP8 128x{bk} nq={nq} nk={nk} causal={int(causal)}: bytes={bytes_ok} "
           f"traced=untraced {same} rel(emulation)={err:.2e} rel(float64)={err64:.2e} "
           f"(emulation's {err64_emulated:.2e}) lse={lse_ok} trace={trace_ok} "
@@ -113,7 +114,8 @@ def main():
         for bk in BLOCK_KS:
             if ok[bk]:
                 cfg = fp8_config(bk, **kw)
-                runs[f"fp8 128x{bk}"], _ = wgmma_fp8.prepare(cfg, wgmma_fp8.quantize(cfg, *x), False)
+                qz = wgmma_fp8.quantize(cfg, *x)
+                runs[f"fp8 128x{bk}"], _ = wgmma_fp8.prepare(cfg, qz, False)
                 flops = cfg.flops
         if ok["f16"]:
             cfg = AttentionConfig(dtype="float16", head_dim=D, block_q=128, block_k=128, **kw)
@@ -130,7 +132,8 @@ def main():
         del runs, x
         cupy.get_default_memory_pool().free_all_blocks()
     names = ["fp8 128x128", "fp8 128x192", "f16 128x128"]
-    print(f"\nTFLOP/s at d = {D}, B·H·N = 32k tokens × 8 heads (median of 30, better of 2 rounds)")
+    print(f"\nTFLOP/s at d = {D}, B·H·N = 32k tokens × 8 heads (median of 30, better of 2 "
+          f"rounds)")
     print(f"{'N':>6} {'causal':6} " + " ".join(f"{n:>12}" for n in names)
           + f" {'192/128':>8} {'128/f16':>8} {'192/f16':>8}")
     for r in rows:
