@@ -24,9 +24,10 @@
 // diagonal tiles (causal) and on a ragged last key tile. exp2 takes scale·log2(e) folded in.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 128, two consumers),
-// BLOCK_K (Bc: 64 or 128; FP8 128, or 192 at d = 128), TRACE (0 or 1: write the online-softmax trace and the schedule of
-// the items, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
-// warpgroups take turns issuing their products, so one's softmax overlaps the other's products),
+// BLOCK_K (Bc: 64 or 128; FP8 128, or 192 at d = 128), TRACE (0 or 1: write the online-softmax
+// trace and the schedule of the items, with the semantics of the tensor-core kernel's trace),
+// PINGPONG (0 or 1: consumer warpgroups take turns issuing their products, so one's softmax
+// overlaps the other's products),
 // BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above), FP8 (below),
 // SOFTMAX_FENCE (1, the default: a fence keeps the wait for P V behind the softmax; 0 only to
 // measure what it brings, lab/overlap_fence.py).
@@ -372,6 +373,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         float f = scale_log2;
         if constexpr (FP8) f = scale_log2 * q_s * k_s;
         const int k0 = j * Bc;
+        // Causal: the tile needs the mask where its last key passes this warpgroup's first row.
+        // (Bc > 64: a tile may start past all of its 64 rows, e.g. keys 192.. for rows 128..191
+        // at Bc = 192; masked whole, it leaves m_i, l_i and O_i as they were, P = 0.)
         const bool diagonal = causal && k0 + Bc - 1 > wg_row0;
         if (diagonal || k0 + Bc > seq_k) {
             #pragma unroll
