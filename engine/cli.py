@@ -13,8 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .model.config import (BLOCK_SIZES, CONFIG_DTYPES, DTYPES, FP8_SCALINGS, HEAD_DIMS,
-                           INPUT_PRESETS, AttentionConfig)
+from .model.config import (BLOCK_SIZES, CONFIG_DTYPES, DTYPES, FP8_BLOCK_K, FP8_SCALINGS,
+                           HEAD_DIMS, INPUT_PRESETS, AttentionConfig)
 
 
 def config_arguments(p, dtype: str, dtypes: tuple = DTYPES, **defaults):
@@ -28,7 +28,10 @@ def config_arguments(p, dtype: str, dtypes: tuple = DTYPES, **defaults):
     p.add_argument("--seq-k", type=int, default=size["seq_k"])
     p.add_argument("--head-dim", type=int, default=size["head_dim"], choices=HEAD_DIMS)
     p.add_argument("--block-q", type=int, default=size["block_q"], choices=BLOCK_SIZES)
-    p.add_argument("--block-k", type=int, default=size["block_k"], choices=BLOCK_SIZES)
+    fp8 = any(d not in DTYPES for d in dtypes)
+    p.add_argument("--block-k", type=int, default=size["block_k"],
+                   choices=BLOCK_SIZES + FP8_BLOCK_K if fp8 else BLOCK_SIZES,
+                   help=f"{', '.join(map(str, FP8_BLOCK_K))}: float8_e4m3 only" if fp8 else None)
     p.add_argument("--dtype", default=dtype, choices=dtypes)
     p.add_argument("--causal", action="store_true")
     p.add_argument("--scale", type=float, default=None)

@@ -366,6 +366,33 @@ def test_emulation_matches_float64_fp8_attention_of_the_dequantized_inputs(causa
         assert rel_err(getattr(res.trace, name), want) <= 1e-6, (name, cfg)
 
 
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("seq_q,seq_k", [(300, 1000), (500, 450), (129, 191)])
+def test_emulation_at_key_tiles_of_192_matches_float64(causal, seq_q, seq_k):
+    """The Hopper build's wide key tiles (head_dim 128, 128 × 192): the same float64 closed
+    form as above, on ragged shapes (a short last key tile; under causal, query tiles whose
+    first 64 rows see none of a key tile that their last rows see), and its scales are one per
+    tile of 192 keys."""
+    cfg = fp8_config(batch=1, heads=2, seq_q=seq_q, seq_k=seq_k, head_dim=128, block_q=128,
+                     block_k=192, causal=causal, seed=int(RNG.integers(0, 2**31)),
+                     inputs="outliers")
+    q, k, v = engine.make_inputs(cfg)
+    res = engine.run(cfg, q, k, v, backend="numpy", trace=True)
+    qz = fp8.quantize_inputs(cfg, q, k, v)
+    assert qz.k_scale.shape == qz.v_scale.shape == (1, 2, -(-seq_k // 192))
+    k32 = np.asarray(k, np.float32)
+    amax = [np.abs(k32[:, :, j:j + 192]).max(axis=(2, 3)) for j in range(0, seq_k, 192)]
+    assert np.array_equal(qz.k_scale, (np.stack(amax, -1) / np.float32(448)).astype(np.float32))
+    dq, dk, dv = qz.dequantized(cfg)
+    O, lse = fp8_attention64(dq, dk, dv, cfg.softmax_scale, causal, 192)
+    assert rel_err(res.output, O) <= U_BF16, cfg
+    assert rel_err(res.lse, lse) <= 1e-6, cfg
+    for name, want in trace64(dq, dk, cfg.softmax_scale, causal, 192).items():
+        assert rel_err(getattr(res.trace, name), want) <= 1e-6, (name, cfg)
+    O64, _ = attention64(q, k, v, cfg.softmax_scale, causal)
+    assert rel_err(res.output, O64) <= 0.1, cfg
+
+
 @pytest.mark.parametrize("causal,i", CASES)
 def test_emulation_matches_float64_attention_of_the_original_inputs(causal, i):
     """Against exact attention of the bfloat16 inputs themselves, the error is e4m3's.
@@ -555,7 +582,7 @@ def test_the_fp8_build_is_one_registry_row_with_its_layout():
         "engine.gpu.launchers.wgmma_fp8")
     assert (row.dtypes, row.min_cc, row.hopper_only, row.traceable, row.family) == (
         ("float8_e4m3",), 9.0, True, True, "tensorcore")
-    assert row.shapes == ((64, 128, 128), (128, 128, 128))
+    assert row.shapes == ((64, 128, 128), (128, 128, 128), (128, 128, 192))
     assert row.chart_name == "flash, tensor core (wgmma FP8)"
     assert row not in catalog.TENSORCORE_BUILDS       # the 16-bit dispatch is as it was
     # shared memory: Q_i in 2 buffers, K_j and V_j in 2 stages, 1 byte an element, plus the
@@ -566,6 +593,21 @@ def test_the_fp8_build_is_one_registry_row_with_its_layout():
         [2 * 128 * 128] * 3
     assert iomodel.smem_bytes(cfg, "wgmma fp8") == 3 * 32768 + 128 + 1024
     assert catalog.tensorcore_build(cfg, hopper=True) is row
+    # key tiles of 192 at head_dim 128: K_j and V_jᵀ of 192 rows or keys in each stage
+    wide = cfg.with_(block_k=192)
+    parts = iomodel.smem_parts(wide, "wgmma fp8")
+    assert [parts[k] for k in ("Q_i (2 buffers)", "K_j (2 buffers)", "V_j (2 buffers)")] == \
+        [2 * 128 * 128, 2 * 192 * 128, 2 * 192 * 128]
+    assert iomodel.smem_bytes(wide, "wgmma fp8") == 32768 + 2 * 49152 + 128 + 1024
+    assert catalog.fp8_build(wide, hopper=True) is row
+    with pytest.raises(engine.ConfigError, match="head_dim=64, block_q=128, block_k=192. It "
+                                                 "supports dtype float8_e4m3.*128×192"):
+        catalog.fp8_build(wide.with_(head_dim=64), hopper=True)
+    with pytest.raises(engine.ConfigError, match="block_k=192 is for dtype float8_e4m3 only"):
+        wide.with_(dtype="float16")
+    with pytest.raises(engine.ConfigError, match="block_k must be one of 8, 16, 32, 64, 128, "
+                                                 "192; got 256"):
+        cfg.with_(block_k=256)
     assert catalog.fp8_build(cfg.with_(head_dim=64), hopper=True) is row
     with pytest.raises(engine.ConfigError, match="block_k=64. It supports dtype float8_e4m3"):
         catalog.fp8_build(cfg.with_(block_k=64), hopper=True)

@@ -26,6 +26,7 @@ import engine
 from engine.cpu import fp8 as emulation
 from engine.gpu.runtime import device_is_hopper
 from engine.model.config import ConfigError
+from engine.model.registry import kernel as registry_kernel
 from reference import attention64
 import seeds
 
@@ -33,6 +34,13 @@ RNG = seeds.rng(8008)
 OUT_TOL = 1e-2
 SCORE_ATOL, SCORE_RTOL = 2e-3, 1e-3
 SUM_RTOL, RESCALE_RTOL = 5e-3, 2e-2
+# The build's (head_dim, block_q, block_k) shapes, from its registry row: every one is run.
+SHAPES = registry_kernel("wgmma fp8").shapes
+
+
+def block_ks(d: int) -> list[int]:
+    """The key-tile sizes the build takes at head_dim d (128 and 192 at d = 128)."""
+    return [bk for dd, _, bk in SHAPES if dd == d]
 
 
 def assert_scores_close(got, want, what):
@@ -88,24 +96,28 @@ def rel(got, want) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-CASES = [  # head_dim, seq_q, seq_k, causal, inputs
+BASE_CASES = [  # head_dim, seq_q, seq_k, causal, inputs
     (128, 256, 256, False, "normal"),
     (128, 300, 1000, False, "rising"),
     (128, 1000, 777, True, "normal"),
     (128, 1, 1, False, "normal"),
+    (128, 640, 640, True, "rising"),
     (64, 640, 640, True, "outliers"),
     (64, 129, 300, False, "outliers"),
 ]
+# ... each at every block_k the build takes at its head_dim
+CASES = [(*case, bk) for case in BASE_CASES for bk in block_ks(case[0])]
 
 
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("scaling", ["tile", "tensor", "none"])
 @pytest.mark.parametrize("rotation", [False, True])
-@pytest.mark.parametrize("d", [64, 128])
-def test_quantized_bytes_and_scales_are_the_emulations(scaling, rotation, d):
-    cfg = config(head_dim=d, seq_q=300, seq_k=1000, fp8_scaling=scaling, fp8_rotation=rotation,
-                 inputs="outliers", logit_scale=3.0 if scaling == "none" else 1.0)
+@pytest.mark.parametrize("d,bk", [(d, bk) for d, _, bk in SHAPES])
+def test_quantized_bytes_and_scales_are_the_emulations(scaling, rotation, d, bk):
+    cfg = config(head_dim=d, block_k=bk, seq_q=300, seq_k=1000, fp8_scaling=scaling,
+                 fp8_rotation=rotation, inputs="outliers",
+                 logit_scale=3.0 if scaling == "none" else 1.0)
     q, k, v = engine.make_inputs(cfg)
     _, qz = launch(cfg, q, k, v, trace=False)
     want = emulation.quantize_inputs(cfg, q, k, v)
@@ -122,9 +134,10 @@ def test_quantized_bytes_and_scales_are_the_emulations(scaling, rotation, d):
 
 @pytest.mark.gpu
 @needs_hopper
-@pytest.mark.parametrize("d,nq,nk,causal,inputs", CASES)
-def test_output_lse_and_trace_match_the_emulation(d, nq, nk, causal, inputs):
-    cfg = config(head_dim=d, seq_q=nq, seq_k=nk, causal=causal, inputs=inputs, heads=3)
+@pytest.mark.parametrize("d,nq,nk,causal,inputs,bk", CASES)
+def test_output_lse_and_trace_match_the_emulation(d, nq, nk, causal, inputs, bk):
+    cfg = config(head_dim=d, seq_q=nq, seq_k=nk, causal=causal, inputs=inputs, heads=3,
+                 block_k=bk)
     q, k, v = engine.make_inputs(cfg)
     got, _ = launch(cfg, q, k, v, trace=True)
     plain, _ = launch(cfg, q, k, v, trace=False)
@@ -147,10 +160,11 @@ def test_output_lse_and_trace_match_the_emulation(d, nq, nk, causal, inputs):
 @pytest.mark.gpu
 @needs_hopper
 @pytest.mark.parametrize("causal", [False, True])
-def test_kernel_is_as_accurate_as_its_emulation_against_float64(causal):
+@pytest.mark.parametrize("bk", block_ks(128))
+def test_kernel_is_as_accurate_as_its_emulation_against_float64(causal, bk):
     """Against float64 attention of the original (unquantized) inputs, the kernel's RMSE is
     the emulation's within a tenth (the roundings they share dominate)."""
-    cfg = config(seq_q=1024, seq_k=1024, causal=causal, inputs="outliers", heads=4)
+    cfg = config(seq_q=1024, seq_k=1024, causal=causal, inputs="outliers", heads=4, block_k=bk)
     q, k, v = engine.make_inputs(cfg)
     got, _ = launch(cfg, q, k, v, trace=False)
     O64, _ = attention64(q, k, v, cfg.softmax_scale, causal)
@@ -196,8 +210,9 @@ def test_engine_run_returns_bfloat16_with_fp8_info_and_trace():
 
 @pytest.mark.gpu
 @needs_hopper
-def test_repeated_launches_are_identical():
-    cfg = config(seq_q=1500, seq_k=1500, causal=True, heads=4)
+@pytest.mark.parametrize("bk", block_ks(128))
+def test_repeated_launches_are_identical(bk):
+    cfg = config(seq_q=1500, seq_k=1500, causal=True, heads=4, block_k=bk)
     q, k, v = engine.make_inputs(cfg)
     first, _ = launch(cfg, q, k, v, trace=False)
     for _ in range(3):
@@ -209,6 +224,6 @@ def test_repeated_launches_are_identical():
 @needs_hopper
 def test_shapes_outside_the_build_are_refused():
     from engine.gpu.launchers import wgmma_fp8
-    cfg = config(block_k=64)
-    with pytest.raises(ConfigError, match="The FP8 kernel does not take .* It supports"):
-        wgmma_fp8.check_takes(cfg)
+    for cfg in (config(block_k=64), config(head_dim=64, block_k=192)):
+        with pytest.raises(ConfigError, match="The FP8 kernel does not take .* It supports"):
+            wgmma_fp8.check_takes(cfg)

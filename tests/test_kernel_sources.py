@@ -101,7 +101,7 @@ def wgmma_examples():
 
 
 def fp8_examples():
-    """The same source's FP8 build (-DFP8=1) at both of its shapes, traced and not, as its
+    """The same source's FP8 build (-DFP8=1) at each of its shapes, traced and not, as its
     launcher compiles it."""
     from engine.gpu.launchers import wgmma_fp8
     return [tuple(o for o in wgmma_fp8.compile_options(

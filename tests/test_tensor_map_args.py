@@ -62,6 +62,25 @@ def test_arguments_of_an_fp8_map(driver, d, swizzle, code):
     assert int(a.data_type) == CUDA_H["uint8"] and int(a.swizzle) == code
 
 
+@pytest.mark.parametrize("block_k, keys, code", [(128, 128, 3), (192, 64, 2)])
+def test_the_fp8_launchers_maps_of_k8_and_v8t(driver, block_k, keys, code):
+    """The FP8 build at head_dim 128: K8 in boxes of block_k rows (up to 256 a box), V8ᵀ
+    ((B·H, d, keys rounded up to 16)) in boxes of d rows × `keys` keys in the swizzle of that
+    many bytes: one box a tile at block_k 128, three of 64 at 192 (the kernel's VT_BOX), so
+    the boxes of a tile bring block_k · d bytes, what its mbarrier expects."""
+    from engine.gpu.launchers import wgmma_fp8
+    from engine.model.config import AttentionConfig
+    cfg = AttentionConfig(seq_q=1000, seq_k=1000, head_dim=128, block_q=128, block_k=block_k,
+                          dtype="float8_e4m3")
+    assert wgmma_fp8.vt_box(cfg) == keys
+    k = wgmma.tiled_map_args((4, 1000, 128), "uint8", block_k, box_columns=128, swizzle=128)
+    assert k.box == (128, block_k, 1) and block_k <= 256
+    v = wgmma.tiled_map_args((4, 128, 1008), "uint8", 128, box_columns=keys, swizzle=keys)
+    assert v.dims == (1008, 128, 4) and v.strides == (1008, 1008 * 128)
+    assert v.box == (keys, 128, 1) and int(v.swizzle) == code
+    assert block_k % keys == 0                  # whole boxes: block_k · d bytes a tile
+
+
 def test_other_dtypes_are_refused(driver):
     with pytest.raises(ConfigError, match="float16, bfloat16 or uint8, not float32"):
         wgmma.tiled_map_args((1, 128, 64), "float32", 64)

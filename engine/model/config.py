@@ -13,6 +13,10 @@ import ml_dtypes  # noqa: F401  (registers NumPy's "bfloat16" dtype, which CuPy 
 # ---- allowed values: the single source quoted by every error message -------------------
 HEAD_DIMS = (16, 32, 64, 128, 256)
 BLOCK_SIZES = (8, 16, 32, 64, 128)
+# block_k sizes beyond BLOCK_SIZES that only the FP8 forward takes (dtype in FP8_DTYPES): its
+# Hopper build at head_dim 128 (wider key tiles share the softmax's fixed costs per tile;
+# engine.model.catalog says which shapes run) and its emulation at any head_dim.
+FP8_BLOCK_K = (192,)
 # The dtypes of every pass (forward, backward, decode) on both backends, and of the sidebar.
 DTYPES = ("float32", "float16", "bfloat16")
 # FP8 (e4m3: 4 exponent bits, 3 mantissa bits, finite, max 448): the flash forward only. Its
@@ -93,7 +97,12 @@ class AttentionConfig:
                 f"batch × heads must be at most {MAX_BATCH_HEADS}; got {self.batch * self.heads}.")
         _check_choice("head_dim", self.head_dim, HEAD_DIMS)
         _check_choice("block_q", self.block_q, BLOCK_SIZES)
-        _check_choice("block_k", self.block_k, BLOCK_SIZES)
+        fp8 = isinstance(self.dtype, str) and self.dtype in FP8_DTYPES
+        if not fp8 and _is_int(self.block_k) and self.block_k in FP8_BLOCK_K:
+            raise ConfigError(f"block_k={self.block_k} is for dtype {', '.join(FP8_DTYPES)} "
+                              f"only (the FP8 forward); block_k must be one of "
+                              f"{', '.join(map(str, BLOCK_SIZES))}; got {self.block_k!r}.")
+        _check_choice("block_k", self.block_k, BLOCK_SIZES + FP8_BLOCK_K if fp8 else BLOCK_SIZES)
         if isinstance(self.dtype, bool) or self.dtype not in CONFIG_DTYPES:
             raise ConfigError(f"dtype must be one of {', '.join(CONFIG_DTYPES)} "
                               f"({', '.join(FORWARD_ONLY_DTYPES)}: forward only); "

@@ -24,9 +24,10 @@
 // diagonal tiles (causal) and on a ragged last key tile. exp2 takes scale·log2(e) folded in.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 128, two consumers),
-// BLOCK_K (Bc: 64 or 128), TRACE (0 or 1: write the online-softmax trace and the schedule of
-// the items, with the semantics of the tensor-core kernel's trace), PINGPONG (0 or 1: consumer
-// warpgroups take turns issuing their products, so one's softmax overlaps the other's products),
+// BLOCK_K (Bc: 64 or 128; FP8 128, or 192 at d = 128), TRACE (0 or 1: write the online-softmax
+// trace and the schedule of the items, with the semantics of the tensor-core kernel's trace),
+// PINGPONG (0 or 1: consumer warpgroups take turns issuing their products, so one's softmax
+// overlaps the other's products),
 // BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above), FP8 (below),
 // SOFTMAX_FENCE (1, the default: a fence keeps the wait for P V behind the softmax; 0 only to
 // measure what it brings, lab/overlap_fence.py).
@@ -39,6 +40,10 @@
 // max, so it never saturates), and O_i is kept in units of the current V tile's scale: each
 // tile rescales it by alpha · v_scale_{j-1} / v_scale_j, the epilogue multiplies by the last
 // v_scale. Output bfloat16. No stream-K (a part's O would be in its own V scale).
+// Bc = 192 (FP8, d = 128: wider key tiles share the softmax's fixed costs per tile, the row
+// max, the O rescale, the barriers, among more keys): S_ij is one m64n192 wgmma, and V_jᵀ's
+// rows of 192 bytes span more than one 128-byte swizzle row, so V_jᵀ arrives as three boxes
+// of 64 keys in the 64-byte swizzle, each a slab of d rows of 64 bytes (VT_BOX below).
 //
 // Stream-K (PERSISTENT builds, untraced, the launch argument stream_k_tiles > 0: the launcher
 // passes the work's key tiles when its cost model, engine/model/stream_k.py, has an even share
@@ -78,6 +83,10 @@ constexpr int SLAB_KV = Bc * SWIZZLE;           // ... of K_j (and of V_j, 16-bi
 constexpr int Q_BYTES = Br * d * ELEM;
 constexpr int KV_BYTES = Bc * d * ELEM;
 constexpr int K_STEP = 32 / ELEM;               // k of one wgmma: 32 bytes of a row
+// FP8's V_jᵀ: d rows of Bc keys, loaded as boxes of VT_BOX keys (bytes), each a slab of d rows
+// in the VT_BOX-byte swizzle: one box of 128 at Bc = 128, three of 64 at Bc = 192.
+constexpr int VT_BOX = Bc % 128 == 0 ? 128 : 64;
+constexpr int VT_SLAB = d * VT_BOX;             // bytes of one box of V_jᵀ
 constexpr int S_REGS = Bc / 2;                  // S accumulators per thread (64 x Bc per warpgroup)
 constexpr int O_REGS = d / 2;                   // O accumulators per thread (64 x d)
 constexpr float LOG2E = 1.4426950408889634f;
@@ -101,8 +110,10 @@ static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= 128,
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
-static_assert(Bc == 64 || Bc == 128, "BLOCK_K must be 64 or 128");
-static_assert(!FP8 || Bc == 128, "the FP8 build takes BLOCK_K 128 (Vᵀ rows of 128 bytes)");
+static_assert(Bc == 64 || Bc == 128 || (FP8 && Bc == 192),
+              "BLOCK_K must be 64 or 128 (FP8: 128, or 192 at HEAD_DIM 128)");
+static_assert(!FP8 || Bc == 128 || (Bc == 192 && d == 128),
+              "the FP8 build takes BLOCK_K 128, or 192 at HEAD_DIM 128 (Vᵀ rows of Bc bytes)");
 
 #include "common.cuh"
 #include "online_softmax.cuh"
@@ -244,7 +255,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                     if (u >= STAGES) mbar_wait(v_empty(s), parity);
                     mbar_expect_bytes(v_full(s), KV_BYTES);
                     if constexpr (FP8)              // V_jᵀ: d rows of the tile's Bc keys
-                        tma_load(sV + s * KV_BYTES, &tm_v, j * Bc, 0, bh, v_full(s));
+                        for (int h = 0; h < Bc / VT_BOX; ++h)
+                            tma_load(sV + s * KV_BYTES + h * VT_SLAB, &tm_v, j * Bc + h * VT_BOX,
+                                     0, bh, v_full(s));
                     else
                         for (int h = 0; h < d / 64; ++h)
                             tma_load(sV + s * KV_BYTES + h * SLAB_KV, &tm_v, h * 64, j * Bc, bh,
@@ -290,8 +303,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     // moves 32 bytes inside a swizzled row, and to the next slab at its end; 8-row groups are
     // 8 rows of SWIZZLE bytes apart. V_j, 16-bit: N-major (d contiguous, keys are K); a k-step
     // of 16 keys moves 16 rows (2048 bytes); the two 64-column slabs of d are SLAB_KV apart.
-    // V_jᵀ, FP8: K-major (keys contiguous), one 128-byte row per column of d; a k-step of 32
-    // keys moves 32 bytes.
+    // V_jᵀ, FP8: K-major (keys contiguous), one row of VT_BOX bytes per column of d in each box;
+    // a k-step of 32 keys moves 32 bytes inside a row, and to the next box at its end.
     constexpr int STEPS_PER_SLAB = SWIZZLE / 32;
     const unsigned q_base = sQ + wg * 64 * SWIZZLE;   // this warpgroup's rows of Q_i buffer 0
     auto q_desc = [&](int qs, int kk) {
@@ -303,7 +316,10 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                                   + (kk % STEPS_PER_SLAB) * 32, 16, 8 * SWIZZLE);
     };
     auto v_desc = [&](int s, int kk) {
-        if constexpr (FP8) return smem_desc(sV + s * KV_BYTES + kk * 32, 16, 1024);
+        constexpr int STEPS_PER_BOX = VT_BOX / 32;
+        if constexpr (FP8)
+            return smem_desc<VT_BOX>(sV + s * KV_BYTES + (kk / STEPS_PER_BOX) * VT_SLAB
+                                     + (kk % STEPS_PER_BOX) * 32, 16, 8 * VT_BOX);
         else return smem_desc(sV + s * KV_BYTES + kk * 16 * 128, SLAB_KV, 1024);
     };
 
@@ -357,6 +373,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         float f = scale_log2;
         if constexpr (FP8) f = scale_log2 * q_s * k_s;
         const int k0 = j * Bc;
+        // Causal: the tile needs the mask where its last key passes this warpgroup's first row.
+        // (Bc > 64: a tile may start past all of its 64 rows, e.g. keys 192.. for rows 128..191
+        // at Bc = 192; masked whole, it leaves m_i, l_i and O_i as they were, P = 0.)
         const bool diagonal = causal && k0 + Bc - 1 > wg_row0;
         if (diagonal || k0 + Bc > seq_k) {
             #pragma unroll

@@ -39,6 +39,13 @@ PINGPONG = {64: 1, 128: 0}
 SOFTMAX_FENCE = 1
 
 
+def vt_box(cfg: AttentionConfig) -> int:
+    """Keys (bytes) of one box of V8ᵀ as the kernel loads a tile of block_k keys (its VT_BOX):
+    128 (one box of 128 keys in the 128-byte swizzle) where block_k is a multiple of 128, else
+    64 (block_k = 192: three boxes of 64 keys in the 64-byte swizzle)."""
+    return 128 if cfg.block_k % 128 == 0 else 64
+
+
 def check_takes(cfg: AttentionConfig) -> None:
     """ConfigError in the catalog's words (catalog.fp8_build: the one refusal of an FP8
     config) unless this build takes cfg on this GPU."""
@@ -184,7 +191,7 @@ def prepare(cfg: AttentionConfig, quantized: Quantized, trace: bool,
     swizzle = min(cfg.head_dim, 128)            # bytes of a row of Q_i, K_j: 64 or 128
     maps = (tensor_map(qz.q8, cfg.block_q, "uint8", swizzle, swizzle),
             tensor_map(qz.k8, cfg.block_k, "uint8", swizzle, swizzle),
-            tensor_map(qz.vt8, cfg.head_dim, "uint8", cfg.block_k, 128))
+            tensor_map(qz.vt8, cfg.head_dim, "uint8", vt_box(cfg), vt_box(cfg)))
     traced = ([out[k] for k in TRACE_FIELDS] + [out[k] for k in BLOCK_FIELDS]
               if trace else [core.NULL] * 7)
     sms = live_gpu().sms

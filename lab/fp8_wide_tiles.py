@@ -1,0 +1,148 @@
+"""Lab: the Hopper FP8 forward with key tiles of 192 (BLOCK_K = 192, d = 128) beside its
+128 × 128 build: wider tiles share the softmax's fixed costs per tile (the row max and its
+shuffles, the O rescale, the barriers) among more keys (lab/NOTES.md, "FP8 forward" and "The
+softmax fence"; FlashAttention-3 takes 128 × 224 for FP8 at d = 128).
+
+First each FP8 build is checked on small ragged shapes, non-causal and causal, traced and
+not: its quantized bytes and scales against the emulation's (engine.cpu.fp8) bit for bit, its
+output, lse and trace against the emulation, its output against float64 attention of the
+inputs; the float16 build likewise against float64. Then the builds are timed alternately
+(engine.gpu.timing.time_stages, median of 30, the better of two rounds) at d = 128, N = 4k,
+8k, 16k non-causal and 16k causal, B·H·N = 32k tokens × 8 heads, with the float16 kernel
+(128 × 128) for the ratio. Run on a Hopper GPU: python3 lab/fp8_wide_tiles.py"""
+import sys
+
+import ml_dtypes
+import numpy as np
+
+sys.path.insert(0, "lab")
+sys.path.insert(0, ".")
+from overlap_fence import check_f16  # noqa: E402
+
+D = 128
+BLOCK_KS = (128, 192)
+OUT_TOL, SCORE_ATOL, SCORE_RTOL, SUM_RTOL, RESCALE_RTOL = 1e-2, 2e-3, 1e-3, 5e-3, 2e-2
+
+
+def fp8_config(bk, **kw):
+    from engine.model.config import AttentionConfig
+    return AttentionConfig(dtype="float8_e4m3", head_dim=D, block_q=128, block_k=bk, **kw)
+
+
+def scores_close(got, want) -> bool:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    fin = np.isfinite(want)
+    if not np.array_equal(fin, np.isfinite(got)):
+        return False
+    return bool(np.all(np.abs(got[fin] - want[fin]) <= SCORE_ATOL + SCORE_RTOL * np.abs(want[fin])))
+
+
+def rel(got, want) -> float:
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def check(bk, nq, nk, causal, seed, inputs) -> bool:
+    """One FP8 build (block_k = bk) on one shape, traced and not (see the module's docstring)."""
+    import cupy
+    import engine
+    from engine.cpu import fp8 as emulation
+    from engine.cpu import precision
+    from engine.gpu.launchers import wgmma_fp8 as L
+    cfg = fp8_config(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal, seed=seed,
+                     inputs=inputs)
+    q, k, v = engine.make_inputs(cfg)
+    dev = [cupy.asarray(np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], D))) for x in (q, k, v)]
+    got = {t: L.launch(cfg, *dev, t, poison=True) for t in (False, True)}
+    want = emulation.emulate(cfg, q, k, v, trace=True)
+    wq = emulation.quantize_inputs(cfg, q, k, v)
+    qz = got[False]["quantized"]
+    vt = qz.vt8.get()                                   # (bh, d, cols), keys permuted in 16s
+    s = np.arange(vt.shape[2])
+    key = (s & ~15) + 2 * ((s & 15) >> 2) + (s & 1) + 8 * ((s >> 1) & 1)
+    v8 = np.zeros((cfg.bh, vt.shape[2], D), np.uint8)
+    v8[:, key, :] = np.transpose(vt, (0, 2, 1))
+    bytes_ok = (np.array_equal(qz.q8.get(), wq.q8.reshape(cfg.bh, nq, D).view(np.uint8))
+                and np.array_equal(qz.k8.get(), wq.k8.reshape(cfg.bh, nk, D).view(np.uint8))
+                and np.array_equal(v8[:, :nk], wq.v8.reshape(cfg.bh, nk, D).view(np.uint8))
+                and not v8[:, nk:].any()
+                and all(np.array_equal(getattr(qz, n).get(), getattr(wq, n).reshape(cfg.bh, -1))
+                        for n in ("q_scale", "k_scale", "v_scale")))
+    O = {t: got[t]["O"].get().view(ml_dtypes.bfloat16).reshape(want.output.shape) for t in got}
+    same = np.array_equal(O[False].view(np.uint16), O[True].view(np.uint16))
+    err = rel(O[False], want.output)
+    O64, _ = precision.reference(cfg, q, k, v)          # float64 attention of q, k, v
+    err64, err64_emulated = rel(O[False], O64), rel(want.output, O64)
+    lse_ok = scores_close(got[False]["lse"].get().reshape(want.lse.shape), want.lse)
+    tr = got[True]
+    trace_ok = all(scores_close(tr[n].get().reshape(getattr(want.trace, n).shape),
+                                getattr(want.trace, n)) for n in ("running_max", "tile_max"))
+    for n, rtol in (("running_sum", SUM_RTOL), ("rescale", RESCALE_RTOL)):
+        w = getattr(want.trace, n).astype(np.float64)
+        g = tr[n].get().reshape(w.shape).astype(np.float64)
+        trace_ok &= bool(np.max(np.abs(g - w) / np.maximum(np.abs(w), 1e-3)) <= rtol)
+    ok = (bytes_ok and same and err <= OUT_TOL and lse_ok and trace_ok
+          and np.isfinite(O[False].astype(np.float32)).all()
+          and err64 <= err64_emulated + OUT_TOL)
+    print(f"FP8 128x{bk} nq={nq} nk={nk} causal={int(causal)} {inputs}: bytes={bytes_ok} "
+          f"traced=untraced {same} rel(emulation)={err:.2e} rel(float64)={err64:.2e} "
+          f"(emulation's {err64_emulated:.2e}) lse={lse_ok} trace={trace_ok} "
+          f"{'OK' if ok else 'FAIL'}", flush=True)
+    return ok
+
+
+def main():
+    import cupy
+    from engine.gpu.launchers import wgmma, wgmma_fp8
+    from engine.gpu.timing import time_stages
+    from engine.model.config import AttentionConfig
+    rng = np.random.default_rng(192)
+    shapes = ((300, 1000, "rising"), (1000, 777, "normal"), (129, 191, "normal"))
+    ok = {bk: all(check(bk, nq, nk, c, int(rng.integers(2**31)), inputs)
+                  for nq, nk, inputs in shapes for c in (False, True))
+          for bk in BLOCK_KS}
+    err = max(check_f16(wgmma, D, c, rng) for c in (False, True))
+    ok["f16"] = err < 1e-2
+    print(f"float16 128x128: max relative error {err:.2e}", flush=True)
+    print("validated:", ok, flush=True)
+    rows = []
+    for n, causal in ((4096, False), (8192, False), (16384, False), (16384, True)):
+        bh = (32768 // n) * 8
+        kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=causal)
+        x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)
+             for _ in range(3)]
+        runs, flops = {}, None
+        for bk in BLOCK_KS:
+            if ok[bk]:
+                cfg = fp8_config(bk, **kw)
+                qz = wgmma_fp8.quantize(cfg, *x)
+                runs[f"fp8 128x{bk}"], _ = wgmma_fp8.prepare(cfg, qz, False)
+                flops = cfg.flops
+        if ok["f16"]:
+            cfg = AttentionConfig(dtype="float16", head_dim=D, block_q=128, block_k=128, **kw)
+            runs["f16 128x128"], _ = wgmma.prepare(cfg, *x, False)
+            flops = cfg.flops
+        tflops = {name: 0.0 for name in runs}
+        for _ in range(2):                               # alternately: round after round
+            for name, run in runs.items():
+                ms = float(np.median(time_stages([(name, run)], 30, 3)[0]))
+                tflops[name] = max(tflops[name], flops / ms / 1e9)
+        row = {"N": n, "causal": causal, "bh": bh, **{k: round(v, 1) for k, v in tflops.items()}}
+        rows.append(row)
+        print(row, flush=True)
+        del runs, x
+        cupy.get_default_memory_pool().free_all_blocks()
+    names = ["fp8 128x128", "fp8 128x192", "f16 128x128"]
+    print(f"\nTFLOP/s at d = {D}, B·H·N = 32k tokens × 8 heads (median of 30, better of 2 "
+          f"rounds)")
+    print(f"{'N':>6} {'causal':6} " + " ".join(f"{n:>12}" for n in names)
+          + f" {'192/128':>8} {'128/f16':>8} {'192/f16':>8}")
+    for r in rows:
+        a, b, h = (r.get(n) for n in names)
+        ratio = lambda x, y: f"{x / y:.3f}" if x and y else "-"
+        print(f"{r['N']:6} {str(r['causal']):6} " + " ".join(f"{r.get(n, '-'):>12}" for n in names)
+              + f" {ratio(b, a):>8} {ratio(a, h):>8} {ratio(b, h):>8}")
+
+
+if __name__ == "__main__":
+    main()
