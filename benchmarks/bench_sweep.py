@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.inputs import make_dout, make_inputs
-from engine.model.config import BLOCK_SIZES, CONFIG_DTYPES, DIRECTIONS, AttentionConfig
+from engine.model.config import (BLOCK_SIZES, CONFIG_DTYPES, DIRECTIONS, FP8_DTYPES,
+                                 AttentionConfig)
 from engine.model.units import format_bytes
 from engine.results import timing_record
 
@@ -50,6 +51,16 @@ def lines(kernels: list[str]) -> list[str]:
     return out
 
 
+def block_k_of(args, d: int, dtype: str) -> int:
+    """--block-k, or for an FP8 config --fp8-block-k where the FP8 build has that key tile at
+    this head_dim and --block-q (its registry row's shapes)."""
+    if args.fp8_block_k and dtype in FP8_DTYPES:
+        from engine.model.registry import kernel
+        if (d, args.block_q, args.fp8_block_k) in kernel("wgmma fp8").shapes:
+            return args.fp8_block_k
+    return args.block_k
+
+
 def configs(args) -> list[AttentionConfig]:
     cfgs = []
     for d in args.head_dim:
@@ -60,8 +71,8 @@ def configs(args) -> list[AttentionConfig]:
                     heads = args.heads or max(1, args.model_dim // d)
                     cfgs.append(AttentionConfig(batch=batch, heads=heads, seq_q=n, seq_k=n,
                                                 head_dim=d, block_q=args.block_q,
-                                                block_k=args.block_k, dtype=dtype,
-                                                causal=causal))
+                                                block_k=block_k_of(args, d, dtype),
+                                                dtype=dtype, causal=causal))
     return cfgs
 
 
@@ -214,6 +225,9 @@ def parser():
                         "one SDPA backend: torch_flash, torch_cudnn, torch_math")
     b.add_argument("--block-q", type=int, default=64, choices=BLOCK_SIZES)
     b.add_argument("--block-k", type=int, default=64, choices=BLOCK_SIZES)
+    b.add_argument("--fp8-block-k", type=int, default=0,
+                   help="the FP8 configs' key tile where the FP8 build has it at that head_dim "
+                        "(192 at d = 128), else --block-k")
     b.add_argument("--tokens", type=int, default=16384,
                    help="batch = tokens // seq unless --batch is given (default 16384)")
     b.add_argument("--model-dim", type=int, default=1024,

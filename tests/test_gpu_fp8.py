@@ -43,6 +43,16 @@ def block_ks(d: int) -> list[int]:
     return [bk for dd, _, bk in SHAPES if dd == d]
 
 
+def sum_tolerance(running_max):
+    """The running sums' relative tolerance, element by element, from the scores' (below):
+    every term exp(x - m) of a sum moves by at most a factor exp(2ε) when x and the running max
+    m each move by ε = SCORE_ATOL + SCORE_RTOL·|m| (m as the trace holds it, in natural-log
+    units), so the sum by expm1(2ε); never under SUM_RTOL. Rows of large scores (the rising
+    preset at d = 128) need the wider bound."""
+    m = np.where(np.isfinite(running_max), np.abs(running_max), 0.0)
+    return np.maximum(SUM_RTOL, np.expm1(2 * (SCORE_ATOL + SCORE_RTOL * m)))
+
+
 def assert_scores_close(got, want, what):
     """Score-valued arrays (lse, running and tile max): SCORE_ATOL + SCORE_RTOL·|want|, with
     the infinities (hidden tiles) in the same places."""
@@ -150,11 +160,12 @@ def test_output_lse_and_trace_match_the_emulation(d, nq, nk, causal, inputs, bk)
     for name in ("running_max", "tile_max"):
         w = getattr(want.trace, name)
         assert_scores_close(got[name].reshape(w.shape), w, name)
-    for name, rtol in (("running_sum", SUM_RTOL), ("rescale", RESCALE_RTOL)):
+    for name, rtol in (("running_sum", sum_tolerance(want.trace.running_max)),
+                       ("rescale", RESCALE_RTOL)):
         g = got[name].reshape(getattr(want.trace, name).shape).astype(np.float64)
         w = getattr(want.trace, name).astype(np.float64)
-        worst = float(np.max(np.abs(g - w) / np.maximum(np.abs(w), 1e-3)))
-        assert worst <= rtol, (name, worst)
+        over = np.abs(g - w) / np.maximum(np.abs(w), 1e-3) - rtol
+        assert over.max() <= 0, (name, float(over.max()))
 
 
 @pytest.mark.gpu

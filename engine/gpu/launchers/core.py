@@ -120,12 +120,14 @@ def allocate(spec: dict, poison: bool = False) -> dict:
     return out
 
 
-def forward_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> dict:
-    """The outputs every flash forward launcher writes: "O" (B·H, seq_q, d) in cfg.dtype,
+def forward_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False,
+                    dtype: str | None = None) -> dict:
+    """The outputs every flash forward launcher writes: "O" (B·H, seq_q, d) in cfg.dtype (or
+    dtype),
     "lse" (B·H, seq_q) float32; with trace the four trace arrays (B·H, seq_q, Tc) float32 and
     per thread block (record bh·Tr + i) "sm_id" int32, "start_ns" and "end_ns" uint64."""
     bh, nq = cfg.bh, cfg.seq_q
-    spec = {"O": ((bh, nq, cfg.head_dim), cfg.dtype), "lse": ((bh, nq), np.float32)}
+    spec = {"O": ((bh, nq, cfg.head_dim), dtype or cfg.dtype), "lse": ((bh, nq), np.float32)}
     if trace:
         spec.update({name: ((bh, nq, cfg.Tc), np.float32) for name in TRACE_FIELDS})
         spec.update(block_spec(bh * cfg.Tr))

@@ -168,7 +168,7 @@ def quantize(cfg: AttentionConfig, Q, K, V) -> Quantized:
 
 def fp8_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False) -> dict:
     """core.forward_outputs with O in the FP8 build's output dtype (cfg.output_dtype)."""
-    return core.forward_outputs(cfg.with_(dtype=cfg.output_dtype), trace, poison)
+    return core.forward_outputs(cfg, trace, poison, dtype=cfg.output_dtype)
 
 
 def grid(cfg: AttentionConfig, bh: int, sms: int) -> tuple[int, ...]:
