@@ -9,7 +9,8 @@ output, lse and trace against the emulation, its output against float64 attentio
 inputs; the float16 build likewise against float64. Then the builds are timed alternately
 (engine.gpu.timing.time_stages, median of 30, the better of two rounds) at d = 128, N = 4k,
 8k, 16k non-causal and 16k causal, B·H·N = 32k tokens × 8 heads, with the float16 kernel
-(128 × 128) for the ratio. Run on a Hopper GPU: python3 lab/fp8_wide_tiles.py"""
+(128 × 128) for the ratio. Run on a Hopper GPU: python3 lab/fp8_wide_tiles.py [--heads H]
+(--heads: 32k tokens × H heads at N = 8k and 16k, non-causal)"""
 import sys
 
 import ml_dtypes
@@ -118,8 +119,12 @@ def main():
     print(f"float16 128x128: max relative error {err:.2e}", flush=True)
     print("validated:", ok, flush=True)
     rows = []
-    for n, causal in ((4096, False), (8192, False), (16384, False), (16384, True)):
-        bh = (32768 // n) * 8
+    # --heads H: B·H·N = 32k tokens × H heads (8 by default; 1 is the recorded parity grid's)
+    per = int(sys.argv[sys.argv.index("--heads") + 1]) if "--heads" in sys.argv else 8
+    shapes = ((8192, False), (16384, False)) if "--heads" in sys.argv else \
+        ((4096, False), (8192, False), (16384, False), (16384, True))
+    for n, causal in shapes:
+        bh = (32768 // n) * per
         kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=causal)
         x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)
              for _ in range(3)]
@@ -145,7 +150,7 @@ def main():
         del runs, x
         cupy.get_default_memory_pool().free_all_blocks()
     names = ["fp8 128x128", "fp8 128x192", "f16 128x128"]
-    print(f"\nTFLOP/s at d = {D}, B·H·N = 32k tokens × 8 heads (median of 30, better of 2 "
+    print(f"\nTFLOP/s at d = {D}, B·H·N = 32k tokens × {per} heads (median of 30, better of 2 "
           f"rounds)")
     print(f"{'N':>6} {'causal':6} " + " ".join(f"{n:>12}" for n in names)
           + f" {'192/128':>8} {'128/f16':>8} {'192/f16':>8}")
