@@ -15,7 +15,8 @@
 #                   (parity_<gpu>.json); benchmarks.cudnn_parity's table last
 #   fp8-parity      the FP8 forward beside the project's float16 kernel, PyTorch's FA2 and
 #                   cuDNN (float16) on the forward-parity grid, each line validated against
-#                   float64 first (FP8 at d = 128 on 128×192 tiles), and the GPU's bfloat16 and FP8 matmul ceilings
+#                   float64 first (FP8_BLOCK_K=192: FP8 at d = 128 on 128×192 tiles), and
+#                   the GPU's bfloat16 and FP8 matmul ceilings
 #                   (bench_<gpu>_fp8_<date>.json, matmul_ceiling_<gpu>.json)
 #   tile-grid       every tile shape of the teaching and tensor-core kernels at N 4096, d 64
 #                   (tiles_<gpu>.json)
@@ -115,7 +116,7 @@ for mode in "$@"; do
         > "$OUT/matmul_ceiling.log" 2>&1
       summary+=("matmul ceilings rc=$?: $(tr '\n' ';' < "$OUT/matmul_ceiling.log")")
       timeout "${FP8_S:-420}" "${sweep_limits[@]}" python3 -m benchmarks.bench_sweep \
-        "${grid32k[@]}" --dtype float16,float8_e4m3 --fp8-block-k 192 \
+        "${grid32k[@]}" --dtype float16,float8_e4m3 --fp8-block-k "${FP8_BLOCK_K:-128}" \
         --kernels tensorcore,torch_flash,torch_cudnn \
         --out "$OUT/bench_${gpu}_fp8_$(date -u +%F).json" > "$OUT/fp8.log" 2> "$OUT/fp8_progress.log"
       summary+=("fp8 parity rc=$?")
