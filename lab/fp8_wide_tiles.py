@@ -9,8 +9,9 @@ output, lse and trace against the emulation, its output against float64 attentio
 inputs; the float16 build likewise against float64. Then the builds are timed alternately
 (engine.gpu.timing.time_stages, median of 30, the better of two rounds) at d = 128, N = 4k,
 8k, 16k non-causal and 16k causal, B·H·N = 32k tokens × 8 heads, with the float16 kernel
-(128 × 128) for the ratio. Run on a Hopper GPU: python3 lab/fp8_wide_tiles.py [--heads H]
-(--heads: 32k tokens × H heads at N = 8k and 16k, non-causal)"""
+(128 × 128) for the ratio. Run on a Hopper GPU: python3 lab/fp8_wide_tiles.py [--heads H] [--turns]
+(--heads: 32k tokens × H heads at N = 8k and 16k, non-causal; --turns: the FP8 consumers take
+turns, PINGPONG=1)"""
 import sys
 
 import ml_dtypes
@@ -109,6 +110,9 @@ def main():
     from engine.gpu.launchers import wgmma, wgmma_fp8
     from engine.gpu.timing import time_stages
     from engine.model.config import AttentionConfig
+    if "--turns" in sys.argv:            # the FP8 consumers take turns at d = 128 as well
+        wgmma_fp8.PINGPONG = {**wgmma_fp8.PINGPONG, D: 1}
+        print("FP8 builds with PINGPONG=1", flush=True)
     rng = np.random.default_rng(192)
     shapes = ((300, 1000, "rising"), (1000, 777, "normal"), (129, 191, "normal"))
     ok = {bk: all([check(bk, nq, nk, c, int(rng.integers(2**31)), inputs)
