@@ -17,13 +17,14 @@ import sys
 import ml_dtypes
 import numpy as np
 
-sys.path.insert(0, "lab")
-sys.path.insert(0, ".")
+sys.path[:0] = ["lab", "tests", "."]
 from overlap_fence import check_f16  # noqa: E402
+# The GPU test's tolerances and helpers, so that the lab checks what the tests check.
+from test_gpu_fp8 import (OUT_TOL, RESCALE_RTOL, assert_scores_close, rel,  # noqa: E402
+                          sum_tolerance, unpermuted_v8)
 
 D = 128
 BLOCK_KS = (128, 192)
-OUT_TOL, SCORE_ATOL, SCORE_RTOL, SUM_RTOL, RESCALE_RTOL = 1e-2, 2e-3, 1e-3, 5e-3, 2e-2
 
 
 def fp8_config(bk, **kw):
@@ -32,16 +33,12 @@ def fp8_config(bk, **kw):
 
 
 def scores_close(got, want) -> bool:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    fin = np.isfinite(want)
-    if not np.array_equal(fin, np.isfinite(got)):
+    """test_gpu_fp8's score check as a verdict."""
+    try:
+        assert_scores_close(got, want, "")
+    except AssertionError:
         return False
-    return bool(np.all(np.abs(got[fin] - want[fin]) <= SCORE_ATOL + SCORE_RTOL * np.abs(want[fin])))
-
-
-def rel(got, want) -> float:
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+    return True
 
 
 def check(bk, nq, nk, causal, seed, inputs) -> bool:
@@ -59,15 +56,11 @@ def check(bk, nq, nk, causal, seed, inputs) -> bool:
     want = emulation.emulate(cfg, q, k, v, trace=True)
     wq = emulation.quantize_inputs(cfg, q, k, v)
     qz = got[False]["quantized"]
-    vt = qz.vt8.get()                                   # (bh, d, cols), keys permuted in 16s
-    s = np.arange(vt.shape[2])
-    key = (s & ~15) + 2 * ((s & 15) >> 2) + (s & 1) + 8 * ((s >> 1) & 1)
-    v8 = np.zeros((cfg.bh, vt.shape[2], D), np.uint8)
-    v8[:, key, :] = np.transpose(vt, (0, 2, 1))
+    v8, padding = unpermuted_v8(cfg, qz.vt8.get())
     bytes_ok = (np.array_equal(qz.q8.get(), wq.q8.reshape(cfg.bh, nq, D).view(np.uint8))
                 and np.array_equal(qz.k8.get(), wq.k8.reshape(cfg.bh, nk, D).view(np.uint8))
-                and np.array_equal(v8[:, :nk], wq.v8.reshape(cfg.bh, nk, D).view(np.uint8))
-                and not v8[:, nk:].any()
+                and np.array_equal(v8, wq.v8.reshape(cfg.bh, nk, D).view(np.uint8))
+                and not padding.any()
                 and all(np.array_equal(getattr(qz, n).get(), getattr(wq, n).reshape(cfg.bh, -1))
                         for n in ("q_scale", "k_scale", "v_scale")))
     O = {t: got[t]["O"].get().view(ml_dtypes.bfloat16).reshape(want.output.shape) for t in got}
@@ -79,9 +72,8 @@ def check(bk, nq, nk, causal, seed, inputs) -> bool:
     tr = got[True]
     fields = {n: scores_close(tr[n].get().reshape(getattr(want.trace, n).shape),
                               getattr(want.trace, n)) for n in ("running_max", "tile_max")}
-    m = np.where(np.isfinite(want.trace.running_max), np.abs(want.trace.running_max), 0.0)
-    sum_rtol = np.maximum(SUM_RTOL, np.expm1(2 * (SCORE_ATOL + SCORE_RTOL * m)))  # the test's
-    for n, rtol in (("running_sum", sum_rtol), ("rescale", RESCALE_RTOL)):
+    for n, rtol in (("running_sum", sum_tolerance(want.trace.running_max)),
+                    ("rescale", RESCALE_RTOL)):
         w = getattr(want.trace, n).astype(np.float64)
         g = tr[n].get().reshape(w.shape).astype(np.float64)
         bad = np.abs(g - w) / np.maximum(np.abs(w), 1e-3) > rtol

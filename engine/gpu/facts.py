@@ -36,13 +36,6 @@ NAIVE_BUILDS = tuple((k.key, 64) for k in registry.KERNELS if k.launcher == "eng
 NAIVE_SEQ = 4096
 
 
-def _facts_dtype(key: str) -> str:
-    """The dtype a build's compile facts are recorded in: float16, or its own when it takes
-    no float16 (the FP8 build)."""
-    dtypes = registry.kernel(key).dtypes
-    return "float16" if "float16" in dtypes else dtypes[0]
-
-
 def build_of(kernel: str, cfg: AttentionConfig, trace: bool):
     """(launcher Build, grid) of one kernel for cfg; ConfigError when it does not take cfg."""
     from . import naive
@@ -95,7 +88,8 @@ def record_all(batch: int = 1, heads: int = 16, seq: int = 4096) -> tuple[list, 
     """(facts, failures) of every build in FLASH_BUILDS and NAIVE_BUILDS, float16 (the FP8
     build: float8_e4m3)."""
     wanted = [(k, AttentionConfig(batch=batch, heads=heads, seq_q=seq, seq_k=seq, head_dim=d,
-                                  block_q=bq, block_k=bk, dtype=_facts_dtype(k)), t)
+                                  block_q=bq, block_k=bk,
+                                  dtype=registry.kernel(k).usual_dtype), t)
               for k, d, bq, bk, t in FLASH_BUILDS]
     wanted += [(k, AttentionConfig(batch=batch, heads=heads, seq_q=NAIVE_SEQ, seq_k=NAIVE_SEQ,
                                    head_dim=d, dtype="float16"), False) for k, d in NAIVE_BUILDS]

@@ -170,15 +170,14 @@ def refusal(gpu_name: str, cc, dtype: str, family: str | None,
 def shape_fits(kernel: Kernel, shape: tuple[int, int, int], smem_optin: int,
                dtype: str | None = None) -> bool:
     """Whether the build's tiles (head_dim, block_q, block_k) fit a block's shared memory
-    (in its own layout, or in its leaner fallback where it has one), in dtype (None: float16,
-    or the build's first dtype where it takes no float16, as the FP8 build, whose key tiles
-    of 192 no other dtype takes)."""
+    (in its own layout, or in its leaner fallback where it has one), in dtype (None: the
+    build's usual_dtype)."""
     if not kernel.smem_layout:
         return True
     from .config import AttentionConfig
     from .iomodel import fitting_layout, smem_bytes
     if dtype is None:
-        dtype = "float16" if "float16" in kernel.dtypes else kernel.dtypes[0]
+        dtype = kernel.usual_dtype
     d, bq, bk = shape
     cfg = AttentionConfig(batch=1, heads=1, seq_q=bq, seq_k=bk, head_dim=d, block_q=bq,
                           block_k=bk, dtype=dtype)

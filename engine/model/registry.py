@@ -55,6 +55,13 @@ class Kernel:
     def function(self) -> str:
         return self.functions[0]
 
+    @property
+    def usual_dtype(self) -> str:
+        """The dtype its shapes are sized and its compile facts recorded in: float16, or its
+        first dtype where it takes no float16 (the FP8 build, whose 192-key tiles no other
+        dtype takes)."""
+        return "float16" if "float16" in self.dtypes else self.dtypes[0]
+
     def takes(self, cfg) -> bool:
         """cfg's dtype and (head_dim, block_q, block_k) are this build's."""
         return (cfg.dtype in self.dtypes

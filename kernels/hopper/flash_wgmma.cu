@@ -27,10 +27,9 @@
 // BLOCK_K (Bc: 64 or 128; FP8 128, or 192 at d = 128), TRACE (0 or 1: write the online-softmax
 // trace and the schedule of the items, with the semantics of the tensor-core kernel's trace),
 // PINGPONG (0 or 1: consumer warpgroups take turns issuing their products, so one's softmax
-// overlaps the other's products),
-// BF16 (0: float16 inputs and output, 1: bfloat16), PERSISTENT (0 or 1, as above), FP8 (below),
-// SOFTMAX_FENCE (1, the default: a fence keeps the wait for P V behind the softmax; 0 only to
-// measure what it brings, lab/overlap_fence.py).
+// overlaps the other's products), BF16 (0: float16 inputs and output, 1: bfloat16),
+// PERSISTENT (0 or 1, as above), FP8 (below), SOFTMAX_FENCE (1, the default: a fence keeps the
+// wait for P V behind the softmax; 0: ptxas places it, as the launchers ask at 16-bit d = 64).
 //
 // FP8 (1): Q_i, K_j and V_j arrive as e4m3 tiles made by quantize_fp8 (fp8.cuh), each with its
 // scale (q_scale per (batch·head, query tile), k_scale and v_scale per (batch·head, key tile)),

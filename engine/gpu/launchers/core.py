@@ -122,9 +122,8 @@ def allocate(spec: dict, poison: bool = False) -> dict:
 
 def forward_outputs(cfg: AttentionConfig, trace: bool, poison: bool = False,
                     dtype: str | None = None) -> dict:
-    """The outputs every flash forward launcher writes: "O" (B·H, seq_q, d) in cfg.dtype (or
-    dtype),
-    "lse" (B·H, seq_q) float32; with trace the four trace arrays (B·H, seq_q, Tc) float32 and
+    """The outputs every flash forward launcher writes: "O" (B·H, seq_q, d) in dtype (default
+    cfg.dtype), "lse" (B·H, seq_q) float32; with trace the four trace arrays (B·H, seq_q, Tc) float32 and
     per thread block (record bh·Tr + i) "sm_id" int32, "start_ns" and "end_ns" uint64."""
     bh, nq = cfg.bh, cfg.seq_q
     spec = {"O": ((bh, nq, cfg.head_dim), dtype or cfg.dtype), "lse": ((bh, nq), np.float32)}
