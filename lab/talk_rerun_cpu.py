@@ -5,7 +5,8 @@ Starts one app server of the tree DIR (a checkout of any commit: `git worktree a
 it with DIR's own tests/server_load.py Visitor: the talk's link (SRAM tiling, seq_q 512,
 seed 1), then N times five stops of the loop player (each its one report, a rerun; in trees
 from before the player, a move of the step slider, a rerun of its fragment) and a new seed,
-after 3 such rounds of warm-up. Prints, per action, the median script-thread CPU and wall
+and a newcomer's first page (a new session opening the link), after 3 such rounds of
+warm-up; "cold" is the server's very first page. Prints, per action, the median script-thread CPU and wall
 time of the run it caused, the bytes the server sent for it (median), and the mean CPU of the
 whole server process per action (from /proc, 10 ms ticks, so a mean over many).
 
@@ -77,7 +78,8 @@ async def _drive(sl, base: str, pid: int, log: Path, n: int) -> dict:
             "script_ms": sum(float(c) for c, _ in new), "runs": len(new), "wall_ms": wall,
             "process_ms": (_cpu_s(pid) - cpu0) * 1e3, "bytes": sent[0] - b0})
 
-    await v.open(page, f"seq_q={seq_q}&seed={seed}")
+    await act("cold", lambda: v.open(page, f"seq_q={seq_q}&seed={seed}"))
+    cold = out.pop("cold")
     recv = v.ws.recv
 
     async def counted():
@@ -97,7 +99,11 @@ async def _drive(sl, base: str, pid: int, log: Path, n: int) -> dict:
                 raise RuntimeError(f"step {step}: the page shows {v.steps_shown}")
         seed = seed % 999 + 1
         await act("seed", lambda s=seed: v.set_number("seed", s, page))
+        newcomer = sl.Visitor(base)
+        await act("open", lambda: newcomer.open(page, f"seq_q={seq_q}&seed=1"))
+        await newcomer.close()
     await v.close()
+    out["cold"] = cold
     return out
 
 

@@ -75,16 +75,16 @@ def show(cards: list[Card]) -> None:
 
 
 def _card(n: int, card: Card) -> None:
-    with st.container(border=True):
-        st.markdown(f"**{n}. {card.title}**")
-        st.markdown(card.question)
-        if card.truth is None:
+    if card.truth is None:
+        with st.container(border=True):
+            st.markdown(f"**{n}. {card.title}**\n\n{card.question}")
             st.info(card.unavailable)
-            return
-        with st.form(f"lab_{card.id}_form", border=False):
-            _answer_widget(card)
-            st.form_submit_button("Check", key=check_key(card), on_click=_grade,
-                                  args=(card,), type="primary")
+        return
+    with st.form(f"lab_{card.id}_form"):        # the card's frame: typing reruns nothing
+        st.markdown(f"**{n}. {card.title}**\n\n{card.question}")
+        _answer_widget(card)
+        st.form_submit_button("Check", key=check_key(card), on_click=_grade,
+                              args=(card,), type="primary")
         _verdict(card)
 
 
@@ -140,17 +140,21 @@ def _app_address() -> str:
 
 
 def _teacher_link(page_ids: list[str]) -> None:
+    """A toggle; its link is built only while it is on (a page's every rerun would otherwise
+    pay for the card picker and the link, which only a teacher opens)."""
     url_path = st.session_state.get(sidebar.PAGE_KEY, "")
-    with st.expander("For teachers: link a set of cards with this config"):
-        chosen = st.multiselect("cards the link shows", list(CATALOG), default=page_ids,
-                                format_func=_card_label, key=f"lab_link_{url_path}")
-        st.code(teacher_link(chosen, url_path, sidebar.url_wanted(player_steps=False),
-                             _app_address()), language=None)
-        st.caption("The link opens this page with this config (every sidebar setting and "
-                   "this page's own controls but an animation's step, which each student "
-                   "plays) and shows only the chosen cards, on their "
-                   "pages; the sidebar lists them with each student's progress. Answers and "
-                   "progress stay in each student's browser session.")
+    if not st.toggle("For teachers: link a set of cards with this config",
+                     key=f"lab_teacher_{url_path}"):
+        return
+    chosen = st.multiselect("cards the link shows", list(CATALOG), default=page_ids,
+                            format_func=_card_label, key=f"lab_link_{url_path}")
+    st.code(teacher_link(chosen, url_path, sidebar.url_wanted(player_steps=False),
+                         _app_address()), language=None)
+    st.caption("The link opens this page with this config (every sidebar setting and "
+               "this page's own controls but an animation's step, which each student "
+               "plays) and shows only the chosen cards, on their "
+               "pages; the sidebar lists them with each student's progress. Answers and "
+               "progress stay in each student's browser session.")
 
 
 def sidebar_panel(where) -> None:

@@ -143,6 +143,9 @@ def test_a_link_with_unknown_cards_says_so_and_shows_the_known_ones():
 def test_without_a_link_a_page_offers_the_teacher_a_link_with_its_config():
     at = open_page("decoding", dec_seq_k=8192)
     assert lab_cards(at) == ["decoding.why_split", "decoding.blocks"]
+    assert not any("cards=" in c.value for c in at.main.code)    # built only when asked
+    at.toggle(key="lab_teacher_decoding").set_value(True).run()
+    assert_clean(at)
     link = at.main.code[-1].value
     assert link.startswith("/decoding?") and "dec_seq_k=8192" in link
     assert f"{CARDS_PARAM}=decoding.why_split,decoding.blocks" in link
