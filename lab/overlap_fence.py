@@ -12,14 +12,14 @@ from fp8_first_light import check, fp8cfg  # noqa: E402
 from fp8_variants import with_options  # noqa: E402
 
 
-def check_f16(L, d, causal, rng) -> float:
+def check_f16(L, d, causal, rng, block_k=128) -> float:
     """Largest |O - O64| / max|O64| of the float16 build on a ragged small shape."""
     import cupy
     from engine.cpu import precision
     from engine.model.config import AttentionConfig
     bh, nq, nk = 2, 300, 1000
     cfg = AttentionConfig(batch=1, heads=bh, seq_q=nq, seq_k=nk, head_dim=d, block_q=128,
-                          block_k=128, causal=causal, dtype="float16")
+                          block_k=block_k, causal=causal, dtype="float16")
     x = [rng.standard_normal((bh, n, d)).astype(np.float16) for n in (nq, nk, nk)]
     out = L.launch(cfg, *[cupy.asarray(a) for a in x], False)
     ref, _ = precision.reference(cfg, *(a[None] for a in x))      # float64, (1, bh, nq, d)

@@ -31,9 +31,12 @@ def test_shared_memory_of_two_builds_worked_by_hand():
     # mma.sync, d = 64, 64×64: Q_i 64·64·2 = 8,192 B plus two buffers each of K_j and V_j
     # (4 · 64·64·2 = 32,768 B): 40,960 B.
     assert iomodel.smem_bytes(config(), "mma.sync") == 40_960
-    # wgmma, d = 128, 128×128: Q_i 128·128·2 = 32,768 twice; K_j, V_j twice: 4 · 32,768 =
-    # 131,072; 128 B of mbarriers and 1,024 B of swizzle alignment: 197,760 B.
-    assert iomodel.smem_bytes(config(head_dim=128, block_q=128, block_k=128), "wgmma") == 197_760
+    # wgmma, d = 128, 128×128: Q_i 128·128·2 = 32,768 once; K_j, V_j in three stages:
+    # 6 · 32,768 = 196,608; 128 B of mbarriers (8 · (2 + 12) + 4 = 116 B) and 1,024 B of
+    # swizzle alignment: 230,528 B, under the 232,448 B (227 KiB) block of an H100.
+    assert iomodel.smem_bytes(config(head_dim=128, block_q=128, block_k=128), "wgmma") == 230_528
+    # d = 64: Q_i twice, K_j and V_j in two stages each, 6 · 128·64·2 = 98,304 + 128 + 1,024.
+    assert iomodel.smem_bytes(config(head_dim=64, block_q=128, block_k=128), "wgmma") == 99_456
 
 
 @pytest.mark.parametrize("hopper", [False, True])

@@ -593,12 +593,13 @@ def test_the_fp8_build_is_one_registry_row_with_its_layout():
         [2 * 128 * 128] * 3
     assert iomodel.smem_bytes(cfg, "wgmma fp8") == 3 * 32768 + 128 + 1024
     assert catalog.tensorcore_build(cfg, hopper=True) is row
-    # key tiles of 192 at head_dim 128: K_j and V_jᵀ of 192 rows or keys in each stage
+    # key tiles of 192 at head_dim 128: K_j and V_jᵀ of 192 rows or keys in each of three
+    # stages, and the 16 mbarriers and flag (132 B) in 256 bytes
     wide = cfg.with_(block_k=192)
     parts = iomodel.smem_parts(wide, "wgmma fp8")
-    assert [parts[k] for k in ("Q_i (2 buffers)", "K_j (2 buffers)", "V_j (2 buffers)")] == \
-        [2 * 128 * 128, 2 * 192 * 128, 2 * 192 * 128]
-    assert iomodel.smem_bytes(wide, "wgmma fp8") == 32768 + 2 * 49152 + 128 + 1024
+    assert [parts[k] for k in ("Q_i (2 buffers)", "K_j (3 buffers)", "V_j (3 buffers)")] == \
+        [2 * 128 * 128, 3 * 192 * 128, 3 * 192 * 128]
+    assert iomodel.smem_bytes(wide, "wgmma fp8") == 32768 + 2 * 73728 + 256 + 1024
     assert catalog.fp8_build(wide, hopper=True) is row
     with pytest.raises(engine.ConfigError, match="head_dim=64, block_q=128, block_k=192. It "
                                                  "supports dtype float8_e4m3.*128×192"):

@@ -38,12 +38,12 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     "teaching": Q_i, K_j, V_j in the input dtype, then S_ij/P_ij, O_i, m_i, l_i in float32.
     "mma.sync": Q_i and two buffers (cp.async double buffering) each of K_j and V_j, 16-bit;
     S_ij, O_i, m_i and l_i live in registers.
-    "wgmma": the same tiles in the 128-byte swizzle, Q_i in two buffers (a persistent
-    block loads its next item's Q_i during the current one), plus the mbarriers (128 bytes)
-    and up to 1024 bytes to align the swizzle pattern.
-    "wgmma fp8": the wgmma layout with 1-byte elements (e4m3): Q_i in two buffers, K_j and
-    V_j (V transposed) in two stages each, the mbarriers and the swizzle alignment; the
-    scales are read from global memory.
+    "wgmma": the same tiles in the 128-byte swizzle, Q_i and the K_j / V_j ring in the
+    buffers wgmma_ring gives (two of Q_i: a persistent block loads its next item's Q_i during
+    the current one), plus the mbarriers (wgmma_barrier_bytes) and up to 1024 bytes to align
+    the swizzle pattern.
+    "wgmma fp8": the wgmma layout with 1-byte elements (e4m3), V transposed; the scales are
+    read from global memory.
     "backward teaching" (kernels/teaching/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
     dtype, each row padded by one 32-bit word (bank conflicts); then dK_j, dV_j, P_ij, dS_ij,
     L_i and D_i in float32.
@@ -81,15 +81,40 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
              "V_j (2 buffers)": 2 * Bc * d * 2}
     if kernel == "mma.sync":
         return tiles
-    if kernel == "wgmma":
-        ring = {name: size for name, size in tiles.items() if name != "Q_i"}
-        return {"Q_i (2 buffers)": 2 * Br * d * 2, **ring, "mbarriers": 128,
+    if kernel in ("wgmma", "wgmma fp8"):
+        e = 1 if kernel == "wgmma fp8" else 2
+        q, s = wgmma_ring(cfg)
+        return {_buffers("Q_i", q): q * Br * d * e, _buffers("K_j", s): s * Bc * d * e,
+                _buffers("V_j", s): s * Bc * d * e, "mbarriers": wgmma_barrier_bytes(q, s),
                 "swizzle alignment": 1024}
-    if kernel == "wgmma fp8":
-        return {"Q_i (2 buffers)": 2 * Br * d, "K_j (2 buffers)": 2 * Bc * d,
-                "V_j (2 buffers)": 2 * Bc * d, "mbarriers": 128, "swizzle alignment": 1024}
     raise ValueError(f"kernel must be one of {', '.join(SMEM_LAYOUTS)} (the shared-memory "
                      f"layouts of engine.model.registry); got {kernel!r}.")
+
+
+def _buffers(tile: str, n: int) -> str:
+    return tile if n == 1 else f"{tile} ({n} buffers)"
+
+
+# The Hopper forward's buffers (kernels/hopper/flash_wgmma.cu: Q_BUFFERS, KV_STAGES), by
+# (dtype kind, head_dim, block_q, block_k); two of each elsewhere. A third stage of K_j / V_j
+# gives each load a tile longer to arrive; at 16-bit d = 128 it fits the 227 KiB block only
+# beside one Q_i buffer (the next item's Q_i then loads after the current one's last S_ij).
+# Measured on an H100 (2026-11-27, lab/NOTES.md, "Deeper rings"): 16-bit d = 128, 1.3-3.4%
+# faster at N = 1k-16k; FP8 128×192, level at N = 2k-8k and 3.9% faster at 16k.
+WGMMA_RINGS = {("16-bit", 128, 128, 128): (1, 3), ("fp8", 128, 128, 192): (2, 3)}
+
+
+def wgmma_ring(cfg: AttentionConfig) -> tuple[int, int]:
+    """(Q_i buffers, K_j / V_j stages) of the Hopper forward's build for cfg."""
+    kind = "fp8" if cfg.is_fp8 else "16-bit"
+    return WGMMA_RINGS.get((kind, cfg.head_dim, cfg.block_q, cfg.block_k), (2, 2))
+
+
+def wgmma_barrier_bytes(q_buffers: int, stages: int) -> int:
+    """The Hopper forward's mbarrier area (its BAR_AREA): a full and an empty barrier of 8
+    bytes for each Q_i buffer, two of each for each stage (K_j, V_j), and a 4-byte flag, in
+    128 bytes where they fit, else 256."""
+    return 128 if 8 * (2 * q_buffers + 4 * stages) + 4 <= 128 else 256
 
 
 def smem_bytes(cfg: AttentionConfig, kernel: str = "teaching") -> int:

@@ -7,10 +7,11 @@
 // PERSISTENT, one block per SM walks the items (struct Walk below), so the loads of its next
 // item overlap the epilogue of the current one. The block has 1 + Br / 64 warpgroups:
 //   - warpgroup 0, the producer: one thread issues bulk tensor copies (TMA) of Q_i once per
-//     item into one of two buffers (the next item's Q_i loads while this one runs) and of K_j,
-//     V_j into a two-stage ring of shared-memory buffers; each copy completes on an mbarrier
-//     ("full"); a buffer is refilled only after every consumer thread has arrived on its
-//     "empty" mbarrier (Q_i's after the item's last S_ij).
+//     item into one of Q_BUFFERS buffers (two: the next item's Q_i loads a run ahead, behind
+//     the current run's first K_j and V_j; one: after the current run's last S_ij) and of
+//     K_j, V_j into a ring of KV_STAGES shared-memory stages; each copy completes on an
+//     mbarrier ("full"); a buffer is refilled only after every consumer thread has arrived
+//     on its "empty" mbarrier (Q_i's after the item's last S_ij).
 //   - warpgroups 1 .. Br / 64, the consumers: each owns 64 query rows of Q_i. S_ij = Q_i K_jᵀ runs
 //     as wgmma with both operands in shared memory; O_i += P_ij V_j as wgmma with P_ij in
 //     registers (straight from the S accumulators) and V_j in shared memory. The two products
@@ -29,7 +30,13 @@
 // PINGPONG (0 or 1: consumer warpgroups take turns issuing their products, so one's softmax
 // overlaps the other's products), BF16 (0: float16 inputs and output, 1: bfloat16),
 // PERSISTENT (0 or 1, as above), FP8 (below), SOFTMAX_FENCE (1, the default: a fence keeps the
-// wait for P V behind the softmax; 0: ptxas places it, as the launchers ask at 16-bit d = 64).
+// wait for P V behind the softmax; 0: ptxas places it, as the launchers ask at 16-bit d = 64),
+// KV_STAGES and Q_BUFFERS (the rings, 2 and 2 by default; the launchers take them from
+// engine.model.iomodel.wgmma_ring, which also counts the shared memory), Q_AHEAD (1: Q_i a run
+// ahead, which needs two buffers), BAR_AREA (the bytes the launcher sets aside for the
+// mbarriers), PREFETCH_MAPS and PV_FIRST (1, the defaults, for the ends of a run: the tensor
+// maps fetched while the mbarriers are set up; a run's last P V issued before the waits for
+// the next run's Q_i and first K_j).
 //
 // FP8 (1): Q_i, K_j and V_j arrive as e4m3 tiles made by quantize_fp8 (fp8.cuh), each with its
 // scale (q_scale per (batch·head, query tile), k_scale and v_scale per (batch·head, key tile)),
@@ -64,14 +71,33 @@
 #ifndef SOFTMAX_FENCE
 #define SOFTMAX_FENCE 1
 #endif
+#ifndef PREFETCH_MAPS
+#define PREFETCH_MAPS 1
+#endif
+#ifndef PV_FIRST
+#define PV_FIRST 1
+#endif
+#ifndef Q_AHEAD
+#define Q_AHEAD 1
+#endif
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;
 constexpr int Bc = BLOCK_K;
 constexpr int CONSUMERS = Br / 64;              // consumer warpgroups, 64 query rows each
 constexpr int THREADS = 128 * (CONSUMERS + 1);
-constexpr int STAGES = 2;                       // K_j / V_j buffers in the ring
-constexpr int Q_STAGES = 2;                     // Q_i buffers: run n reads buffer n mod 2
+#ifndef KV_STAGES
+#define KV_STAGES 2
+#endif
+#ifndef Q_BUFFERS
+#define Q_BUFFERS 2
+#endif
+#ifndef BAR_AREA
+#define BAR_AREA 128
+#endif
+constexpr int STAGES = KV_STAGES;               // K_j / V_j buffers in the ring
+constexpr int Q_STAGES = Q_BUFFERS;             // Q_i buffers: run n reads buffer n mod 2
+static_assert(Q_STAGES == 2 || !Q_AHEAD, "Q_i a run ahead needs two buffers");
 constexpr int ELEM = FP8 ? 1 : 2;               // bytes of an operand element
 // Rows of Q_i and K_j are stored in slabs of SWIZZLE bytes (64 columns of 16 bits, 128 of
 // FP8; a 64-byte swizzle for FP8 at d = 64, whose rows are 64 bytes).
@@ -104,8 +130,8 @@ constexpr bool TAKE_TURNS = PINGPONG;
 // for each of the O_REGS accumulators, m_i[2] and l_i[2].
 constexpr int SK_THREADS = CONSUMERS * 128;
 constexpr int SK_SLOT = (O_REGS + 4) * SK_THREADS;
-static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= 128,
-              "the mbarriers and sk_merges fit their 128 bytes");
+static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= BAR_AREA,
+              "the mbarriers and sk_merges fit their BAR_AREA bytes (the launcher's 128)");
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
@@ -208,6 +234,12 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                                                     + 8 * (KV_BARS + 4 * STAGES));
 
     if (tid == 0) {
+#if PREFETCH_MAPS
+        // The maps' descriptors travel while the mbarriers are set up.
+        prefetch_tensor_map(&tm_q);
+        prefetch_tensor_map(&tm_k);
+        prefetch_tensor_map(&tm_v);
+#endif
         for (int qs = 0; qs < Q_STAGES; ++qs) {
             mbar_init(q_full(qs), 1);
             mbar_init(q_empty(qs), CONSUMERS * 128);
@@ -229,19 +261,32 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         // ---- producer warpgroup: one thread drives the copy engine ----------------------
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" :: "n"(PRODUCER_REGS));
         if (tid == 0) {
+            // Run n's Q_i into buffer n mod Q_STAGES, once the consumers are done reading the
+            // run before the previous one there.
+            auto load_q = [&](int n, const Run& run) {
+                const auto q = RingPos<Q_STAGES>::at(n);
+                const int qs = q.index;
+                if (n >= Q_STAGES) mbar_wait(q_empty(qs), q.empty_parity());
+                mbar_expect_bytes(q_full(qs), Q_BYTES);
+                for (int h = 0; h < d / SLAB_COLS; ++h)
+                    tma_load(sQ + qs * Q_BYTES + h * SLAB_Q, &tm_q, h * SLAB_COLS, run.i * Br,
+                             run.bh + bh_offset, q_full(qs));
+            };
             int u = 0, n = 0;
             Run r;
             for (Walk walk; walk.next(work, r); ++n) {
                 const int bh = r.bh + bh_offset;
-                const auto q = RingPos<Q_STAGES>::at(n);
-                const int qs = q.index;
-                // Q_i into buffer qs once the consumers are done reading the run before the
-                // previous one there; so the next run's Q_i loads while this run computes.
-                if (n >= Q_STAGES) mbar_wait(q_empty(qs), q.empty_parity());
-                mbar_expect_bytes(q_full(qs), Q_BYTES);
-                for (int h = 0; h < d / SLAB_COLS; ++h)
-                    tma_load(sQ + qs * Q_BYTES + h * SLAB_Q, &tm_q, h * SLAB_COLS, r.i * Br, bh,
-                             q_full(qs));
+#if Q_AHEAD
+                // Q_i a run ahead: run n + 1's goes out behind run n's first K_j and V_j (its
+                // buffer was freed by run n - 1's last S_ij), so it has a whole run to arrive
+                // instead of the last tile or two.
+                Walk peek = walk;
+                Run r_next;
+                const bool more = peek.next(work, r_next);
+                if (n == 0) load_q(0, r);
+#else
+                load_q(n, r);        // behind the previous run's last K_j and V_j
+#endif
                 for (int j = r.j_lo; j < r.j_hi; ++j, ++u) {
                     const auto kv = RingPos<STAGES>::at(u);
                     const int s = kv.index;
@@ -261,6 +306,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                         for (int h = 0; h < d / 64; ++h)
                             tma_load(sV + s * KV_BYTES + h * SLAB_KV, &tm_v, h * 64, j * Bc, bh,
                                      v_full(s));
+#if Q_AHEAD
+                    if (j == r.j_lo && more) load_q(n + 1, r_next);
+#endif
                 }
             }
         }
@@ -564,16 +612,26 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             const int s = prev.index, s_next = kv_next.index;
             wait_turn();
             mbar_wait(v_full(s), prev.phase);
+#if !PV_FIRST
             if (!last_run) {
                 mbar_wait(q_full(q_next.index), q_next.phase);
                 mbar_wait(k_full(s_next), kv_next.phase);
             }
+#endif
             // PERSISTENT: after the block's last run, an S_ij of the same Q_i and K_j (nothing
             // overwrites them any more) whose result is not used: one code path for both
             // cases, since ptxas serialises every wgmma of the kernel when only one path issues
             // a product. One block per item: its only run is its last, so no S follows.
             wgmma_fence();
             issue_pv(s);
+#if PV_FIRST
+            // The next run's Q_i and first K_j, waited for once this run's last product runs.
+            // No branch between the products (ptxas would serialise them): after the last run
+            // each waits for the phase before the one that will not come, done long ago.
+            mbar_wait(q_full(q_next.index), q_next.phase ^ (unsigned)last_run);
+            mbar_wait(k_full(s_next), kv_next.phase ^ (unsigned)last_run);
+            wgmma_fence();
+#endif
             if constexpr (PERSISTENT)
                 issue_qk(last_run ? q.index : q_next.index, last_run ? s : s_next);
             pass_turn_if(wg != CONSUMERS - 1 || !last_run);

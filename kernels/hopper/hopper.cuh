@@ -55,6 +55,11 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
                  "}\n" :: "r"(bar), "r"(parity) : "memory");
 }
 
+// Fetch a tensor map into the copy engine's descriptor cache ahead of its first copy.
+__device__ __forceinline__ void prefetch_tensor_map(const TensorMap* map) {
+    asm volatile("prefetch.tensormap [%0];" :: "l"(map) : "memory");
+}
+
 // One box of the (batch·head, seq, d) tensor -> shared memory, completing on `bar`.
 // Coordinates, innermost first: column, row, batch·head.
 __device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int col, int row,

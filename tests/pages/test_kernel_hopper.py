@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+import engine
+
 from app.core.results_dir import BENCH_DIR_ENV
 from app.features.kernel import hopper_charts, hopper_pipeline as hp, hopper_walk as hw
 from app.features.kernel import warp_split
@@ -24,17 +26,20 @@ RUNS = [4, 1, 5, 3]         # a run of one key tile releases Q_i after its only 
 def test_kernel_shape_is_read_from_the_source():
     shape = hp.kernel_shape()
     assert (shape.stages, shape.q_stages, shape.consumers) == (2, 2, 2)
-    text = hp.KERNEL.read_text().replace("constexpr int STAGES = 2;",
-                                         "constexpr int STAGES = 3;")
+    text = hp.KERNEL.read_text().replace("#define KV_STAGES 2", "#define KV_STAGES 3")
     assert hp.kernel_shape(text).stages == 3
+    # a build's own buffers: the launcher's (engine.model.iomodel.wgmma_ring)
+    wide = engine.AttentionConfig(head_dim=128, block_q=128, block_k=128, dtype="float16")
+    assert hp.build_shape(wide) == hp.KernelShape(stages=3, q_stages=1, consumers=2)
+    assert hp.build_shape(wide.with_(head_dim=64)) == hp.KernelShape(2, 2, 2)
     with pytest.raises(ValueError):
         hp.kernel_shape("no constants here")
 
 
-@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("stages, q_stages", [(2, 2), (3, 2), (3, 1)])
 @pytest.mark.parametrize("turns", [True, False])
-def test_ring_stages_wrap_and_phases_flip(stages, turns):
-    shape = hp.KernelShape(stages=stages, q_stages=2, consumers=2)
+def test_ring_stages_wrap_and_phases_flip(stages, q_stages, turns):
+    shape = hp.KernelShape(stages=stages, q_stages=q_stages, consumers=2)
     p = hp.simulate(RUNS, turns, shape)
     loads = sorted((s for s in p.spans if s.kind == "K"), key=lambda s: s.use)
     assert [s.use for s in loads] == list(range(sum(RUNS)))

@@ -100,13 +100,16 @@ def section(s: Settings) -> None:
     refusal = hopper_refusal(s)
     if refusal:
         st.info(refusal)
-    shape = pipeline.kernel_shape()
+    shape = pipeline.build_shape(s.cfg) if s.cfg else pipeline.kernel_shape()
+    q_where = (f"one of {shape.q_stages} buffers (the next item's Q_i loads a run ahead)"
+               if shape.q_stages > 1 else "one buffer (the next item's Q_i loads once the "
+               "current one's last S_ij is done)")
     st.markdown(
         f"The wgmma build (kernels/hopper/flash_wgmma.cu) keeps FlashAttention-2's loop but "
         f"splits its block by job. Warpgroup 0, **the producer**, gives up its registers and "
-        f"one of its threads drives the copy engine: bulk tensor copies (TMA) of Q_i into one "
-        f"of {shape.q_stages} buffers and of K_j, V_j into a **ring of {shape.stages} stages** "
-        f"in shared memory. Each copy completes on the stage's *full* mbarrier; before it "
+        f"one of its threads drives the copy engine: bulk tensor copies (TMA) of Q_i into "
+        f"{q_where} and of K_j, V_j into a **ring of {shape.stages} stages** "
+        f"in shared memory (this config's build). Each copy completes on the stage's *full* mbarrier; before it "
         f"refills a stage the producer waits on the stage's *empty* mbarrier, which completes "
         f"once every consumer thread has arrived on it (K_j after its S_ij, V_j after its "
         f"P_ij V_j). **The {shape.consumers} consumer warpgroups** own 64 query rows of Q_i "

@@ -1,5 +1,5 @@
 """A model of one thread block of the wgmma forward kernel (kernels/hopper/flash_wgmma.cu) in
-time: the producer warpgroup's bulk tensor copies (TMA) of Q_i into its two buffers and of
+time: the producer warpgroup's bulk tensor copies (TMA) of Q_i into its buffers and of
 K_j, V_j into the ring of STAGES stages, and the consumer warpgroups' products on the tensor
 cores and softmax, in the order of the kernel's own waits and arrivals (its mbarriers "full"
 and "empty", RingPos in kernels/hopper/pipeline.cuh, and with PINGPONG the turn barriers),
@@ -41,9 +41,9 @@ class KernelShape:
 
 
 def kernel_shape(text: str | None = None) -> KernelShape:
-    """STAGES, Q_STAGES and the consumer warpgroups as flash_wgmma.cu declares them (its
-    `constexpr int STAGES = ...`, `Q_STAGES`, `CONSUMERS = Br / 64` and the BLOCK_Q it
-    asserts)."""
+    """The ring's stages, Q_i's buffers and the consumer warpgroups as flash_wgmma.cu declares
+    them by default (its `#define KV_STAGES ...`, `Q_BUFFERS`, `CONSUMERS = Br / 64` and the
+    BLOCK_Q it asserts); a launch may ask for other buffers (build_shape)."""
     text = KERNEL.read_text() if text is None else text
 
     def number(pattern: str) -> int:
@@ -54,9 +54,17 @@ def kernel_shape(text: str | None = None) -> KernelShape:
 
     block_q = number(r"static_assert\(Br == (\d+),")
     per = number(r"constexpr int CONSUMERS = Br / (\d+);")
-    return KernelShape(stages=number(r"constexpr int STAGES = (\d+);"),
-                       q_stages=number(r"constexpr int Q_STAGES = (\d+);"),
+    return KernelShape(stages=number(r"#define KV_STAGES (\d+)"),
+                       q_stages=number(r"#define Q_BUFFERS (\d+)"),
                        consumers=block_q // per)
+
+
+def build_shape(cfg) -> KernelShape:
+    """The shape of the build that runs cfg: the source's consumers, the buffers its launcher
+    asks for (engine.model.iomodel.wgmma_ring)."""
+    from engine.model.iomodel import wgmma_ring
+    q_stages, stages = wgmma_ring(cfg)
+    return KernelShape(stages=stages, q_stages=q_stages, consumers=kernel_shape().consumers)
 
 
 def ring_pos(u: int, stages: int) -> tuple[int, int]:
@@ -98,15 +106,23 @@ class _Deadlock(RuntimeError):
 
 
 def _producer(shape: KernelShape, runs: list[int]):
-    """The producer warpgroup's thread 0, as in the kernel: per run, Q_i into buffer
-    n mod Q_STAGES once the run two before has released it; per key tile, K_j into stage
-    u mod STAGES once that stage's previous K was released, then V_j likewise."""
-    u = 0
-    for n, tiles in enumerate(runs):
-        qs, qp = ring_pos(n, shape.q_stages)
+    """The producer warpgroup's thread 0, as in the kernel: run n's Q_i into buffer
+    n mod Q_STAGES once the run Q_STAGES before has released it (with two buffers, a run
+    ahead: behind run n - 1's first K_j and V_j, Q_AHEAD; with one, before the run's own
+    tiles); per key tile, K_j into stage u mod STAGES once that stage's previous K was
+    released, then V_j likewise."""
+    ahead = shape.q_stages == 2
+
+    def load_q(n, u):
+        qs, _ = ring_pos(n, shape.q_stages)
         if n >= shape.q_stages:
             yield ("wait", "q_empty", qs, n // shape.q_stages - 1)
         yield ("copy", "Q", qs, n // shape.q_stages, n, -1, u)
+
+    u = 0
+    for n, tiles in enumerate(runs):
+        if not ahead or n == 0:
+            yield from load_q(n, u)
         for j in range(tiles):
             s = u % shape.stages
             if u >= shape.stages:
@@ -116,6 +132,8 @@ def _producer(shape: KernelShape, runs: list[int]):
                 yield ("wait", "v_empty", s, u // shape.stages - 1)
             yield ("copy", "V", s, u // shape.stages, n, j, u)
             u += 1
+            if ahead and j == 0 and n + 1 < len(runs):
+                yield from load_q(n + 1, u)
 
 
 def _consumer(wg: int, shape: KernelShape, runs: list[int], turns: bool):
@@ -170,10 +188,10 @@ def _consumer(wg: int, shape: KernelShape, runs: list[int], turns: bool):
         nxt = prev + 1
         yield from wait_turn()
         yield ("wait", "v_full", prev % ST, prev // ST)
-        if not last_run:
+        yield ("mma", "PV", n, tiles - 1, prev, q_buf)
+        if not last_run:   # the next run's Q_i and first K_j, once this last P V is issued
             yield ("wait", "q_full", (n + 1) % QS, (n + 1) // QS)
             yield ("wait", "k_full", nxt % ST, nxt // ST)
-        yield ("mma", "PV", n, tiles - 1, prev, q_buf)
         if last_run:       # an S of the same Q_i, K_j whose result is not used (one code path)
             yield ("mma", "S unused", n, tiles - 1, prev, q_buf)
         else:

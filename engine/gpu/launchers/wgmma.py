@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...model.config import AttentionConfig, ConfigError
-from ...model.iomodel import smem_bytes
+from ...model.iomodel import smem_bytes, wgmma_barrier_bytes, wgmma_ring
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
 from ...model.stream_k import (WGMMA_COSTS, WGMMA_HEAD, blocks as stream_k_blocks, total_tiles,
                                use_stream_k, workspace_floats)
@@ -61,7 +61,15 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DPINGPONG={PINGPONG}", f"-DBF16={int(cfg.dtype == 'bfloat16')}",
             f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE[cfg.head_dim]}",
-            *((f"-DSK_HEAD={WGMMA_HEAD}",) if WGMMA_HEAD else ()))
+            *((f"-DSK_HEAD={WGMMA_HEAD}",) if WGMMA_HEAD else ()), *wgmma_ring_options(cfg))
+
+
+def wgmma_ring_options(cfg: AttentionConfig) -> tuple[str, ...]:
+    """The -D switches of the build's buffers (engine.model.iomodel.wgmma_ring, whose layout
+    smem_bytes counts): with one Q_i buffer the next item's Q_i cannot load a run ahead."""
+    q, stages = wgmma_ring(cfg)
+    return (f"-DQ_BUFFERS={q}", f"-DKV_STAGES={stages}", f"-DQ_AHEAD={int(q == 2)}",
+            f"-DBAR_AREA={wgmma_barrier_bytes(q, stages)}")
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:

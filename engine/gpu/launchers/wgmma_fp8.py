@@ -24,7 +24,7 @@ from ...model.registry import kernel as registry_kernel
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
 from ..runtime import live_gpu
 from . import core
-from .wgmma import PERSISTENT, tensor_map, threads
+from .wgmma import PERSISTENT, tensor_map, threads, wgmma_ring_options
 
 BUILD = registry_kernel("wgmma fp8")
 FUNCTION, QUANTIZE = BUILD.functions[0], BUILD.functions[1]
@@ -57,7 +57,8 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DPINGPONG={PINGPONG[cfg.head_dim]}", "-DBF16=0", "-DFP8=1",
-            f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE}")
+            f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE}",
+            *wgmma_ring_options(cfg))
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:

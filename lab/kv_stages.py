@@ -1,0 +1,109 @@
+"""Lab: deeper K_j / V_j rings in the Hopper forward (kernels/hopper/flash_wgmma.cu, KV_STAGES,
+Q_BUFFERS): more key tiles in flight give each load more time to arrive. float16 at d = 128
+has room for a third stage only with one Q_i buffer (2 × 32 KiB + 3 × 64 KiB is over the
+227 KiB block); FP8's tiles are half the bytes, so its 128 × 192 build takes three or four
+stages beside two Q_i buffers. Each build is checked first (FP8: lab/fp8_wide_tiles.py's
+check against the emulation and float64; float16: lab/overlap_fence.py's against float64),
+then timed alternately (engine.gpu.timing.time_stages, median of 30, the better of two rounds)
+at d = 128, non-causal, B·H·N = 32k tokens × 8 heads, N = 2k, 8k and 16k.
+Run on a Hopper GPU: python3 lab/kv_stages.py"""
+import sys
+
+import numpy as np
+
+sys.path[:0] = ["lab", "tests", "."]
+from fp8_wide_tiles import check, fp8_config  # noqa: E402
+from overlap_fence import check_f16  # noqa: E402
+
+D = 128
+BUILDS = {   # name -> (FP8, block_k, -D switches)
+    "f16 2 stages": (False, 128, {"KV_STAGES": 2, "Q_BUFFERS": 2, "Q_AHEAD": 1}),
+    "f16 3 stages, 1 Q": (False, 128, {"KV_STAGES": 3, "Q_BUFFERS": 1, "Q_AHEAD": 0,
+                                       "BAR_AREA": 256}),
+    "fp8 192, 2 stages": (True, 192, {"KV_STAGES": 2, "BAR_AREA": 128}),
+    "fp8 192, 3 stages": (True, 192, {"KV_STAGES": 3, "BAR_AREA": 256}),
+    "fp8 192, 4 stages": (True, 192, {"KV_STAGES": 4, "BAR_AREA": 256}),
+}
+
+
+def use(name):
+    """Point the launcher at build `name` (options and shared memory); returns the undo."""
+    from engine.gpu.launchers import core, wgmma, wgmma_fp8
+    from engine.model.iomodel import wgmma_barrier_bytes, wgmma_ring
+    fp8, _, defs = BUILDS[name]
+    L = wgmma_fp8 if fp8 else wgmma
+    orig = L.build
+
+    def build(cfg, trace):
+        b = orig(cfg, trace)
+        opts = [o for o in b.options if not any(o.startswith(f"-D{k}=") for k in defs)]
+        opts += [f"-D{k}={v}" for k, v in defs.items()]
+        e = 1 if fp8 else 2
+        q, st = wgmma_ring(cfg)                   # the launcher's, unless defs say otherwise
+        smem = (int(defs.get("Q_BUFFERS", q)) * cfg.block_q * D * e
+                + int(defs.get("KV_STAGES", st)) * 2 * cfg.block_k * D * e
+                + int(defs.get("BAR_AREA", wgmma_barrier_bytes(q, st))) + 1024)
+        return core.Build(b.source, b.function, tuple(opts), b.threads, smem)
+    L.build = build
+    return L, lambda: setattr(L, "build", orig)
+
+
+def main():
+    import cupy
+    from engine.gpu.timing import time_stages
+    from engine.model.config import AttentionConfig
+    rng = np.random.default_rng(33)
+    shapes = ((300, 1000, "rising"), (1000, 777, "normal"), (129, 191, "normal"))
+    ok = {}
+    for name, (fp8, bk, _) in BUILDS.items():
+        L, undo = use(name)
+        try:
+            if fp8:
+                ok[name] = all(check(bk, nq, nk, c, int(rng.integers(2**31)), inputs)
+                               for nq, nk, inputs in shapes for c in (False, True))
+            else:
+                ok[name] = max(check_f16(L, D, c, rng) for c in (False, True)) < 1e-2
+        finally:
+            undo()
+    print("validated:", ok, flush=True)
+    rows = []
+    for n in (2048, 8192, 16384):
+        bh = (32768 // n) * 8
+        kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=False)
+        x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)
+             for _ in range(3)]
+        runs = {}
+        for name, (fp8, bk, _) in BUILDS.items():
+            if not ok[name]:
+                continue
+            L, undo = use(name)
+            try:
+                if fp8:
+                    cfg = fp8_config(bk, **kw)
+                    runs[name], _ = L.prepare(cfg, L.quantize(cfg, *x), False)
+                else:
+                    cfg = AttentionConfig(dtype="float16", head_dim=D, block_q=128, block_k=bk,
+                                          **kw)
+                    runs[name], _ = L.prepare(cfg, *x, False)
+            finally:
+                undo()
+        flops = 4 * bh * n * n * D
+        tf = {name: 0.0 for name in runs}
+        for _ in range(2):
+            for name, run in runs.items():
+                ms = float(np.median(time_stages([(name, run)], 30, 3)[0]))
+                tf[name] = max(tf[name], flops / ms / 1e9)
+        rows.append((n, bh, tf))
+        print(n, bh, {k: round(v, 1) for k, v in tf.items()}, flush=True)
+        del runs, x
+        cupy.get_default_memory_pool().free_all_blocks()
+    names = list(BUILDS)
+    print(f"\nTFLOP/s, d = {D}, non-causal, B·H·N = 32k tokens × 8 heads; ratio: over 'f16 2 stages'")
+    for n, bh, tf in rows:
+        base = tf.get("f16 2 stages") or float("nan")
+        print(f"N = {n:5} (B·H = {bh}): " + ", ".join(
+            f"{k} {tf[k]:.0f} ({tf[k] / base:.3f})" for k in names if k in tf))
+
+
+if __name__ == "__main__":
+    main()
