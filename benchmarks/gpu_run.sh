@@ -29,7 +29,7 @@
 #                   of benchmarks/browser_bundle.sh ($BROWSER_BUNDLE: its .tar.xz)
 # Environment: WHEELS=<folder> installs the wheels there first (a machine without an index);
 # TESTS_S, APPTEST_S, FORWARD_S, BACKWARD_S, PARITY_S, TILES_S, DECODE_S, FACTS_S, BROWSER_S
-# change a step's time limit (seconds).
+# change a step's time limit (seconds); HEADS (default 1) the heads of the 32k-token grids.
 set -u
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
@@ -70,9 +70,10 @@ sweep_limits=(env FA_LAB_MAX_QKV_ELEMENTS=1000000000 FA_LAB_MAX_NAIVE_BYTES=2000
               FA_LAB_MAX_SWEEP_POINTS=100000)
 summary=()
 # B·H·N = 32k tokens at 128×128 tiles, d 64 and 128, float16 and bfloat16, causal and not
+# (HEADS=0: 1024 / d heads, a model dimension of 1024, as FlashAttention-3's paper counts them)
 grid32k=(--seq "${SEQ:-1024,2048,4096,8192,16384}" --head-dim 64,128 --block-q 128
-         --block-k 128 --dtype float16,bfloat16 --causal both --tokens 32768 --heads 1
-         --reps 30 --budget 1)
+         --block-k 128 --dtype float16,bfloat16 --causal both --tokens 32768
+         --heads "${HEADS:-1}" --reps 30 --budget 1)
 for mode in "$@"; do
   case "$mode" in
     gpu-tests)

@@ -343,14 +343,25 @@ def fp8(results: Path = RESULTS) -> str:
     out = _table(["N", "d", "causal", "B·H", "FP8 ms", "FP8 TFLOP/s", "ours f16 TFLOP/s",
                   "× ours f16", "× FA2 f16", "× cuDNN f16"], rows)
     published = ", ".join(f"{name} {tf:,} TFLOP/s" for name, tf in PUBLISHED_FP8.items())
-    out += ["", f"{_device(doc)}; {doc['date']}; ours FP8: the wgmma FP8 build (per-tile "
-            f"scales, 128×128 tiles), timed on its e4m3 tiles (the quantize pass apart); the "
+    fp8_rows = [r for r in doc["results"] if r["dtype"] == "float8_e4m3"]
+    tiles = ", ".join(f"{bq}×{bk} at d = {d}" for d, bq, bk in sorted(
+        {(r["head_dim"], r["block_q"], r["block_k"]) for r in fp8_rows}))
+    heads = ", ".join(f"{h} head{'s' if h > 1 else ''} at d = {d}" for d, h in sorted(
+        {(r["head_dim"], r["heads"]) for r in fp8_rows}))
+    out += ["", f"{_device(doc)}; {doc['date']}; B·N = {_grid_tokens(fp8_rows):,} tokens × "
+            f"{heads}; ours FP8: the wgmma FP8 build (per-tile "
+            f"scales, {tiles}), timed on its e4m3 tiles (the quantize pass apart); the "
             f"float16 lines of the same run: ours (the tensor-core kernel), PyTorch's flash "
             f"(FA2) and cuDNN; medians of {_reps(doc['results'])}; every line checked against "
             f"float64 before it was timed; `benchmarks/results/{doc['file']}`. × : their time "
             f"over FP8's (above 1: FP8 is faster). Published, not measured here (H100 SXM5, "
             f"d = 128, N = 16k, FlashAttention-3's paper): {published}."]
     return "\n".join(out)
+
+
+def _grid_tokens(rows) -> int:
+    """B·N of a sweep's rows (the same for every row of a 32k-token grid)."""
+    return max(r["batch"] * r["seq_q"] for r in rows)
 
 
 # table name -> (file, builder)
