@@ -54,7 +54,9 @@ if not budget.fits:
         f"the CPU emulation of it.)")
 else:
     st.caption(f"{format_bytes(budget.total)} of {format_bytes(budget.limit)} per block; "
-               f"shared memory alone lets {budget.blocks_per_sm} blocks share an SM.")
+               + (f"shared memory alone lets {budget.blocks_per_sm} blocks share an SM."
+                  if budget.blocks_per_sm > 1 else "shared memory alone lets one block run on "
+                  "an SM at a time."))
 
 with on_stage(slot):
     takeaway(tiling(budget.total, budget.limit, budget.fits, budget.blocks_per_sm, gpu.name,
