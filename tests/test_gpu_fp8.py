@@ -8,8 +8,10 @@ Tolerances, kernel against emulation (both run the same algorithm on the same e4
   about 1.1e-3 relative in the Frobenius norm); P is rounded to e4m3, whose steps are 2^-4
   relative, and the kernel's P comes from ex2.approx (2 ulp) where the emulation's is exact, so
   a few P near a rounding boundary land on the other side, each moving its product by a
-  sixteenth; the tensor cores sum the FP8 products in their own order and precision. Together:
-  OUT_TOL = 1e-2 relative (a key permutation or scale error gives errors near 1);
+  sixteenth; the tensor cores sum the FP8 products in their own order and precision. The
+  "rising" preset makes many P large, so each flip weighs more: on an H100 (2026-11-27) seq_q
+  300, seq_k 1000 gave 9.0e-3 to 1.08e-2 over random seeds. Together: OUT_TOL = 2e-2
+  relative (a key permutation or scale error gives errors near 1);
 - lse and the trace's running and tile max: 2e-3 + 1e-3 relative (the tensor cores sum the
   128-term FP8 products with fewer mantissa bits than float32: on an H100 the scores differed
   from the emulation's correctly rounded sums by up to 8e-4 relative);
@@ -31,7 +33,7 @@ from reference import attention64
 import seeds
 
 RNG = seeds.rng(8008)
-OUT_TOL = 1e-2
+OUT_TOL = 2e-2
 SCORE_ATOL, SCORE_RTOL = 2e-3, 1e-3
 SUM_RTOL, RESCALE_RTOL = 5e-3, 2e-2
 # The build's (head_dim, block_q, block_k) shapes, from its registry row: every one is run.
