@@ -14,9 +14,10 @@
 #                   128×128 tiles, d 64 and 128, float16 and bfloat16, causal and not
 #                   (parity_<gpu>.json); benchmarks.cudnn_parity's table last
 #   fp8-parity      the FP8 forward beside the project's float16 kernel, PyTorch's FA2 and
-#                   cuDNN (float16) on the forward-parity grid, each line validated against
-#                   float64 first (FP8_BLOCK_K=192: FP8 at d = 128 on 128×192 tiles), and
-#                   the GPU's bfloat16 and FP8 matmul ceilings
+#                   cuDNN (float16) on the forward-parity grid at 1024 / d heads (HEADS=1:
+#                   one head), each line validated against float64 first, FP8 at d = 128 on
+#                   128×192 tiles (FP8_BLOCK_K=128: 128×128), and the GPU's bfloat16 and FP8
+#                   matmul ceilings
 #                   (bench_<gpu>_fp8_<date>.json, matmul_ceiling_<gpu>.json)
 #   tile-grid       every tile shape of the teaching and tensor-core kernels at N 4096, d 64
 #                   (tiles_<gpu>.json)
@@ -29,7 +30,8 @@
 #                   of benchmarks/browser_bundle.sh ($BROWSER_BUNDLE: its .tar.xz)
 # Environment: WHEELS=<folder> installs the wheels there first (a machine without an index);
 # TESTS_S, APPTEST_S, FORWARD_S, BACKWARD_S, PARITY_S, TILES_S, DECODE_S, FACTS_S, BROWSER_S
-# change a step's time limit (seconds); HEADS (default 1) the heads of the 32k-token grids.
+# change a step's time limit (seconds); HEADS the heads of the 32k-token grids (default 1;
+# fp8-parity's 0: 1024 / d).
 set -u
 export PYTHONUNBUFFERED=1
 cd "$(dirname "$0")/.."
@@ -117,7 +119,8 @@ for mode in "$@"; do
         > "$OUT/matmul_ceiling.log" 2>&1
       summary+=("matmul ceilings rc=$?: $(tr '\n' ';' < "$OUT/matmul_ceiling.log")")
       timeout "${FP8_S:-420}" "${sweep_limits[@]}" python3 -m benchmarks.bench_sweep \
-        "${grid32k[@]}" --dtype float16,float8_e4m3 --fp8-block-k "${FP8_BLOCK_K:-128}" \
+        "${grid32k[@]}" --heads "${HEADS:-0}" --dtype float16,float8_e4m3 \
+        --fp8-block-k "${FP8_BLOCK_K:-192}" \
         --kernels tensorcore,torch_flash,torch_cudnn \
         --out "$OUT/bench_${gpu}_fp8_$(date -u +%F).json" > "$OUT/fp8.log" 2> "$OUT/fp8_progress.log"
       summary+=("fp8 parity rc=$?")
