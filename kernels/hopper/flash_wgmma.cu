@@ -96,7 +96,7 @@ constexpr int THREADS = 128 * (CONSUMERS + 1);
 #define BAR_AREA 128
 #endif
 constexpr int STAGES = KV_STAGES;               // K_j / V_j buffers in the ring
-constexpr int Q_STAGES = Q_BUFFERS;             // Q_i buffers: run n reads buffer n mod 2
+constexpr int Q_STAGES = Q_BUFFERS;             // Q_i buffers: run n reads buffer n mod Q_STAGES
 static_assert(Q_STAGES == 2 || !Q_AHEAD, "Q_i a run ahead needs two buffers");
 constexpr int ELEM = FP8 ? 1 : 2;               // bytes of an operand element
 // Rows of Q_i and K_j are stored in slabs of SWIZZLE bytes (64 columns of 16 bits, 128 of
@@ -131,7 +131,7 @@ constexpr bool TAKE_TURNS = PINGPONG;
 constexpr int SK_THREADS = CONSUMERS * 128;
 constexpr int SK_SLOT = (O_REGS + 4) * SK_THREADS;
 static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= BAR_AREA,
-              "the mbarriers and sk_merges fit their BAR_AREA bytes (the launcher's 128)");
+              "the mbarriers and sk_merges fit their BAR_AREA bytes (iomodel.wgmma_barrier_bytes)");
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
