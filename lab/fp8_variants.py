@@ -10,15 +10,27 @@ sys.path.insert(0, ".")
 from fp8_first_light import check, fp8cfg  # noqa: E402
 
 
-def with_options(L, core, **defs):
-    """Make L.build compile with the -D values in defs replaced or added."""
+def with_options(L, core, source=None, **defs):
+    """Make L.build compile with the -D values in defs replaced or added (and from `source`,
+    a kernel file under kernels/, where given). Where defs set the rings (Q_BUFFERS,
+    KV_STAGES), the build's BAR_AREA, Q_AHEAD (unless given) and shared memory follow them,
+    counted as the launchers count theirs (engine.model.iomodel.wgmma_parts). Returns the
+    original L.build, to put back."""
+    from engine.model.iomodel import wgmma_barrier_bytes, wgmma_parts, wgmma_ring
     orig = L.build
 
     def build(cfg, trace):
         b = orig(cfg, trace)
-        opts = [o for o in b.options if not any(o.startswith(f"-D{k}=") for k in defs)]
-        opts += [f"-D{k}={v}" for k, v in defs.items()]
-        return core.Build(b.source, b.function, tuple(opts), b.threads, b.smem)
+        wanted, smem = dict(defs), b.smem
+        if "Q_BUFFERS" in defs or "KV_STAGES" in defs:
+            q0, s0 = wgmma_ring(cfg)
+            ring = (int(defs.get("Q_BUFFERS", q0)), int(defs.get("KV_STAGES", s0)))
+            wanted["BAR_AREA"] = wgmma_barrier_bytes(*ring)
+            wanted.setdefault("Q_AHEAD", int(ring[0] == 2))
+            smem = sum(wgmma_parts(cfg, ring).values())
+        opts = [o for o in b.options if not any(o.startswith(f"-D{k}=") for k in wanted)]
+        opts += [f"-D{k}={v}" for k, v in wanted.items()]
+        return core.Build(source or b.source, b.function, tuple(opts), b.threads, smem)
     L.build = build
     return orig
 

@@ -13,39 +13,26 @@ import numpy as np
 
 sys.path[:0] = ["lab", "tests", "."]
 from fp8_wide_tiles import check, fp8_config  # noqa: E402
+from fp8_variants import with_options  # noqa: E402
 from overlap_fence import check_f16  # noqa: E402
 
 D = 128
-BUILDS = {   # name -> (FP8, block_k, -D switches)
-    "f16 2 stages": (False, 128, {"KV_STAGES": 2, "Q_BUFFERS": 2, "Q_AHEAD": 1}),
-    "f16 3 stages, 1 Q": (False, 128, {"KV_STAGES": 3, "Q_BUFFERS": 1, "Q_AHEAD": 0,
-                                       "BAR_AREA": 256}),
-    "fp8 192, 2 stages": (True, 192, {"KV_STAGES": 2, "BAR_AREA": 128}),
-    "fp8 192, 3 stages": (True, 192, {"KV_STAGES": 3, "BAR_AREA": 256}),
-    "fp8 192, 4 stages": (True, 192, {"KV_STAGES": 4, "BAR_AREA": 256}),
+BUILDS = {   # name -> (FP8, block_k, -D switches[, a kernel source in place of the build's])
+    "f16 2 stages": (False, 128, {"KV_STAGES": 2, "Q_BUFFERS": 2}),
+    "f16 3 stages, 1 Q": (False, 128, {"KV_STAGES": 3, "Q_BUFFERS": 1}),
+    "fp8 192, 2 stages": (True, 192, {"KV_STAGES": 2}),
+    "fp8 192, 3 stages": (True, 192, {"KV_STAGES": 3}),
+    "fp8 192, 4 stages": (True, 192, {"KV_STAGES": 4}),
 }
 
 
 def use(name):
-    """Point the launcher at build `name` (options and shared memory); returns the undo."""
+    """Point the launcher at build `name` (lab/fp8_variants.py's with_options: switches,
+    rings and their shared memory); returns (the launcher, the undo)."""
     from engine.gpu.launchers import core, wgmma, wgmma_fp8
-    from engine.model.iomodel import wgmma_barrier_bytes, wgmma_ring
-    fp8, _, defs, *other = BUILDS[name]        # other: a kernel source in place of the build's
-    source = other[0] if other and other[0] else None
+    fp8, _, defs, *other = BUILDS[name]
     L = wgmma_fp8 if fp8 else wgmma
-    orig = L.build
-
-    def build(cfg, trace):
-        b = orig(cfg, trace)
-        opts = [o for o in b.options if not any(o.startswith(f"-D{k}=") for k in defs)]
-        opts += [f"-D{k}={v}" for k, v in defs.items()]
-        e = 1 if fp8 else 2
-        q, st = wgmma_ring(cfg)                   # the launcher's, unless defs say otherwise
-        smem = (int(defs.get("Q_BUFFERS", q)) * cfg.block_q * D * e
-                + int(defs.get("KV_STAGES", st)) * 2 * cfg.block_k * D * e
-                + int(defs.get("BAR_AREA", wgmma_barrier_bytes(q, st))) + 1024)
-        return core.Build(source or b.source, b.function, tuple(opts), b.threads, smem)
-    L.build = build
+    orig = with_options(L, core, other[0] if other else None, **defs)
     return L, lambda: setattr(L, "build", orig)
 
 

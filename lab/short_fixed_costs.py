@@ -15,6 +15,7 @@ import sys
 import numpy as np
 
 sys.path[:0] = ["lab", "."]
+from fp8_variants import with_options  # noqa: E402
 from overlap_fence import check_f16  # noqa: E402
 
 D = 128
@@ -29,7 +30,6 @@ def main():
     from engine.gpu.runtime import live_gpu
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from engine.gpu.launchers import core
-    from engine.model.iomodel import wgmma_barrier_bytes, wgmma_ring
     sms = live_gpu().sms
     rng = np.random.default_rng(11)
     # name -> (PERSISTENT, the -D switches)
@@ -44,23 +44,11 @@ def main():
         return int(builds[name][1].get("BLOCK_K", 128))
 
     def use(name):
-        """Set the launcher to build `name` (its shared memory from KV_STAGES, Q_BUFFERS and
-        BAR_AREA where it sets them); returns the undo."""
+        """Set the launcher to build `name` (lab/fp8_variants.py's with_options: switches,
+        rings and their shared memory); returns the undo."""
         persistent, defs = builds[name]
         wgmma.PERSISTENT = persistent
-        orig = wgmma.build
-
-        def build(cfg, trace):
-            b = orig(cfg, trace)
-            opts = [o for o in b.options if not any(o.startswith(f"-D{k}=") for k in defs)]
-            opts += [f"-D{k}={v}" for k, v in defs.items()]
-            tile = cfg.head_dim * 2
-            q, st = wgmma_ring(cfg)               # the launcher's, unless defs say otherwise
-            smem = (int(defs.get("Q_BUFFERS", q)) * cfg.block_q * tile
-                    + int(defs.get("KV_STAGES", st)) * 2 * cfg.block_k * tile
-                    + int(defs.get("BAR_AREA", wgmma_barrier_bytes(q, st))) + 1024)
-            return core.Build(b.source, b.function, tuple(opts), b.threads, smem)
-        wgmma.build = build
+        orig = with_options(wgmma, core, **defs)
         return lambda: setattr(wgmma, "build", orig)
 
     ok = {}

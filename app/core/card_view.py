@@ -75,13 +75,14 @@ def show(cards: list[Card]) -> None:
 
 
 def _card(n: int, card: Card) -> None:
+    text = f"**{n}. {card.title}**\n\n{card.question}"
     if card.truth is None:
         with st.container(border=True):
-            st.markdown(f"**{n}. {card.title}**\n\n{card.question}")
+            st.markdown(text)
             st.info(card.unavailable)
         return
     with st.form(f"lab_{card.id}_form"):        # the card's frame: typing reruns nothing
-        st.markdown(f"**{n}. {card.title}**\n\n{card.question}")
+        st.markdown(text)
         _answer_widget(card)
         st.form_submit_button("Check", key=check_key(card), on_click=_grade,
                               args=(card,), type="primary")

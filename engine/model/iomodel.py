@@ -82,11 +82,7 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     if kernel == "mma.sync":
         return tiles
     if kernel in ("wgmma", "wgmma fp8"):
-        e = 1 if kernel == "wgmma fp8" else 2
-        q, s = wgmma_ring(cfg)
-        return {_buffers("Q_i", q): q * Br * d * e, _buffers("K_j", s): s * Bc * d * e,
-                _buffers("V_j", s): s * Bc * d * e, "mbarriers": wgmma_barrier_bytes(q, s),
-                "swizzle alignment": 1024}
+        return wgmma_parts(cfg)
     raise ValueError(f"kernel must be one of {', '.join(SMEM_LAYOUTS)} (the shared-memory "
                      f"layouts of engine.model.registry); got {kernel!r}.")
 
@@ -108,6 +104,17 @@ def wgmma_ring(cfg: AttentionConfig) -> tuple[int, int]:
     """(Q_i buffers, K_j / V_j stages) of the Hopper forward's build for cfg."""
     kind = "fp8" if cfg.is_fp8 else "16-bit"
     return WGMMA_RINGS.get((kind, cfg.head_dim, cfg.block_q, cfg.block_k), (2, 2))
+
+
+def wgmma_parts(cfg: AttentionConfig, ring: tuple[int, int] | None = None) -> dict:
+    """The Hopper forward's shared memory, part by part, for cfg's build with `ring` (Q_i
+    buffers, K_j / V_j stages; default wgmma_ring(cfg)): 1-byte elements for FP8."""
+    Br, Bc, d = cfg.block_q, cfg.block_k, cfg.head_dim
+    e = 1 if cfg.is_fp8 else 2
+    q, s = ring or wgmma_ring(cfg)
+    return {_buffers("Q_i", q): q * Br * d * e, _buffers("K_j", s): s * Bc * d * e,
+            _buffers("V_j", s): s * Bc * d * e, "mbarriers": wgmma_barrier_bytes(q, s),
+            "swizzle alignment": 1024}
 
 
 def wgmma_barrier_bytes(q_buffers: int, stages: int) -> int:
