@@ -1,0 +1,120 @@
+"""Lab: what holds Flash-Decoding at 0.93-0.96x PyTorch's SDPA (enable_gqa) on the H100? Builds
+of the split kernel on the recorded decode grid (float16, heads 32, kv_heads 8, d 128, one
+query token, batch 1-8, seq_k 32k-128k, contiguous, the auto split count), each first checked
+against float64 on the GPU tests' shapes, then timed alternately with the project's harness
+(engine.gpu.decode_bench: L2 flushed, median of 30), the better of two rounds, beside SDPA:
+
+  --set stages     products on the tensor cores (TENSOR_CORES=1: mma.sync m16n8k16, the query
+                   rows of a KV head padded to 16) or the CUDA cores (FFMA), 2 or 3 key tiles
+                   in flight
+  --set prefetch   the copies asking L2 for 128 or 256 bytes at once (L2_PREFETCH)
+  --set deeper     the 256-byte prefetch with 3 stages, both kinds of products
+
+The switches are in patches/decode_tensor_cores.diff, made against commit f668e29 (git checkout
+f668e29 && git apply lab/patches/decode_tensor_cores.diff); the 256-byte prefetch is in the
+kernel since. Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick]"""
+import argparse
+import sys
+
+import numpy as np
+
+sys.path[:0] = ["tests", "."]
+
+
+def force(tensor_cores: bool, stages: int = 2, prefetch: int = 0):
+    """Point the decode launcher at one build (its shared memory at its ring of `stages` key
+    tiles; prefetch: L2_PREFETCH, bytes L2 fetches around each copy, 0 for none); returns the
+    undo."""
+    from engine.gpu.launchers import decode as launcher
+    from engine.model import decode_config
+    orig, orig_stages = launcher.uses_tensor_cores, decode_config.DECODE_STAGES
+    orig_options = launcher.compile_options
+    launcher.uses_tensor_cores = lambda cfg: tensor_cores and orig(cfg)
+    launcher.DECODE_STAGES = decode_config.DECODE_STAGES = stages
+    launcher.compile_options = lambda cfg: (*orig_options(cfg), f"-DL2_PREFETCH={prefetch}")
+
+    def undo():
+        launcher.uses_tensor_cores, launcher.compile_options = orig, orig_options
+        launcher.DECODE_STAGES = decode_config.DECODE_STAGES = orig_stages
+    return undo
+
+
+def check(tensor_cores: bool, stages: int = 2, prefetch: int = 0) -> float:
+    """The worst error against float64 over the GPU tests' shapes (relative, as they measure)."""
+    from engine.decode import make_decode_inputs, run_decode
+    from reference import decode64, rel_err
+    from test_gpu_decode import CASES, OUT_TOL, config, contiguous
+    worst = 0.0
+    undo = force(tensor_cores, stages, prefetch)
+    try:
+        for kw in CASES:
+            cfg = config(**kw)
+            q, k, v = make_decode_inputs(cfg)
+            got = run_decode(cfg, q, k, v, backend="cupy", trace=False)
+            want, _, _ = decode64(q, *contiguous(cfg, k, v))
+            err = rel_err(got.output, want) / OUT_TOL[cfg.dtype]
+            worst = max(worst, err)
+            print(f"  {'tensor' if tensor_cores else 'CUDA'} cores, {stages} stages, L2 {prefetch} {kw}: "
+                  f"{err * OUT_TOL[cfg.dtype]:.2e} (limit {OUT_TOL[cfg.dtype]:.0e})", flush=True)
+    finally:
+        undo()
+    return worst
+
+
+BUILDS = {   # name -> (tensor cores, stages, L2 prefetch bytes)
+    "stages": {"FFMA": (False, 2), "TC": (True, 2), "FFMA s3": (False, 3), "TC s3": (True, 3)},
+    "prefetch": {"FFMA": (False, 2, 0), "TC": (True, 2, 0), "TC L2 128": (True, 2, 128),
+                 "TC L2 256": (True, 2, 256), "FFMA L2 256": (False, 2, 256)},
+    "deeper": {"FFMA L2 256": (False, 2, 256), "FFMA L2 256 s3": (False, 3, 256),
+               "TC L2 256": (True, 2, 256), "TC L2 256 s3": (True, 3, 256)},
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="batch 1 and 8 at 32k and 128k only")
+    ap.add_argument("--set", choices=sorted(BUILDS), required=True)
+    args = ap.parse_args()
+    from engine.decode import make_decode_inputs
+    from engine.gpu.decode_bench import time_flash_decode, time_sdpa
+    from engine.gpu.runtime import live_gpu
+    from engine.gpu.torch_reference import release_memory
+    from engine.model.decode_config import DecodeConfig
+    from engine.model.iomodel import decode_kv_bytes
+    builds = BUILDS[args.set]
+    ok = {name: check(*b) < 1 for name, b in builds.items()}
+    print("validated:", ok, flush=True)
+    if not all(ok.values()):
+        raise SystemExit("a build failed its check: nothing is timed")
+    sms = live_gpu().sms
+    batches, seqs = ((1, 8), (32768, 131072)) if args.quick else ((1, 2, 4, 8),
+                                                                  (32768, 65536, 131072))
+    names = [*builds, "SDPA"]
+    print(f"{'B':>2} {'seq_k':>6} {'split':>5} | " + " ".join(f"{n:>8}" for n in names)
+          + " µs | best/SDPA  TB/s(best)")
+    for n in seqs:
+        for b in batches:
+            cfg = DecodeConfig(batch=b, heads=32, kv_heads=8, seq_q=1, seq_k=n, head_dim=128,
+                               dtype="float16")
+            release_memory()
+            inputs = make_decode_inputs(cfg)
+            auto = cfg.splits_on(sms)
+            best = {}
+            for _ in range(2):
+                for name, build in builds.items():
+                    undo = force(*build)
+                    try:
+                        t = float(np.median(time_flash_decode(cfg, auto, inputs, 30, 3)))
+                    finally:
+                        undo()
+                    best[name] = min(best.get(name, 1e9), t)
+                t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
+                best["SDPA"] = min(best.get("SDPA", 1e9), t)
+            ours = min(best[k] for k in builds)
+            print(f"{b:>2} {n:>6} {auto:>5} | " + " ".join(f"{best[k] * 1e3:8.1f}" for k in names)
+                  + f" | {best['SDPA'] / ours:6.3f}  {decode_kv_bytes(cfg) / (ours * 1e-3) / 1e12:5.2f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
