@@ -4,6 +4,12 @@ count, every other count of --sweep-splits that leaves no split empty, paged cac
 auto count, then SDPA. The defaults are the H200 decode targets' sweep: batch 1-8, seq_k
 32k-128k, heads 32, kv_heads 8, d 128, float16.
 
+Every line is validated before it is timed: the same kernel (the same split count, or the
+auto count where it would leave a split empty; the same pages) on a shorter cache of the
+shape (batch 1, seq_k at most VALIDATE_KEYS) against float64 attention of the same inputs; a
+line whose error passes its dtype's limit is refused and skipped, never recorded. Each record
+keeps its validation (error, limit, seq_k).
+
   python -m benchmarks.decode_sweep --out benchmarks/results/decode_h200_<date>.json
 """
 from __future__ import annotations
@@ -15,6 +21,54 @@ from engine.model.config import DTYPES, HEAD_DIMS
 
 from .recording import (Progress, command_line, device_record, ints, job_parser, run_job,
                         stamped, today, write_json)
+
+VALIDATE_KEYS = 8192
+# Relative (Frobenius) error a line may have against float64: the decode tests' bounds
+# (tests/test_gpu_decode.py: float16 2e-3; bfloat16 rounds its output 8x coarser).
+VALIDATION_LIMITS = {"float32": 2e-5, "float16": 2e-3, "bfloat16": 1e-2}
+
+
+def decode64(cfg, q, k, v):
+    """The decode step in float64 from its definition: query head h reads KV head
+    h // (heads / kv_heads); token t sees keys c <= seq_k - seq_q + t. q (B, H, seq_q, d),
+    k, v contiguous (B, kv_heads, seq_k, d). Returns (B, H, seq_q, d)."""
+    import numpy as np
+    group = cfg.heads // cfg.kv_heads
+    K, V = (np.repeat(x.astype(np.float64), group, axis=1) for x in (k, v))
+    S = cfg.softmax_scale * np.einsum("bhtd,bhcd->bhtc", q.astype(np.float64), K)
+    hidden = np.arange(cfg.seq_k)[None, :] > cfg.seq_k - cfg.seq_q + np.arange(cfg.seq_q)[:, None]
+    S[..., hidden] = -np.inf
+    P = np.exp(S - S.max(-1, keepdims=True))
+    return np.einsum("bhtc,bhcd->bhtd", P, V) / P.sum(-1)[..., None]
+
+
+def validate(cfg, label: str, splits, sms: int) -> dict:
+    """The line on a shorter cache of cfg against float64: {"rel_err", "limit", "seq_k"};
+    ValueError when the error passes the limit (the line is refused)."""
+    import numpy as np
+    from engine.decode import gather_pages, make_decode_inputs, run_decode
+    from engine.gpu.decode_bench import sdpa_output
+    from engine.model.decode_config import block_table, splits_without_empty
+    small = cfg.with_(batch=1, seq_k=min(cfg.seq_k, VALIDATE_KEYS))
+    if not (splits and splits <= small.seq_k and splits_without_empty(small.seq_k, splits)):
+        splits = small.splits_on(sms)
+    small = small.with_(num_splits=splits)
+    q, k, v = make_decode_inputs(small)
+    if small.paged:
+        table = block_table(small)
+        k, v = gather_pages(small, k, table), gather_pages(small, v, table)
+    if label == "torch_sdpa":
+        got = sdpa_output(small, (q, k, v))
+    else:
+        paged = make_decode_inputs(small)
+        got = run_decode(small, *paged, backend="cupy").output
+    want = decode64(small, q, k, v)
+    err = float(np.linalg.norm(got.astype(np.float64) - want) / np.linalg.norm(want))
+    limit = VALIDATION_LIMITS[cfg.dtype]
+    if not err <= limit:                       # NaN fails too
+        raise ValueError(f"refused: on seq_k={small.seq_k} its output differs from float64 by "
+                         f"{err:.2e} (relative), over the limit {limit:.0e}; not timed")
+    return {"rel_err": err, "limit": limit, "seq_k": small.seq_k}
 
 
 def decode_lines(cfg, args, sms: int) -> list[tuple]:
@@ -62,12 +116,15 @@ def sweep(args) -> int:
                     table = block_table(cfg)
                     inputs[cfg.page_size] = (q, scatter_pages(cfg, k, table),
                                              scatter_pages(cfg, v, table))
+                checked = validate(cfg, label, splits, sms)
                 if label == "torch_sdpa":
                     times = time_sdpa(cfg, inputs[None], args.reps, args.warmup, args.budget)
                 else:
                     times = time_flash_decode(cfg, splits, inputs[cfg.page_size], args.reps,
                                               args.warmup, args.budget)
-                data["results"].append(decode_record(cfg, label, splits, times, auto))
+                record = decode_record(cfg, label, splits, times, auto)
+                record["validated"] = checked
+                data["results"].append(record)
             except (ValueError, RuntimeError, MemoryError) as exc:   # the sweep goes on
                 data["skipped"].append({"kernel": label, "config": cfg.to_dict(),
                                         "num_splits": splits,

@@ -91,7 +91,8 @@ SCHEMAS = {
         "decode_*.json", {"method": str, "results": list}, {"command": str, "skipped": list},
         rows={"results": ({**CONFIG_ROW, **TIMING, "kv_heads": int, "page_size": NULLABLE_INT,
                            "num_splits": NULLABLE_INT, "auto_splits": bool, "kv_bytes": int,
-                           "floor_ms": NUMBER, "floor_fraction": NUMBER}, {})}),
+                           "floor_ms": NUMBER, "floor_fraction": NUMBER},
+                          {"validated": dict})}),   # the float64 check before timing
 }
 
 

@@ -270,3 +270,20 @@ def test_decode_bench_times_the_auto_count_once():
     assert [(c.page_size, n) for _, c, n, _ in lines if c.page_size] == [(16, 32), (64, 32)]
     short = decode_lines(cfg.with_(seq_k=300), args, H200.sms)
     assert all(n == 1 or splits_without_empty(300, n) for _, _, n, _ in short)
+
+
+@pytest.mark.parametrize("kw", [dict(heads=8, kv_heads=2, seq_q=1, seq_k=300),
+                                dict(heads=4, kv_heads=1, seq_q=3, seq_k=100, page_size=16)])
+def test_decode_sweeps_float64_check_is_the_tests_reference(kw):
+    """benchmarks.decode_sweep validates every line against its own float64 decode step before
+    timing it; that step agrees with the tests' reference (tests/reference.py) on GQA and
+    several query tokens, so the sweep's check refuses what the tests would."""
+    from benchmarks.decode_sweep import decode64 as sweep64
+    from engine.decode import gather_pages, make_decode_inputs
+    cfg = DecodeConfig(batch=2, head_dim=64, dtype="float32", seed=5, **kw)
+    q, k, v = make_decode_inputs(cfg)
+    if cfg.paged:
+        table = block_table(cfg)
+        k, v = gather_pages(cfg, k, table), gather_pages(cfg, v, table)
+    want, _, _ = decode64(q, k, v)
+    assert rel_err(sweep64(cfg, q, k, v), want) < 1e-12

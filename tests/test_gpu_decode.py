@@ -203,6 +203,8 @@ def test_decode_bench_writes_a_recorded_file(tmp_path):
     assert ("flash_decode", 1, None, False) in lines and ("flash_decode", 4, None, False) in lines
     assert any(k == "flash_decode" and p == 16 and a for k, _, p, a in lines)
     assert all(0 < r["floor_fraction"] <= 1.05 for r in data["results"]), data["results"]
+    # every recorded line passed its float64 check first
+    assert all(r["validated"]["rel_err"] <= r["validated"]["limit"] for r in data["results"])
     assert ("torch_sdpa" in {r["kernel"] for r in data["results"]}
             or any(s["kernel"] == "torch_sdpa" for s in data["skipped"]))
     from engine import recorded

@@ -62,30 +62,43 @@ def time_flash_decode(cfg: DecodeConfig, num_splits: int, inputs: tuple, reps: i
     return totals
 
 
-def time_sdpa(cfg: DecodeConfig, inputs: tuple, reps: int, warmup: int,
-              budget_s: float | None = None) -> list:
-    """Per-repetition times (ms) of torch.nn.functional.scaled_dot_product_attention on the
-    contiguous cache (inputs: q and contiguous caches), PyTorch choosing its backend;
-    enable_gqa shares each KV head among its group; several query tokens get the
-    bottom-right causal mask as a boolean attn_mask."""
+def _sdpa_step(cfg: DecodeConfig, inputs: tuple):
+    """(run, keep): run() is one torch.nn.functional.scaled_dot_product_attention call on the
+    contiguous cache (inputs: q and contiguous caches), PyTorch choosing its backend; it
+    leaves the output in keep["O"]. enable_gqa shares each KV head among its group; several
+    query tokens get the bottom-right causal mask as a boolean attn_mask."""
     from .torch_reference import _to_torch, torch_module
     torch = torch_module()
+    q, k, v = (_to_torch(torch, x) for x in inputs)
+    mask = None
+    if cfg.seq_q > 1:
+        keys = torch.arange(cfg.seq_k, device=q.device)
+        last = cfg.seq_k - cfg.seq_q + torch.arange(cfg.seq_q, device=q.device)
+        mask = keys[None, :] <= last[:, None]
+    keep = {}
+    fn = torch.nn.functional.scaled_dot_product_attention
+
+    def run():
+        keep["O"] = fn(q, k, v, attn_mask=mask, scale=cfg.softmax_scale,
+                       enable_gqa=cfg.kv_heads != cfg.heads)
+    return run, keep
+
+
+def time_sdpa(cfg: DecodeConfig, inputs: tuple, reps: int, warmup: int,
+              budget_s: float | None = None) -> list:
+    """Per-repetition times (ms) of PyTorch's SDPA on one decode step (_sdpa_step)."""
     with GPU_LOCK, gpu_failures("timing PyTorch SDPA"):
-        q, k, v = (_to_torch(torch, x) for x in inputs)
-        mask = None
-        if cfg.seq_q > 1:
-            keys = torch.arange(cfg.seq_k, device=q.device)
-            last = cfg.seq_k - cfg.seq_q + torch.arange(cfg.seq_q, device=q.device)
-            mask = keys[None, :] <= last[:, None]
-        keep = {}
-        fn = torch.nn.functional.scaled_dot_product_attention
-
-        def run():
-            keep["O"] = fn(q, k, v, attn_mask=mask, scale=cfg.softmax_scale,
-                           enable_gqa=cfg.kv_heads != cfg.heads)
-
+        run, _ = _sdpa_step(cfg, inputs)
         totals, _ = time_stages([("sdpa", run)], reps, warmup, budget_s)
     return totals
+
+
+def sdpa_output(cfg: DecodeConfig, inputs: tuple) -> np.ndarray:
+    """PyTorch's SDPA output of one decode step (_sdpa_step), float32 on the host."""
+    with GPU_LOCK, gpu_failures("running PyTorch SDPA"):
+        run, keep = _sdpa_step(cfg, inputs)
+        run()
+        return keep["O"].float().cpu().numpy()
 
 
 def decode_method(reps: int, warmup: int) -> str:
