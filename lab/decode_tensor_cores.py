@@ -9,10 +9,12 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    in flight
   --set prefetch   the copies asking L2 for 128 or 256 bytes at once (L2_PREFETCH)
   --set deeper     the 256-byte prefetch with 3 stages, both kinds of products
+  --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
+                   or 64 (two blocks an SM, the auto rule's, or one)
 
-The switches are in patches/decode_tensor_cores.diff, made against commit f668e29 (git checkout
-f668e29 && git apply lab/patches/decode_tensor_cores.diff); the 256-byte prefetch is in the
-kernel since. Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick]"""
+The first three sets need the switches of patches/decode_tensor_cores.diff, made against
+commit f668e29 (git checkout f668e29 && git apply lab/patches/decode_tensor_cores.diff); the
+256-byte prefetch is in the kernel since. Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick]"""
 import argparse
 import sys
 
@@ -21,31 +23,47 @@ import numpy as np
 sys.path[:0] = ["tests", "."]
 
 
-def force(tensor_cores: bool, stages: int = 2, prefetch: int = 0):
-    """Point the decode launcher at one build (its shared memory at its ring of `stages` key
-    tiles; prefetch: L2_PREFETCH, bytes L2 fetches around each copy, 0 for none); returns the
-    undo."""
+def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None):
+    """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
+    patch's TENSOR_CORES and L2_PREFETCH (None: leave them out); stages: its ring of key tiles
+    (and the shared memory counted for it); block_k: keys a tile (None: decode_block_k's);
+    per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM)."""
     from engine.gpu.launchers import decode as launcher
-    from engine.model import decode_config
-    orig, orig_stages = launcher.uses_tensor_cores, decode_config.DECODE_STAGES
-    orig_options = launcher.compile_options
-    launcher.uses_tensor_cores = lambda cfg: tensor_cores and orig(cfg)
-    launcher.DECODE_STAGES = decode_config.DECODE_STAGES = stages
-    launcher.compile_options = lambda cfg: (*orig_options(cfg), f"-DL2_PREFETCH={prefetch}")
+    from engine.model import decode_config as dc
+    saved = {(launcher, "compile_options"): launcher.compile_options,
+             (launcher, "DECODE_STAGES"): launcher.DECODE_STAGES,
+             (dc, "DECODE_STAGES"): dc.DECODE_STAGES,
+             (launcher, "decode_block_k"): launcher.decode_block_k,
+             (dc, "decode_block_k"): dc.decode_block_k,
+             (dc, "AUTO_BLOCKS_PER_SM"): dc.AUTO_BLOCKS_PER_SM}
+    if tensor_cores is not None:
+        orig = launcher.uses_tensor_cores
+        saved[(launcher, "uses_tensor_cores")] = orig
+        launcher.uses_tensor_cores = lambda cfg: tensor_cores and orig(cfg)
+    launcher.DECODE_STAGES = dc.DECODE_STAGES = stages
+    if prefetch is not None:
+        options = launcher.compile_options
+        launcher.compile_options = lambda cfg: (*options(cfg), f"-DL2_PREFETCH={prefetch}")
+    if block_k is not None:
+        orig_bk = dc.decode_block_k
+        launcher.decode_block_k = dc.decode_block_k = (
+            lambda head_dim: block_k if head_dim <= 128 else orig_bk(head_dim))
+    if per_sm is not None:
+        dc.AUTO_BLOCKS_PER_SM = per_sm
 
     def undo():
-        launcher.uses_tensor_cores, launcher.compile_options = orig, orig_options
-        launcher.DECODE_STAGES = decode_config.DECODE_STAGES = orig_stages
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
     return undo
 
 
-def check(tensor_cores: bool, stages: int = 2, prefetch: int = 0) -> float:
+def check(*build) -> float:
     """The worst error against float64 over the GPU tests' shapes (relative, as they measure)."""
     from engine.decode import make_decode_inputs, run_decode
     from reference import decode64, rel_err
     from test_gpu_decode import CASES, OUT_TOL, config, contiguous
     worst = 0.0
-    undo = force(tensor_cores, stages, prefetch)
+    undo = force(*build)
     try:
         for kw in CASES:
             cfg = config(**kw)
@@ -54,19 +72,22 @@ def check(tensor_cores: bool, stages: int = 2, prefetch: int = 0) -> float:
             want, _, _ = decode64(q, *contiguous(cfg, k, v))
             err = rel_err(got.output, want) / OUT_TOL[cfg.dtype]
             worst = max(worst, err)
-            print(f"  {'tensor' if tensor_cores else 'CUDA'} cores, {stages} stages, L2 {prefetch} {kw}: "
+            print(f"  {build} {kw}: "
                   f"{err * OUT_TOL[cfg.dtype]:.2e} (limit {OUT_TOL[cfg.dtype]:.0e})", flush=True)
     finally:
         undo()
     return worst
 
 
-BUILDS = {   # name -> (tensor cores, stages, L2 prefetch bytes)
+BUILDS = {   # name -> force()'s arguments
     "stages": {"FFMA": (False, 2), "TC": (True, 2), "FFMA s3": (False, 3), "TC s3": (True, 3)},
     "prefetch": {"FFMA": (False, 2, 0), "TC": (True, 2, 0), "TC L2 128": (True, 2, 128),
                  "TC L2 256": (True, 2, 256), "FFMA L2 256": (False, 2, 256)},
     "deeper": {"FFMA L2 256": (False, 2, 256), "FFMA L2 256 s3": (False, 3, 256),
                "TC L2 256": (True, 2, 256), "TC L2 256 s3": (True, 3, 256)},
+    # against the kernel as it is (no patch): wider key tiles, one block an SM
+    "tiles": {"64 keys, 2/SM": (None, 2), "128 keys, 1/SM": (None, 2, None, 128, 1),
+              "64 keys, 1/SM": (None, 2, None, 64, 1)},
 }
 
 
