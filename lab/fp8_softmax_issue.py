@@ -14,9 +14,13 @@ of 30, the better of two rounds):
                 (LAB_NO_ROWSUM: what a column of ones in V would save) or most of the tile max
                 (LAB_NO_MAX)
   --set chains  the row max and sums as c independent chains (SOFTMAX_CHAINS = c); checked
+  --set vref    O_i kept in units of the run's largest V scale so far, each P_ij carrying its
+                tile's share (folded into the exponent's shift), and O's rescale skipped while
+                no row's max and not that scale moved (V_RUNMAX); its errors shown, then timed
 
-The switches are not in the kernel: apply lab/patches/fp8_softmax_variants.diff to
-kernels/ first (git apply). Run on a Hopper GPU: python3 lab/fp8_softmax_issue.py --set S"""
+The switches are not in the kernel: apply lab/patches/fp8_softmax_variants.diff (the first
+three sets; made against commit 7a334c2) or lab/patches/fp8_run_top_v_scale.diff (vref;
+against e101f10) to that commit first (git checkout, git apply). Run on a Hopper GPU: python3 lab/fp8_softmax_issue.py --set S"""
 import argparse
 import sys
 
@@ -39,6 +43,11 @@ SETS = {   # name -> (FP8, block_k, -D switches)
         "fp8 no row sums": (True, 192, {"LAB_NO_ROWSUM": 1}),
         "fp8 no tile max": (True, 192, {"LAB_NO_MAX": 1}),
         "fp8 neither": (True, 192, {"LAB_NO_ROWSUM": 1, "LAB_NO_MAX": 1}),
+    },
+    "vref": {
+        "f16": (False, 128, {}),
+        "fp8": (True, 192, {}),
+        "fp8 run's top V scale": (True, 192, {"V_RUNMAX": 1}),
     },
     "chains": {
         "f16": (False, 128, {}),
@@ -91,6 +100,19 @@ def main():
     kv_stages.BUILDS = SETS[args.set]
     if args.set == "bound":
         time_unchecked(SETS["bound"])
+    elif args.set == "vref":          # its errors shown (the emulation rounds P unshared), then timed
+        from fp8_wide_tiles import check
+        for name, (fp8, bk, _) in SETS["vref"].items():
+            if fp8:
+                L, undo = kv_stages.use(name)
+                try:
+                    for nq, nk, inputs in ((300, 1000, "rising"), (1000, 777, "normal")):
+                        for c in (False, True):
+                            print(name, end=": ")
+                            check(bk, nq, nk, c, 7, inputs)
+                finally:
+                    undo()
+        time_unchecked(SETS["vref"])
     else:
         kv_stages.main()
 
