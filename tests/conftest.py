@@ -40,6 +40,29 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def _skipped(item) -> bool:
+    """Skipped for certain before it runs: a skip mark, or a skipif whose condition is True."""
+    return any(m.name == "skip" or (m.name == "skipif" and m.args and m.args[0] is True)
+               for m in item.iter_markers())
+
+
+def pytest_collection_finish(session):
+    """Start the compiles of the selected kernel compile tests in the background, in the
+    order the tests run (tests/compile_pool.py): a module with compile tests names an item's
+    builds in its `background_compiles(item)`."""
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        start = getattr(getattr(item, "module", None), "background_compiles", None)
+        if start is not None and not _skipped(item):
+            start(item)
+
+
+def pytest_sessionfinish(session):
+    import compile_pool
+    compile_pool.shutdown()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under FA_LAB_PTX_ARCH (an older GPU's code path on this GPU), a run the engine refuses
