@@ -40,6 +40,30 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session")
+def server():
+    """The app, headless, for the browser tests (tests/test_browser*.py): one server for the
+    session (each page a test opens is a session of its own there)."""
+    from app_server import CHROMIUM, serve
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with serve() as (base, _proc):
+        yield base
+
+
+@pytest.fixture(scope="session")
+def browser(server):
+    """Debian's Chromium through Playwright, one for the session's browser tests (each test
+    opens its own pages and closes them)."""
+    from app_server import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
 def _skipped(item) -> bool:
     """Skipped for certain before it runs: a skip mark, or a skipif whose condition is True."""
     return any(m.name == "skip" or (m.name == "skipif" and m.args and m.args[0] is True)
