@@ -40,10 +40,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
+# Module-scoped, not session-scoped: Playwright's sync API keeps an event loop running in
+# this thread while its browser is open, and the load tests after the browser files call
+# asyncio.run(), which refuses to run inside one.
+@pytest.fixture(scope="module")
 def server():
-    """The app, headless, for the browser tests (tests/test_browser*.py): one server for the
-    session (each page a test opens is a session of its own there)."""
+    """The app, headless, for a browser test file (tests/test_browser*.py): one server for
+    the file (each page a test opens is a session of its own there)."""
     from app_server import CHROMIUM, serve
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
@@ -52,10 +55,10 @@ def server():
         yield base
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(server):
-    """Debian's Chromium through Playwright, one for the session's browser tests (each test
-    opens its own pages and closes them)."""
+    """Debian's Chromium through Playwright, one for a browser test file (each test opens
+    its own pages and closes them)."""
     from app_server import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
     with sync_playwright() as pw:

@@ -43,8 +43,8 @@ def test_captures_stay_outside_the_repository():
     assert ROOT.resolve() not in CAPTURES.resolve().parents, CAPTURES
 
 
-# `server` and `browser`, one of each for the session's browser tests (this file,
-# test_browser_deck.py, test_browser_lab.py), are in tests/conftest.py.
+# `server` and `browser`, one of each per browser test file (this file, test_browser_deck.py,
+# test_browser_lab.py), are in tests/conftest.py.
 
 
 SETTLED = """() => {
