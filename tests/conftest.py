@@ -40,6 +40,56 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# Module-scoped, not session-scoped: Playwright's sync API keeps an event loop running in
+# this thread while its browser is open, and the load tests after the browser files call
+# asyncio.run(), which refuses to run inside one.
+@pytest.fixture(scope="module")
+def server():
+    """The app, headless, for a browser test file (tests/test_browser*.py): one server for
+    the file (each page a test opens is a session of its own there)."""
+    from app_server import CHROMIUM, serve
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    with serve() as (base, _proc):
+        yield base
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    """Debian's Chromium through Playwright, one for a browser test file (each test opens
+    its own pages and closes them)."""
+    from app_server import CHROMIUM, CHROMIUM_ARGS
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _skipped(item) -> bool:
+    """Skipped for certain before it runs: a skip mark, or a skipif whose condition is True."""
+    return any(m.name == "skip" or (m.name == "skipif" and m.args and m.args[0] is True)
+               for m in item.iter_markers())
+
+
+def pytest_collection_finish(session):
+    """Start the compiles of the selected kernel compile tests in the background, in the
+    order the tests run (tests/compile_pool.py): a module with compile tests names an item's
+    builds in its `background_compiles(item)`."""
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        start = getattr(getattr(item, "module", None), "background_compiles", None)
+        if start is not None and not _skipped(item):
+            start(item)
+
+
+def pytest_sessionfinish(session):
+    import compile_pool
+    compile_pool.shutdown()
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Under FA_LAB_PTX_ARCH (an older GPU's code path on this GPU), a run the engine refuses

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app_server import CHROMIUM, CHROMIUM_ARGS, ROOT, serve
+from app_server import ROOT
 import engine
 from app import page_list
 from app.features.tile_sizes.charts import HEATMAP_SIZE
@@ -43,22 +43,8 @@ def test_captures_stay_outside_the_repository():
     assert ROOT.resolve() not in CAPTURES.resolve().parents, CAPTURES
 
 
-@pytest.fixture(scope="module")
-def server():
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    with serve() as (base, _proc):
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser(server):
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+# `server` and `browser`, one of each per browser test file (this file, test_browser_deck.py,
+# test_browser_lab.py), are in tests/conftest.py.
 
 
 SETTLED = """() => {
@@ -178,15 +164,19 @@ def test_every_page_url_opens_its_page(browser, server):
     """Every URL the app names opens its page with no "Page not found" and no Vega warning:
     the root and each page's url_path (the Overview's "/overview" included); the root,
     "/overview" and the pages without a chart in talk mode too, whose query parameters
-    survive the root's hop to "/overview"."""
+    survive the root's hop to "/overview". Each page's own url_path, as it is, at 1280×720,
+    is the first screen of test_page_is_legible_at_projector_sizes, which checks the same
+    (and more) there: this test opens the URLs that one does not."""
     from app.core import navigation
     paths = navigation.url_paths()
-    assert "overview" in paths and set(paths) >= {path for path, _ in PAGES.values()}
+    legible = {path for path, _ in PAGES.values()}      # opened there, as they are, at 1280×720
+    assert "overview" in paths and set(paths) >= legible and legible <= set(VARIANTS.values())
     # talk mode: the root and "/overview", and the pages without a chart (the talk-mode test
     # below opens those with one)
     talk = ["", "overview"] + [path for path, draws in PAGES.values()
                                if not draws and path != "overview"]
-    visits = [(p, "") for p in paths] + [(p, "?talk=true&seq_q=512") for p in talk]
+    visits = ([(p, "") for p in paths if p not in legible]
+              + [(p, "?talk=true&seq_q=512") for p in talk])
     for path, query in visits:
         talk = bool(query)
         page = _new_page(browser, viewport={"width": 1280, "height": 720})
@@ -502,9 +492,10 @@ def _check_layout(page, name: str, size: str) -> None:
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_page_is_legible_at_projector_sizes(browser, server, name):
     """At each size of SIZES (the page loaded at the first, then the window resized, as a
-    presenter does): no sideways scroll; every chart drawn inside its element and the window
-    (so no legend or axis is cut off: Vega draws legends inside its canvas); no two page
-    elements on top of each other (text over a chart, or text over text)."""
+    presenter does): the page found (no "Page not found"); no sideways scroll; every chart
+    drawn inside its element and the window (so no legend or axis is cut off: Vega draws
+    legends inside its canvas); no two page elements on top of each other (text over a
+    chart, or text over text)."""
     first, *others = SIZES
     width, height = SIZES[first]
     page = _new_page(browser, viewport={"width": width, "height": height})
@@ -512,6 +503,8 @@ def test_page_is_legible_at_projector_sizes(browser, server, name):
         page.goto(f"{server}/{VARIANTS[name]}")
         page.wait_for_selector("h1", timeout=30000)
         _settle(page)
+        # (test_every_page_url_opens_its_page leaves each page's own URL to this test)
+        assert "Page not found" not in page.inner_text("body"), f"/{VARIANTS[name]}"
         if name in PAGES:
             SHOTS_1280.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(SHOTS_1280 / f"{name}.png"))

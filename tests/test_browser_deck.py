@@ -1,5 +1,5 @@
-"""Talk mode's deck in a real browser (Chromium through Playwright, the server and browser of
-tests/test_browser.py) at 1280×720: the arrow keys and Page Down/Up (what a clicker sends)
+"""Talk mode's deck in a real browser (Chromium through Playwright, a server and browser as in
+tests/test_browser.py: tests/conftest.py) at 1280×720: the arrow keys and Page Down/Up (what a clicker sends)
 walk the whole deck and back with no mouse, every slide's main chart and takeaway on the one
 screen; a slide's link reopens that slide; the arrows inside the loop player step the player,
 not the deck."""
@@ -8,8 +8,7 @@ from __future__ import annotations
 import pytest
 
 from app.core import deck
-from test_browser import (TALK_FIRST_SCREEN, _assert_vega_clean, _new_page, _settle,  # noqa: F401
-                          browser, server)
+from test_browser import TALK_FIRST_SCREEN, _assert_vega_clean, _new_page, _settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -46,7 +45,7 @@ def _fits(page, number: int) -> dict:
     return got
 
 
-def test_the_keys_walk_the_deck_and_back_and_a_slide_link_reopens_it(browser, server):  # noqa: F811
+def test_the_keys_walk_the_deck_and_back_and_a_slide_link_reopens_it(browser, server):
     page = _new_page(browser, viewport={"width": 1280, "height": 720})
     try:
         page.goto(f"{server}/overview?talk=true&heads=4")
@@ -73,7 +72,7 @@ def test_the_keys_walk_the_deck_and_back_and_a_slide_link_reopens_it(browser, se
         page.close()
 
 
-def test_the_arrows_inside_the_loop_player_step_it_not_the_deck(browser, server):  # noqa: F811
+def test_the_arrows_inside_the_loop_player_step_it_not_the_deck(browser, server):
     page = _new_page(browser, viewport={"width": 1280, "height": 720})
     try:
         page.goto(f"{server}/sram-tiling?talk=true&slide=3")

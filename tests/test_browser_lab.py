@@ -1,5 +1,5 @@
-"""The classroom lab in a real browser (Chromium through Playwright, the server and browser
-of tests/test_browser.py): a teacher's link at 1280×720 shows its card; a student's
+"""The classroom lab in a real browser (Chromium through Playwright, a server and browser as in
+tests/test_browser.py: tests/conftest.py): a teacher's link at 1280×720 shows its card; a student's
 unreadable, wrong and right answers come back as a message and verdicts; the sidebar's link
 opens the page of the link's other card with the config kept."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from test_browser import _new_page, _settle, browser, server  # noqa: F401 (fixtures)
+from test_browser import _new_page, _settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -27,7 +27,7 @@ def _check(page, typed: str) -> str:
     return alert.first.inner_text()
 
 
-def test_a_student_answers_a_linked_card_and_follows_the_link_to_the_next(browser, server):  # noqa: F811
+def test_a_student_answers_a_linked_card_and_follows_the_link_to_the_next(browser, server):
     page = _new_page(browser, viewport={"width": 1280, "height": 720})
     try:
         page.goto(f"{server}/{LINK}")

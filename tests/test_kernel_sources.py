@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+import compile_pool
 import engine
 from engine.model import catalog, registry
 from engine.gpu import naive as gpu_naive
@@ -169,11 +170,34 @@ def nvcc(source, options):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
-@functools.lru_cache(maxsize=None)
 def nvcc_verbose(source, options: tuple):
     """nvcc with ptxas's resource report (-Xptxas -v), once per build in a session: the
-    compile test of every source and the register test of the backward builds share it."""
-    return nvcc(source, (*options, "-Xptxas", "-v"))
+    compile test of every source and the register test of the backward builds share it, and
+    it is started in the background when the session begins (background_compiles below)."""
+    return compile_pool.result(*_verbose_build(source, tuple(options)))
+
+
+def _verbose_build(source, options: tuple):
+    """(the pool's key, the build) of nvcc_verbose(source, options)."""
+    return ("nvcc", source, options), functools.partial(nvcc, source,
+                                                        (*options, "-Xptxas", "-v"))
+
+
+def background_compiles(item) -> None:
+    """Queue the nvcc builds of a selected compile test (tests/conftest.py calls this when
+    the session begins; tests/compile_pool.py runs them at the lowest priority)."""
+    if NVCC is None:
+        return
+    params = getattr(item, "callspec", None)
+    params = params.params if params else {}
+    if item.originalname == "test_every_kernel_source_compiles_for_sm90":
+        builds = [(params["source"], tuple(o)) for o in examples_of(params["source"])]
+    elif item.originalname == "test_backward_builds_keep_everything_in_registers":
+        builds = [(params["source"], tuple(params["options"]))]
+    else:
+        return
+    for source, options in builds:
+        compile_pool.submit(*_verbose_build(source, options))
 
 
 def examples_of(source: str) -> list:

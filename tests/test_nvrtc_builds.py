@@ -7,12 +7,14 @@ spill, and (wgmma builds) on products ptxas serialises: NVRTC's ptxas can spill 
 where nvcc does not. Both wheels come with requirements/dev.lock; these tests load them
 through ctypes, with no GPU, and skip where they are not installed."""
 import ctypes
+import functools
 import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+import compile_pool
 from engine.model import arch as gpu_arch
 from engine.model.config import FP8_DTYPES, AttentionConfig
 from engine.model.registry import KERNELS
@@ -148,6 +150,25 @@ def exhaustive_only(version: str, kernel, target: str) -> bool:
     return target == "sm_89" or (version == "13" and not kernel.hopper_only)
 
 
+def _build(version: str, kernel, options, target: str):
+    """(the pool's key, the build) of one NVRTC compile of the matrix."""
+    options = tuple(options)
+    return (("nvrtc", version, kernel.source, options, target),
+            functools.partial(nvrtc_log, kernel.source, list(options), target, version))
+
+
+def background_compiles(item) -> None:
+    """Queue the NVRTC builds of a selected case of the matrix (tests/conftest.py calls this
+    when the session begins; tests/compile_pool.py runs them at the lowest priority)."""
+    if item.originalname != "test_every_build_compiles_without_spills":
+        return
+    version, kernel, target = (item.callspec.params[k] for k in ("version", "kernel", "target"))
+    if NVRTCS[version] is None:
+        return
+    for options in builds_for(kernel, target):
+        compile_pool.submit(*_build(version, kernel, options, target))
+
+
 @pytest.mark.parametrize("version,kernel,target", [
     pytest.param(v, k, t, marks=[pytest.mark.exhaustive] if exhaustive_only(v, k, t) else [],
                  id=f"nvrtc{v}-{k.key}-{t}") for v, k, t in CASES])
@@ -155,8 +176,10 @@ def test_every_build_compiles_without_spills(version, kernel, target):
     nvrtc(version)
     options = builds_for(kernel, target)
     assert options, (kernel.key, target)
+    # started in the background when the session began (background_compiles below); a build
+    # not started yet runs here, two at a time
     with ThreadPoolExecutor(max_workers=2) as pool:
-        logs = list(pool.map(lambda o: nvrtc_log(kernel.source, list(o), target, version),
+        logs = list(pool.map(lambda o: compile_pool.result(*_build(version, kernel, o, target)),
                              options))
     for o, (code, log) in zip(options, logs):
         assert code == 0, (target, o, log[-2000:])
