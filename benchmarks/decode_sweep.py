@@ -42,28 +42,37 @@ def decode64(cfg, q, k, v):
     return np.einsum("bhtc,bhcd->bhtd", P, V) / P.sum(-1)[..., None]
 
 
-def validate(cfg, label: str, splits, sms: int) -> dict:
-    """The line on a shorter cache of cfg against float64: {"rel_err", "limit", "seq_k"};
-    ValueError when the error passes the limit (the line is refused)."""
-    import numpy as np
-    from engine.decode import gather_pages, make_decode_inputs, run_decode
+def validation_case(base):
+    """The shorter cache every line of shape `base` is checked on (batch 1, seq_k at most
+    VALIDATE_KEYS): (its config, q and the contiguous caches, their float64 output), made once
+    for all the shape's lines."""
+    from engine.decode import make_decode_inputs
+    small = base.with_(batch=1, seq_k=min(base.seq_k, VALIDATE_KEYS))
+    q, k, v = make_decode_inputs(small)
+    return small, (q, k, v), decode64(small, q, k, v)
+
+
+def validate(case, cfg, label: str, splits, sms: int) -> dict:
+    """The line (label, cfg's pages, `splits`) on `case` (validation_case of its shape) against
+    float64: {"rel_err", "limit", "seq_k"}; ValueError when the error passes the limit (the
+    line is refused). A split count that would leave a split of the shorter cache empty gives
+    way to its auto count."""
+    from engine.decode import run_decode, scatter_pages
     from engine.gpu.decode_bench import sdpa_output
     from engine.model.decode_config import block_table, splits_without_empty
-    small = cfg.with_(batch=1, seq_k=min(cfg.seq_k, VALIDATE_KEYS))
-    if not (splits and splits <= small.seq_k and splits_without_empty(small.seq_k, splits)):
-        splits = small.splits_on(sms)
-    small = small.with_(num_splits=splits)
-    q, k, v = make_decode_inputs(small)
-    if small.paged:
-        table = block_table(small)
-        k, v = gather_pages(small, k, table), gather_pages(small, v, table)
+    from .bench_sweep import rel_err
+    small, (q, k, v), want = case
     if label == "torch_sdpa":
         got = sdpa_output(small, (q, k, v))
     else:
-        paged = make_decode_inputs(small)
-        got = run_decode(small, *paged, backend="cupy").output
-    want = decode64(small, q, k, v)
-    err = float(np.linalg.norm(got.astype(np.float64) - want) / np.linalg.norm(want))
+        small = small.with_(page_size=cfg.page_size)
+        if not (splits and splits <= small.seq_k and splits_without_empty(small.seq_k, splits)):
+            splits = small.splits_on(sms)
+        if small.paged:                      # the same cache, scattered over pages
+            table = block_table(small)
+            k, v = scatter_pages(small, k, table), scatter_pages(small, v, table)
+        got = run_decode(small.with_(num_splits=splits), q, k, v, backend="cupy").output
+    err = rel_err(got, want)
     limit = VALIDATION_LIMITS[cfg.dtype]
     if not err <= limit:                       # NaN fails too
         raise ValueError(f"refused: on seq_k={small.seq_k} its output differs from float64 by "
@@ -103,7 +112,7 @@ def sweep(args) -> int:
     plan = [(cfg, decode_lines(cfg, args, sms)) for cfg in shapes]
     bar = Progress(sum(len(lines) for _, lines in plan))
     for base, lines in plan:
-        inputs = {}
+        inputs, case = {}, None
         for label, cfg, splits, auto in lines:
             bar.step(f"{label} B={cfg.batch} seq_k={cfg.seq_k} splits={splits} "
                      f"page={cfg.page_size}")
@@ -116,7 +125,9 @@ def sweep(args) -> int:
                     table = block_table(cfg)
                     inputs[cfg.page_size] = (q, scatter_pages(cfg, k, table),
                                              scatter_pages(cfg, v, table))
-                checked = validate(cfg, label, splits, sms)
+                if case is None:
+                    case = validation_case(base)
+                checked = validate(case, cfg, label, splits, sms)
                 if label == "torch_sdpa":
                     times = time_sdpa(cfg, inputs[None], args.reps, args.warmup, args.budget)
                 else:

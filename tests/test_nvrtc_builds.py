@@ -176,7 +176,7 @@ def test_every_build_compiles_without_spills(version, kernel, target):
     nvrtc(version)
     options = builds_for(kernel, target)
     assert options, (kernel.key, target)
-    # started in the background when the session began (background_compiles below); a build
+    # started in the background when the session began (background_compiles above); a build
     # not started yet runs here, two at a time
     with ThreadPoolExecutor(max_workers=2) as pool:
         logs = list(pool.map(lambda o: compile_pool.result(*_build(version, kernel, o, target)),
