@@ -317,7 +317,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 
     // ---- consumer warpgroups ----------------------------------------------------------------
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" :: "n"(CONSUMER_REGS));
-    const int wg = warp / 4 - 1;                 // consumer index: rows 64·wg .. of Q_i
+    // consumer index: rows 64·wg .. of Q_i (from lane 0, so that ptxas sees one value a warp)
+    const int wg = __shfl_sync(0xffffffffu, warp / 4 - 1, 0);
     const int wq = warp % 4;                     // warp in the warpgroup: 16 of those rows
     const int g = lane / 4, t = lane % 4;        // accumulator row group and column pair
     const float scale_log2 = scale * LOG2E;
@@ -353,21 +354,24 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     // V_jᵀ, FP8: K-major (keys contiguous), one row of VT_BOX bytes per column of d in each box;
     // a k-step of 32 keys moves 32 bytes inside a row, and to the next box at its end.
     constexpr int STEPS_PER_SLAB = SWIZZLE / 32;
-    const unsigned q_base = sQ + wg * 64 * SWIZZLE;   // this warpgroup's rows of Q_i buffer 0
+    constexpr int STEPS_PER_BOX = VT_BOX / 32;
+    // Each descriptor: its matrix's fields built once here, plus an offset in 16-byte units.
+    const SmemDesc<SWIZZLE> q_d(sQ + wg * 64 * SWIZZLE, 16, 8 * SWIZZLE);   // this warpgroup's rows
+    const SmemDesc<SWIZZLE> k_d(sK, 16, 8 * SWIZZLE);
+    const SmemDesc<FP8 ? VT_BOX : 128> v_d(sV, FP8 ? 16 : SLAB_KV, FP8 ? 8 * VT_BOX : 1024);
     auto q_desc = [&](int qs, int kk) {
-        return smem_desc<SWIZZLE>(q_base + qs * Q_BYTES + (kk / STEPS_PER_SLAB) * SLAB_Q
-                                  + (kk % STEPS_PER_SLAB) * 32, 16, 8 * SWIZZLE);
+        return q_d.at(qs * (Q_BYTES / 16) + ((kk / STEPS_PER_SLAB) * SLAB_Q
+                                             + (kk % STEPS_PER_SLAB) * 32) / 16);
     };
     auto k_desc = [&](int s, int kk) {
-        return smem_desc<SWIZZLE>(sK + s * KV_BYTES + (kk / STEPS_PER_SLAB) * SLAB_KV
-                                  + (kk % STEPS_PER_SLAB) * 32, 16, 8 * SWIZZLE);
+        return k_d.at(s * (KV_BYTES / 16) + ((kk / STEPS_PER_SLAB) * SLAB_KV
+                                             + (kk % STEPS_PER_SLAB) * 32) / 16);
     };
     auto v_desc = [&](int s, int kk) {
-        constexpr int STEPS_PER_BOX = VT_BOX / 32;
         if constexpr (FP8)
-            return smem_desc<VT_BOX>(sV + s * KV_BYTES + (kk / STEPS_PER_BOX) * VT_SLAB
-                                     + (kk % STEPS_PER_BOX) * 32, 16, 8 * VT_BOX);
-        else return smem_desc(sV + s * KV_BYTES + kk * 16 * 128, SLAB_KV, 1024);
+            return v_d.at(s * (KV_BYTES / 16) + ((kk / STEPS_PER_BOX) * VT_SLAB
+                                                 + (kk % STEPS_PER_BOX) * 32) / 16);
+        else return v_d.at(s * (KV_BYTES / 16) + kk * 16 * 128 / 16);
     };
 
     float S[S_REGS];                   // raw scores q·k of this tile; then exp2(...) in place

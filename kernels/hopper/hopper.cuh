@@ -79,6 +79,22 @@ __device__ __forceinline__ u64 smem_desc(unsigned addr, unsigned lead, unsigned 
     return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lead >> 4) << 16)
            | ((u64)(stride >> 4) << 32) | (layout << 62);
 }
+// The descriptors of one matrix in shared memory differ only in their start address, whose
+// field (bits 0-13, in 16-byte units) takes no carry from an offset while the address stays
+// under 256 KiB, as every shared address does: so build the fields once, and each descriptor
+// is one 32-bit add (an offset in 16-byte units) instead of the masks and shifts again.
+template <int SWIZZLE_BYTES = 128>
+struct SmemDesc {
+    unsigned lo, hi;
+    __device__ __forceinline__ SmemDesc(unsigned addr, unsigned lead, unsigned stride) {
+        const u64 d = smem_desc<SWIZZLE_BYTES>(addr, lead, stride);
+        lo = (unsigned)d;
+        hi = (unsigned)(d >> 32);
+    }
+    __device__ __forceinline__ u64 at(unsigned units16) const {
+        return ((u64)hi << 32) | (lo + units16);
+    }
+};
 __device__ __forceinline__ void wgmma_fence() {
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 }
