@@ -1,8 +1,8 @@
 """Lab: FP8 with P formed from the running max and no tile max (flash_wgmma.cu, FAST_MAX,
 RESCALE_THRESHOLD; not kept: the switches, the norms, the emulation's rule and the tests are in
 lab/patches/fp8_lazy_max.diff, to `git apply` onto commit ed9c043; lab/NOTES.md, "FP8: P from
-the running max"). With the patch the FP8 kernel's running max moves only when a tile's max passes it
-by more than 8 (log2 units, FA4's conditional rescaling; P ≤ 256 < 448). Where the norms bound
+the running max"). With the patch the FP8 kernel's running max moves only when a tile's max
+passes it by more than 8 (log2 units, FA4's conditional rescaling; P ≤ 256 < 448). Where the norms bound
 every score of a tile within 2^120 of the running max (f · |q8| · max |k8| - m < 120), the
 kernel skips the tile max (102 of the 656 instructions a consumer thread spends on a tile) and
 forms P from the running max; only where a thread's share of a row's sum passes 2^8 does the
