@@ -130,9 +130,11 @@ MARKS = """() => [...document.querySelectorAll('.vega-embed')].map(e => {
 })"""
 
 
-def _new_page(browser, **kwargs):
-    """A page that keeps Vega's console warnings and errors in `page.vega_log`."""
-    page = browser.new_page(**kwargs)
+def _new_page(browser, viewport: dict):
+    """A page of the file's browser context (tests/conftest.py), `viewport` wide and high,
+    that keeps Vega's console warnings and errors in `page.vega_log`."""
+    page = browser.new_page()
+    page.set_viewport_size(viewport)
     page.vega_log = []
     page.on("console", lambda msg: page.vega_log.append(f"{msg.type}: {msg.text}")
             if msg.type in ("warning", "error") and VEGA_LOG.search(msg.text) else None)
