@@ -57,13 +57,18 @@ def server():
 
 @pytest.fixture(scope="module")
 def browser(server):
-    """Debian's Chromium through Playwright, one for a browser test file (each test opens
-    its own pages and closes them)."""
+    """Debian's Chromium through Playwright, one for a browser test file, as one browser
+    context that the file's pages open in (each test opens its own pages and closes them;
+    each page is a Streamlit session of its own). The pages share the context's HTTP cache,
+    so the app's scripts and styles are fetched and compiled once for the file, not once a
+    page."""
     from app_server import CHROMIUM, CHROMIUM_ARGS
     from playwright.sync_api import sync_playwright
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield b
+        context = b.new_context()
+        yield context
+        context.close()
         b.close()
 
 

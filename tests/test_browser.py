@@ -47,31 +47,54 @@ def test_captures_stay_outside_the_repository():
 # test_browser_lab.py), are in tests/conftest.py.
 
 
-SETTLED = """() => {
+# The page is settled when Streamlit says its script run is over and the browser has drawn it
+# all: the app connected and its script state "notRunning" (the attribute Streamlit's own
+# browser tests wait on), no status widget or spinner (a cached computation in progress), no
+# element still loading (a skeleton) or left from the last run (stale), every Vega chart
+# drawn, every component frame loaded; and then nothing in the page's DOM changed, and the
+# window was not resized, for `quiet_ms` (a MutationObserver's clock, installed by the first
+# call on a page: a chart redrawn, a frame resized, a late rerun all restart it). Returns the
+# main block's height once settled, else (as text) what is still missing.
+SETTLED = """quietMs => {
+    if (window.__faLastChange === undefined) {
+        window.__faLastChange = performance.now();
+        const touch = () => { window.__faLastChange = performance.now(); };
+        new MutationObserver(touch).observe(document, {subtree: true, childList: true,
+                                                       attributes: true, characterData: true});
+        window.addEventListener('resize', touch);
+    }
+    const app = document.querySelector('[data-testid="stApp"]');
     const block = document.querySelector('[data-testid="stMainBlockContainer"]');
     const charts = [...document.querySelectorAll('.vega-embed')];
-    // a run shows the status widget, or (toolbarMode "minimal" may leave that out) the
-    // spinner of a cached computation in progress
-    const running = document.querySelector('[data-testid="stStatusWidget"], '
-                                           + '[data-testid="stSpinner"]');
-    return [block ? block.scrollHeight : 0, charts.length,
-            charts.filter(e => e.querySelector('canvas, svg')).length, !!running].join();
+    const drawn = charts.filter(e => e.querySelector('canvas, svg')).length;
+    const busy = [...document.querySelectorAll('[data-testid="stStatusWidget"], '
+        + '[data-testid="stSpinner"], [data-testid="stSkeleton"], [data-stale="true"]')];
+    const frames = [...document.querySelectorAll('iframe')].filter(f => {
+        try { return f.contentDocument && f.contentDocument.readyState !== 'complete'; }
+        catch (e) { return false; } });
+    const quiet = Math.round(performance.now() - window.__faLastChange);
+    const state = app ? `${app.dataset.testScriptState}/${app.dataset.testConnectionState}`
+                      : 'no app';
+    if (state === 'notRunning/CONNECTED' && block && !busy.length && drawn === charts.length
+            && !frames.length && quiet >= quietMs)
+        return block.scrollHeight;
+    return `script ${state}, busy ${busy.map(e => e.dataset.testid || 'stale')}, `
+        + `charts drawn ${drawn}/${charts.length}, frames loading ${frames.length}, `
+        + `quiet ${quiet} ms`;
 }"""
 
 
-def _settle(page, quiet_polls: int = 4, timeout_s: float = 60):
-    """Wait until the script run is over: no status widget, every chart drawn, and the
-    page's height and chart count unchanged for a few polls."""
-    last, same, deadline = None, 0, time.time() + timeout_s
-    while time.time() < deadline:
-        now = page.evaluate(SETTLED)
-        height, charts, drawn, running = now.split(",")
-        same = same + 1 if now == last and charts == drawn and running == "false" else 0
-        if same >= quiet_polls:
-            return int(height)
-        last = now
-        page.wait_for_timeout(400)
-    raise AssertionError(f"the page did not settle: {last}")
+def _settle(page, quiet_ms: int = 600, timeout_s: float = 60) -> int:
+    """Wait until the script run is over and the page drawn and still (SETTLED); the main
+    block's height."""
+    deadline = time.time() + timeout_s
+    while True:
+        got = page.evaluate(SETTLED, quiet_ms)
+        if isinstance(got, int):
+            return got
+        if time.time() > deadline:
+            raise AssertionError(f"the page did not settle: {got}")
+        page.wait_for_timeout(100)
 
 
 # ---- Vega's own complaints and empty charts ----------------------------------------------
@@ -107,9 +130,11 @@ MARKS = """() => [...document.querySelectorAll('.vega-embed')].map(e => {
 })"""
 
 
-def _new_page(browser, **kwargs):
-    """A page that keeps Vega's console warnings and errors in `page.vega_log`."""
-    page = browser.new_page(**kwargs)
+def _new_page(browser, viewport: dict):
+    """A page of the file's browser context (tests/conftest.py), `viewport` wide and high,
+    that keeps Vega's console warnings and errors in `page.vega_log`."""
+    page = browser.new_page()
+    page.set_viewport_size(viewport)
     page.vega_log = []
     page.on("console", lambda msg: page.vega_log.append(f"{msg.type}: {msg.text}")
             if msg.type in ("warning", "error") and VEGA_LOG.search(msg.text) else None)
@@ -145,12 +170,11 @@ def test_page_renders_without_exception(browser, server, name):
     try:
         if has_charts:      # drawn, however long a loaded machine takes (fails after 2 min)
             page.wait_for_selector(CHART, timeout=120000)
-            _settle(page)
+        height = _settle(page)
         assert page.locator('[data-testid="stException"]').count() == 0
         assert page.locator('[data-testid="stAlertContentError"]').count() == 0
         assert "Page not found" not in page.inner_text("body")
         # Streamlit scrolls inside its main block: grow the window to the content, then shoot.
-        height = _settle(page, quiet_polls=1)
         page.set_viewport_size({"width": 1600, "height": min(max(height + 200, 1000), 6000)})
         _settle(page)
         SHOTS.mkdir(parents=True, exist_ok=True)
@@ -183,7 +207,7 @@ def test_every_page_url_opens_its_page(browser, server):
         try:
             page.goto(f"{server}/{path}{query}")
             page.wait_for_selector("h1", timeout=30000)
-            _settle(page, quiet_polls=2)
+            _settle(page)
             assert "Page not found" not in page.inner_text("body"), f"/{path}{query}"
             assert page.locator('[data-testid="stException"]').count() == 0, f"/{path}{query}"
             if talk:
@@ -237,7 +261,7 @@ def test_play_runs_in_the_browser_without_a_rerun(browser, server):
         page.goto(f"{server}/sram-tiling?sram_step=3")
         page.wait_for_selector("h1", timeout=30000)
         frame = _player(page)
-        _settle(page, quiet_polls=2)
+        _settle(page)
         assert frame.evaluate("() => document.body.dataset.step") == "3"
         before = len(sent)
         frame.click("button.play")
@@ -249,7 +273,7 @@ def test_play_runs_in_the_browser_without_a_rerun(browser, server):
         assert step > 3 and re.search(r"sram_step=\d+", page.url), (step, page.url)
         frame.click("button.play")                            # pause: the step goes back once
         page.wait_for_timeout(1500)
-        _settle(page, quiet_polls=2)
+        _settle(page)
         stopped = frame.evaluate("() => document.body.dataset.step")
         assert f"sram_step={stopped}" in page.url, (stopped, page.url)
         assert 1 <= len(sent) - before <= 3, len(sent) - before
@@ -284,7 +308,7 @@ def test_backward_decoding_and_hopper_play_in_the_browser_without_a_rerun(browse
         page.goto(f"{server}/{path}?{param}=2")
         page.wait_for_selector("h1", timeout=30000)
         frame = _player(page)
-        _settle(page, quiet_polls=2)
+        _settle(page)
         page.locator(PLAYER).evaluate("e => e.scrollIntoView({block: 'center'})")
         assert frame.evaluate("() => document.body.dataset.step") == "2"
         before = len(sent)
@@ -304,7 +328,7 @@ def test_backward_decoding_and_hopper_play_in_the_browser_without_a_rerun(browse
         assert step > 2 and re.search(rf"{param}=\d+", page.url), (step, page.url)
         frame.click("button.play")                            # pause: the step goes back once
         page.wait_for_timeout(1500)
-        _settle(page, quiet_polls=2)
+        _settle(page)
         stopped = frame.evaluate("() => document.body.dataset.step")
         assert f"{param}={stopped}" in page.url, (stopped, page.url)
         assert 1 <= len(sent) - before <= 3, len(sent) - before

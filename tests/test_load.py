@@ -13,7 +13,7 @@ def test_concurrent_sessions_stay_correct():
         pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
     pytest.importorskip("playwright.async_api", reason="playwright is not installed")
     import load_test
-    out = load_test.run(sessions=4, seconds=20, seed=1)
+    out = load_test.run(sessions=4, seconds=10, seed=1)
     assert out["errors"] == [], out
     assert out["exceptions"] == 0, out
     assert out["wrong"] == [], out

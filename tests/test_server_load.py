@@ -21,7 +21,7 @@ def assert_clean(out: dict) -> None:
 
 def test_protocol_sessions_stay_correct():
     import server_load
-    out = server_load.run(sessions=6, seconds=10, seed=3)
+    out = server_load.run(sessions=6, seconds=6, seed=3)
     assert_clean(out)
     assert out["requests"]["load"] > 0 and out["requests"]["control"] > 0, out
 
@@ -37,7 +37,7 @@ def test_talk_visitors_step_the_animation():
                     reason="nginx is not installed (apt-get install nginx)")
 def test_two_processes_behind_nginx():
     import server_load
-    out = server_load.run(sessions=6, seconds=10, seed=5, replicas=2)
+    out = server_load.run(sessions=6, seconds=6, seed=5, replicas=2)
     assert_clean(out)
     assert out["server_processes"] >= 4, out      # serve.sh, 2 app processes, nginx
     assert out["requests"]["load"] > 0 and out["requests"]["control"] > 0, out
