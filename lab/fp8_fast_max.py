@@ -2,12 +2,12 @@
 RESCALE_THRESHOLD; not kept: the switches, the norms, the emulation's rule and the tests are in
 lab/patches/fp8_lazy_max.diff, to `git apply` onto commit ed9c043; lab/NOTES.md, "FP8: P from
 the running max"). With the patch the FP8 kernel's running max moves only when a tile's max
-passes it by more than 8 (log2 units, FA4's conditional rescaling; P ≤ 256 < 448). Where the norms bound
-every score of a tile within 2^120 of the running max (f · |q8| · max |k8| - m < 120), the
-kernel skips the tile max (102 of the 656 instructions a consumer thread spends on a tile) and
-forms P from the running max; only where a thread's share of a row's sum passes 2^8 does the
-warp find the max (from P) and move. nvcc 13.0's SASS of the main loop: 656 → 550 instructions
-a tile on that path.
+passes it by more than 8 (log2 units, FA4's conditional rescaling; P ≤ 256 < 448). Where the
+norms bound every score of a tile within 2^120 of the running max (f · |q8| · max |k8| - m <
+120), the kernel skips the tile max (102 of the 656 instructions a consumer thread spends on a
+tile) and forms P from the running max; only where a thread's share of a row's sum passes 2^8
+does the warp find the max (from P) and move. nvcc 13.0's SASS of the main loop: 656 → 550
+instructions a tile on that path.
 
 Builds: float16; FP8 at the threshold with the exact path only (FAST_MAX=0); FP8 with the fast
 path (FAST_MAX=1, the launcher's). Each is checked against the emulation (engine.cpu.fp8.run,

@@ -20,7 +20,8 @@ of 30, the better of two rounds):
 
 The switches are not in the kernel: apply lab/patches/fp8_softmax_variants.diff (the first
 three sets; made against commit 7a334c2) or lab/patches/fp8_run_top_v_scale.diff (vref;
-against e101f10) to that commit first (git checkout, git apply). Run on a Hopper GPU: python3 lab/fp8_softmax_issue.py --set S"""
+against e101f10) to that commit first (git checkout, git apply).
+Run on a Hopper GPU: python3 lab/fp8_softmax_issue.py --set S"""
 import argparse
 import sys
 
@@ -100,7 +101,7 @@ def main():
     kv_stages.BUILDS = SETS[args.set]
     if args.set == "bound":
         time_unchecked(SETS["bound"])
-    elif args.set == "vref":          # its errors shown (the emulation rounds P unshared), then timed
+    elif args.set == "vref":     # its errors shown (the emulation rounds P unshared), then timed
         from fp8_wide_tiles import check
         for name, (fp8, bk, _) in SETS["vref"].items():
             if fp8:

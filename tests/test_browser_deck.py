@@ -1,8 +1,8 @@
 """Talk mode's deck in a real browser (Chromium through Playwright, a server and browser as in
-tests/test_browser.py: tests/conftest.py) at 1280×720: the arrow keys and Page Down/Up (what a clicker sends)
-walk the whole deck and back with no mouse, every slide's main chart and takeaway on the one
-screen; a slide's link reopens that slide; the arrows inside the loop player step the player,
-not the deck."""
+tests/test_browser.py: tests/conftest.py) at 1280×720: the arrow keys and Page Down/Up (what a
+clicker sends) walk the whole deck and back with no mouse, every slide's main chart and
+takeaway on the one screen; a slide's link reopens that slide; the arrows inside the loop
+player step the player, not the deck."""
 from __future__ import annotations
 
 import pytest

@@ -1,7 +1,7 @@
 """The classroom lab in a real browser (Chromium through Playwright, a server and browser as in
-tests/test_browser.py: tests/conftest.py): a teacher's link at 1280×720 shows its card; a student's
-unreadable, wrong and right answers come back as a message and verdicts; the sidebar's link
-opens the page of the link's other card with the config kept."""
+tests/test_browser.py: tests/conftest.py): a teacher's link at 1280×720 shows its card; a
+student's unreadable, wrong and right answers come back as a message and verdicts; the
+sidebar's link opens the page of the link's other card with the config kept."""
 from __future__ import annotations
 
 import re
