@@ -25,6 +25,9 @@ BUILDS = {   # name -> (FP8, block_k, -D switches[, a kernel source in place of 
     "fp8 192, 4 stages": (True, 192, {"KV_STAGES": 4}),
 }
 
+# The checks' shapes: (seq_q, seq_k, input preset), each causal and not.
+SHAPES = ((300, 1000, "rising"), (1000, 777, "normal"), (129, 191, "normal"))
+
 
 def use(name):
     """Point the launcher at build `name` (lab/fp8_variants.py's with_options: switches,
@@ -41,7 +44,7 @@ def main():
     from engine.gpu.timing import time_stages
     from engine.model.config import AttentionConfig
     rng = np.random.default_rng(33)
-    shapes = ((300, 1000, "rising"), (1000, 777, "normal"), (129, 191, "normal"))
+    shapes = SHAPES
     ok = {}
     for name, (fp8, bk, *_) in BUILDS.items():
         L, undo = use(name)
