@@ -25,7 +25,9 @@ BUILDS = {   # name -> (FP8, block_k, -D switches[, a kernel source in place of 
     "fp8 192, 4 stages": (True, 192, {"KV_STAGES": 4}),
 }
 
-# The checks' shapes: (seq_q, seq_k, input preset), each causal and not.
+# The timed sequence lengths, and the checks' shapes: (seq_q, seq_k, input preset), each
+# causal and not.
+SEQS = (2048, 8192, 16384)
 SHAPES = ((300, 1000, "rising"), (1000, 777, "normal"), (129, 191, "normal"))
 
 
@@ -58,7 +60,7 @@ def main():
             undo()
     print("validated:", ok, flush=True)
     rows = []
-    for n in (2048, 8192, 16384):
+    for n in SEQS:
         bh = (32768 // n) * 8
         kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=False)
         x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)

@@ -36,7 +36,9 @@
 // ahead, which needs two buffers), BAR_AREA (the bytes the launcher sets aside for the
 // mbarriers), PREFETCH_MAPS and PV_FIRST (1, the defaults, for the ends of a run: the tensor
 // maps fetched while the mbarriers are set up; a run's last P V issued before the waits for
-// the next run's Q_i and first K_j).
+// the next run's Q_i and first K_j), WIDE_STORES (1, the default: the output leaves in 16-byte
+// stores, a row's 8-column chunks transposed within the quad; 0: a 4-byte store of each
+// lane's two columns, for the lab's comparison).
 //
 // FP8 (1): Q_i, K_j and V_j arrive as e4m3 tiles made by quantize_fp8 (fp8.cuh), each with its
 // scale (q_scale per (batch·head, query tile), k_scale and v_scale per (batch·head, key tile)),
@@ -79,6 +81,9 @@
 #endif
 #ifndef Q_AHEAD
 #define Q_AHEAD 1
+#endif
+#ifndef WIDE_STORES
+#define WIDE_STORES 1
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -695,8 +700,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         }
 
         // Epilogue (the producer is already loading the next run, whose first S runs):
-        // full row sums, O_i / l_i, lse = scale·m + log(l), straight from registers to
-        // global memory.
+        // full row sums, O_i / l_i, lse = scale·m + log(l), from registers to global memory
+        // (WIDE_STORES: through a transpose within each quad).
         if (writes) {
             float inv_l[2];
             #pragma unroll
@@ -724,6 +729,25 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             half_t* Ob = O + (u64)bh * seq_q * d;
             #pragma unroll
             for (int h = 0; h < 2; ++h) {
+#if WIDE_STORES
+                // Each 8-column chunk of the row is spread over the quad, two columns a lane;
+                // transposed within the quad, lane t holds chunk 4k + t whole and writes it
+                // as 16 bytes, so the row leaves in whole sectors and a quarter of the
+                // stores (4-byte stores of a warp touch 8 rows' sectors each, half full).
+                #pragma unroll
+                for (int k = 0; k < d / 32; ++k) {
+                    unsigned w[4];
+                    #pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        const int nn = 4 * k + i;
+                        w[i] = pack_pair<OUT_BF16>(O_acc[4 * nn + 2 * h] * inv_l[h],
+                                                   O_acc[4 * nn + 2 * h + 1] * inv_l[h]);
+                    }
+                    const uint4 chunk = quad_transpose(w, t);
+                    if (row[h] < seq_q)
+                        *(uint4*)(Ob + (u64)row[h] * d + 8 * (4 * k + t)) = chunk;
+                }
+#else
                 if (row[h] < seq_q) {
                     unsigned* dst = (unsigned*)(Ob + (u64)row[h] * d + 2 * t);
                     #pragma unroll
@@ -731,6 +755,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                         dst[nn * 4] = pack_pair<OUT_BF16>(O_acc[4 * nn + 2 * h] * inv_l[h],
                                                           O_acc[4 * nn + 2 * h + 1] * inv_l[h]);
                 }
+#endif
             }
         }
 

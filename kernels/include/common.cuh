@@ -106,6 +106,28 @@ __device__ __forceinline__ float quad_sum(float x) {
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// ---- a 4 x 4 transpose of 32-bit words across a quad -------------------------------------
+// x (4 words) moves to x[(i - t) & 3] for lane t of its quad: a rotation by t, as selects.
+__device__ __forceinline__ void rotate_by_lane(unsigned (&x)[4], int t) {
+    if (t & 1) { const unsigned x3 = x[3]; x[3] = x[2]; x[2] = x[1]; x[1] = x[0]; x[0] = x3; }
+    if (t & 2) {
+        const unsigned x0 = x[0], x1 = x[1];
+        x[0] = x[2]; x[1] = x[3]; x[2] = x0; x[3] = x1;
+    }
+}
+// Lane t of a quad holds word t of each of four chunks (w[i]: chunk i); it gets back chunk t
+// whole, its words in order: three shuffles, each lane sending in round r the word its
+// partner t + r wants (w[(t - r) & 3]).
+__device__ __forceinline__ uint4 quad_transpose(const unsigned (&w)[4], int t) {
+    unsigned a[4] = {w[0], w[3], w[2], w[1]};
+    rotate_by_lane(a, t);                                  // a[r] = w[(t - r) & 3]
+    unsigned got[4] = {a[0], 0u, 0u, 0u};
+    #pragma unroll
+    for (int r = 1; r < 4; ++r) got[r] = __shfl_sync(0xffffffffu, a[r], (t + r) & 3, 4);
+    rotate_by_lane(got, t);                                // got[r] came from lane t + r
+    return make_uint4(got[0], got[1], got[2], got[3]);
+}
+
 // ---- shared-memory address as the 32-bit form that PTX shared-space operands take ----
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
     unsigned a;
