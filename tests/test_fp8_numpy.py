@@ -437,6 +437,26 @@ def test_rmse_on_outliers_tile_scaling_and_rotation_beat_per_tensor():
 
 
 # ---- the trace -------------------------------------------------------------------------
+def test_fp8_timing_ceiling_counts_the_attention_kernels_bytes_alone(monkeypatch):
+    """The GPU times the FP8 attention kernel with its quantize pass outside the timed region,
+    so the bandwidth check counts the kernel's bytes only: a time the kernel's bytes allow but
+    the quantize pass's would not is accepted; one below the kernel's own bytes is refused."""
+    from engine.gpu import timing
+    from engine.model import iomodel
+    cfg = fp8_config(batch=2, heads=4, seq_q=1024, seq_k=1024, head_dim=128, block_q=128,
+                     block_k=128)
+    bandwidth = 1e12                                           # 1 TB/s, and flops no limit
+    monkeypatch.setattr(timing, "ceilings", lambda: timing.Ceiling(1e30, bandwidth, "test"))
+    kernel = iomodel.compulsory_bytes(cfg, "flash", quantize=False)
+    whole = iomodel.compulsory_bytes(cfg, "flash")
+    assert whole > 1.5 * kernel
+    ms = 1.2 * kernel / bandwidth * 1e3                        # 0.8 TB/s of the kernel's bytes
+    assert whole / (ms * 1e-3) > bandwidth                      # the whole pass's would not fit
+    timing.check_ceilings(cfg, "flash", False, ms, "test")
+    with pytest.raises(timing.ImplausibleTimingError, match="TB/s"):
+        timing.check_ceilings(cfg, "flash", False, 0.8 * kernel / bandwidth * 1e3, "test")
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_trace_invariants(causal):
     """The 16-bit trace's invariants hold, in natural-log units of the dequantized scores."""
@@ -651,8 +671,9 @@ def test_fp8_bytes():
     assert iomodel.peak_memory(cfg, "flash") == (bh * (2 * 256 + 2 * 512) * d * 2
                                                  + bh * (256 + 2 * 512) * d + scales
                                                  + bh * 256 * 4)
-    assert iomodel.compulsory_bytes(cfg, "flash") == (quant.total + bh * (256 + 1024) * d
-                                                      + bh * 256 * d * 2 + bh * 256 * 4)
+    kernel_bytes = bh * (256 + 1024) * d + bh * 256 * d * 2 + bh * 256 * 4
+    assert iomodel.compulsory_bytes(cfg, "flash") == quant.total + kernel_bytes
+    assert iomodel.compulsory_bytes(cfg, "flash", quantize=False) == kernel_bytes
     # a 16-bit config's counts are as they were: io_itemsize is its itemsize
     half = cfg.with_(dtype="float16")
     assert half.io_itemsize == half.itemsize == 2

@@ -310,11 +310,13 @@ def paper_theta_bytes(cfg: AttentionConfig, gpu: GpuProfile) -> dict:
 
 
 def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool = False,
-                     direction: str = "forward") -> int:
+                     direction: str = "forward", quantize: bool = True) -> int:
     """Bytes any implementation must move through device memory (the timing ceilings' check):
     naive reads and writes S and P (naive_hbm); flash reads Q, K, V once and writes O and
-    lse, and with the trace also the four trace arrays and the per-block schedule records.
-    direction="backward": see backward_compulsory_bytes."""
+    lse, and with the trace also the four trace arrays and the per-block schedule records;
+    FP8 with its quantize pass (fp8_quantize_hbm), or without it (quantize=False: the
+    attention kernel alone, as the GPU timings time it). direction="backward": see
+    backward_compulsory_bytes."""
     if direction == "backward":
         return backward_compulsory_bytes(cfg, algorithm, trace)
     if algorithm == "naive":
@@ -322,8 +324,10 @@ def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool = False,
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
     total = bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * e + 4 * bh * cfg.seq_q
     if cfg.is_fp8:          # the quantize pass, then Q8, K8, V8 read once, O in bfloat16
-        total = (fp8_quantize_hbm(cfg).total + bh * (cfg.seq_q + 2 * cfg.seq_k) * d * e
+        total = (bh * (cfg.seq_q + 2 * cfg.seq_k) * d * e
                  + bh * cfg.seq_q * d * cfg.io_itemsize + 4 * bh * cfg.seq_q)
+        if quantize:
+            total += fp8_quantize_hbm(cfg).total
     if trace:
         total += trace_array_bytes(cfg) + SCHEDULE_RECORD_BYTES * bh * cfg.Tr
     return total
