@@ -107,7 +107,7 @@ __device__ __forceinline__ float quad_sum(float x) {
 }
 
 // ---- a 4 x 4 transpose of 32-bit words across a quad -------------------------------------
-// x (4 words) moves to x[(i - t) & 3] for lane t of its quad: a rotation by t, as selects.
+// x[i] becomes x[(i - t) & 3] for lane t of its quad: a rotation by t, as selects.
 __device__ __forceinline__ void rotate_by_lane(unsigned (&x)[4], int t) {
     if (t & 1) { const unsigned x3 = x[3]; x[3] = x[2]; x[2] = x[1]; x[1] = x[0]; x[0] = x3; }
     if (t & 2) {
@@ -116,8 +116,8 @@ __device__ __forceinline__ void rotate_by_lane(unsigned (&x)[4], int t) {
     }
 }
 // Lane t of a quad holds word t of each of four chunks (w[i]: chunk i); it gets back chunk t
-// whole, its words in order: three shuffles, each lane sending in round r the word its
-// partner t + r wants (w[(t - r) & 3]).
+// whole, its words in order: three shuffles; in round r each lane reads lane t + r and sends
+// lane t - r the word that lane wants, w[(t - r) & 3].
 __device__ __forceinline__ uint4 quad_transpose(const unsigned (&w)[4], int t) {
     unsigned a[4] = {w[0], w[3], w[2], w[1]};
     rotate_by_lane(a, t);                                  // a[r] = w[(t - r) & 3]
