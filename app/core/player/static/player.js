@@ -37,6 +37,8 @@
   function onRender(args) {
     if (args.sig === sig) { setHeight(); return; }       // a rerun with the same frames
     spec = args.spec; sig = args.sig; n = spec.frames.length;
+    // the step the player opens at without a link, which the URL leaves out (writeUrl)
+    document.body.dataset.home = String((spec.url.home || 0) + spec.url.base);
     idx = clamp(args.start | 0); t = idx; reported = idx; playing = false; painted = -1;
     cursor = null;
     build();
