@@ -322,12 +322,11 @@ def compulsory_bytes(cfg: AttentionConfig, algorithm: str, trace: bool = False,
     if algorithm == "naive":
         return naive_hbm(cfg).total
     e, bh, d = cfg.itemsize, cfg.bh, cfg.head_dim
-    total = bh * (2 * cfg.seq_q + 2 * cfg.seq_k) * d * e + 4 * bh * cfg.seq_q
-    if cfg.is_fp8:          # the quantize pass, then Q8, K8, V8 read once, O in bfloat16
-        total = (bh * (cfg.seq_q + 2 * cfg.seq_k) * d * e
-                 + bh * cfg.seq_q * d * cfg.io_itemsize + 4 * bh * cfg.seq_q)
-        if quantize:
-            total += fp8_quantize_hbm(cfg).total
+    # Q, K, V read once, O (FP8: in bfloat16, io_itemsize) and lse written once
+    total = (bh * (cfg.seq_q + 2 * cfg.seq_k) * d * e + bh * cfg.seq_q * d * cfg.io_itemsize
+             + 4 * bh * cfg.seq_q)
+    if cfg.is_fp8 and quantize:
+        total += fp8_quantize_hbm(cfg).total
     if trace:
         total += trace_array_bytes(cfg) + SCHEDULE_RECORD_BYTES * bh * cfg.Tr
     return total
