@@ -65,21 +65,21 @@ def test_paper_theta_orders():
 def test_backward_wgmma_layout_worked_by_hand_fits_the_h200():
     # d = 64, 128×128: K_j, V_j 128·64·2 = 16,384 each; Q_i, dO_i two stages of 128·64·2 =
     # 32,768 each; dS_ij two buffers of 128·128·2 = 65,536; lse_i, D_i two stages of 128·4 =
-    # 1,024 each; dQ_i staged as 128 rows of (64 + 8) float32 = 36,864; mbarriers 128 and
-    # swizzle alignment 1,024: 203,904 B.
+    # 1,024 each; dQ_i staged as 128 · 64 float32 = 32,768 (tile order, no padding);
+    # mbarriers 128 and swizzle alignment 1,024: 199,808 B.
     cfg = engine.AttentionConfig(head_dim=64, block_q=128, block_k=128, dtype="float16")
     b = iomodel.smem_budget(cfg, H200, "backward wgmma")
     assert b.parts == {"K_j": 16384, "V_j": 16384, "Q_i (2 buffers)": 32768,
                        "dO_i (2 buffers)": 32768, "dS_ij (2 buffers)": 65536,
                        "lse_i (2 buffers)": 1024, "D_i (2 buffers)": 1024,
-                       "dQ_i (float32 staging)": 36864, "mbarriers": 128,
+                       "dQ_i (float32 staging)": 32768, "mbarriers": 128,
                        "swizzle alignment": 1024}
-    assert b.total == 203_904 and b.fits and b.limit == 227 * 1024
+    assert b.total == 199_808 and b.fits and b.limit == 227 * 1024
     assert b.blocks_per_sm == 1
     # d = 128, 64×128: K_j, V_j 32,768 each; Q_i, dO_i 2 · 64·128·2 = 32,768 each; dS_ij
     # 2 · 64·128·2 = 32,768; lse_i, D_i 2 · 64·4 = 512 each: the mma.sync backward's
-    # 164,864 B; plus dQ_i 64 · (128 + 8) · 4 = 34,816 and 128 + 1,024: 200,832 B.
+    # 164,864 B; plus dQ_i 64 · 128 · 4 = 32,768 and 128 + 1,024: 198,784 B.
     cfg = cfg.with_(head_dim=128, block_q=64, block_k=128, dtype="bfloat16")
     b = iomodel.smem_budget(cfg, H200, "backward wgmma")
-    assert b.total == 200_832 and b.fits and b.blocks_per_sm == 1
-    assert b.total == iomodel.smem_bytes(cfg, "backward mma.sync") + 34_816 + 128 + 1024
+    assert b.total == 198_784 and b.fits and b.blocks_per_sm == 1
+    assert b.total == iomodel.smem_bytes(cfg, "backward mma.sync") + 32_768 + 128 + 1024

@@ -53,9 +53,9 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     one buffer each of Q_i, dO_i, lse_i and D_i (-DQUERY_STAGES=1), for smaller blocks.
     "backward wgmma" (kernels/hopper/flash_backward_wgmma.cu): the same tiles, Q_i, dO_i, lse_i and
     D_i in a two-stage ring that bulk tensor copies fill, the 16-bit ones in the 128-byte
-    swizzle; a float32 staging tile of dQ_i (rows padded by 8 floats against bank
-    conflicts, for the bulk dQ reductions of -DDQ_WRITER=1, reserved in every build), the
-    mbarriers (128 bytes) and up to 1024 bytes to align the swizzle pattern.
+    swizzle; a float32 staging tile of dQ_i (in the accumulator's tile order, for the bulk
+    dQ reductions of -DDQ_WRITER=1, reserved in every build), the mbarriers (128 bytes) and
+    up to 1024 bytes to align the swizzle pattern.
     """
     Br, Bc, d, e = cfg.block_q, cfg.block_k, cfg.head_dim, cfg.itemsize
     if kernel == "teaching":
@@ -74,7 +74,7 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
                  "dO_i (2 buffers)": 2 * Br * d * 2, "dS_ij (2 buffers)": 2 * Bc * Br * 2,
                  "lse_i (2 buffers)": 2 * Br * 4, "D_i (2 buffers)": 2 * Br * 4}
         if kernel == "backward wgmma":
-            return {**tiles, "dQ_i (float32 staging)": Br * (d + 8) * 4, "mbarriers": 128,
+            return {**tiles, "dQ_i (float32 staging)": Br * d * 4, "mbarriers": 128,
                     "swizzle alignment": 1024}
         return tiles
     tiles = {"Q_i": Br * d * 2, "K_j (2 buffers)": 2 * Bc * d * 2,

@@ -125,6 +125,41 @@ backward_dq_cast(const float* __restrict__ dQacc, half_t* __restrict__ dQ, float
                                    pack_pair<BF16>(b.z * scale, b.w * scale));
 }
 
+// dQ = scale · dQacc from the wgmma backward's tile order (kernels/hopper/
+// flash_backward_wgmma.cu): query tile i of batch·head bh is Br · d / 4096 parts of 64 x 64
+// floats (by rows where Br = 128, by columns where d = 128), float4 f of warpgroup thread x
+// at (f · 128 + x) · 4 holding rows 16 (x / 32) + (x / 4) % 8 (+ 8 for its last two floats)
+// and columns 8 f + 2 (x % 4) + (0, 1). One thread per quad of x and f: its 64 contiguous
+// bytes are 8 columns of two rows, two 16-byte stores; rows past seq_q are not written.
+extern "C" __global__ void __launch_bounds__(256)
+backward_dq_cast_tiles(const float* __restrict__ dQacc, half_t* __restrict__ dQ, float scale,
+                       long long n_quads, int seq_q, int Tr) {
+    constexpr int COL_PARTS = d / 64, PARTS = Br * d / 4096;
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= n_quads) return;
+    const int quad = (int)(idx % 32), f = (int)(idx / 32 % 8);
+    const long long rest = idx / 256;
+    const int part = (int)(rest % PARTS);
+    const long long tile = rest / PARTS;                 // bh · Tr + i
+    const int i = (int)(tile % Tr);
+    const long long bh = tile / Tr;
+    const float4* src = (const float4*)(dQacc + tile * Br * d + part * 4096 + f * 512 + quad * 16);
+    const float4 v[4] = {src[0], src[1], src[2], src[3]};     // t = 0 .. 3
+    const int row = 64 * (part / COL_PARTS) + 16 * (quad / 8) + quad % 8;
+    const int col = 64 * (part % COL_PARTS) + 8 * f;
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int q = i * Br + row + 8 * h;
+        if (q >= seq_q) continue;
+        unsigned w[4];
+        #pragma unroll
+        for (int t = 0; t < 4; ++t)
+            w[t] = h ? pack_pair<BF16>(v[t].z * scale, v[t].w * scale)
+                     : pack_pair<BF16>(v[t].x * scale, v[t].y * scale);
+        *(uint4*)(dQ + (bh * seq_q + q) * d + col) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
 // Q_i, dO_i, lse_i and D_i into buffer `buf` (rows past seq_q: zeros, so they add nothing).
 __device__ __forceinline__ void load_query_tile(unsigned smem, int buf, int i, const half_t* Qb,
                                                 const half_t* dOb, const float* Lb,

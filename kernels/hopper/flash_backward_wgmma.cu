@@ -1,7 +1,8 @@
 // Hopper (sm_90a) FlashAttention-2 backward pass on warpgroup MMA (float16 or bfloat16 in,
-// float32 accumulate). It runs between the mma.sync backward's two helper kernels
+// float32 accumulate). It runs between the mma.sync backward's helper kernels
 // (kernels/ampere/flash_backward_mma.cu): backward_delta before it (D = rowsum(dO ∘ O), dQ
-// accumulator zeroed) and backward_dq_cast after it (dQ = scale · accumulator).
+// accumulator zeroed) and backward_dq_cast_tiles after it (dQ = scale · accumulator, from
+// the accumulator's tile order below into rows).
 //
 // One thread block per (key tile j, batch·head), in the launch order of grid_key_tile
 // (kernels/include/common.cuh): causal key tiles heaviest first (j = 0 meets every query tile)
@@ -13,27 +14,28 @@
 //     D_i into the same stage and arrives on it. A stage is refilled once every consumer
 //     thread has arrived on its "empty" mbarrier.
 //   - warpgroups 1 .. Bc / 64, the consumers: each owns 64 keys of K_j, V_j and keeps their
-//     dK_j, dV_j rows in registers. Per query tile, on the tensor cores:
+//     dK_j, dV_j rows in registers. Per query tile, on the tensor cores, in this order:
 //       S_ijᵀ = K_j Q_iᵀ,   dP_ijᵀ = V_j dO_iᵀ       (both operands in shared memory)
-//       P_ijᵀ = exp2(S·scale·log2e − lse·log2e),  dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i)
-//       dV_j += P_ijᵀ dO_i,  dK_j += dS_ijᵀ Q_i      (P, dS straight from the accumulators)
+//       P_ijᵀ = exp2(S·scale·log2e − lse·log2e);  dV_j += P_ijᵀ dO_i
+//       dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i)            (P, dS straight from the accumulators)
 //       dQ_i += dS_ij K_j                          (dS_ij through shared memory, stored
 //                                                   transposed by stmatrix; each consumer
 //                                                   takes a 64-row or 64-column part)
-//     and dQ_i's parts are added to the float32 accumulator in HBM with red.global.add:
-//     DQ_WRITER 0, by the consumers from their registers (as the mma.sync backward does);
-//     DQ_WRITER 1, by warp 2 of the producer warpgroup, from a float32 staging tile in
-//     shared memory that the consumers fill ("dq_full") and reuse once it is read
-//     ("dq_empty"): each lane issues bulk reductions (cp.reduce.async.bulk) of whole rows,
-//     and the consumers go on to the next tile.
+//       dK_j += dS_ijᵀ Q_i                         (runs while dQ_i's part goes out)
+//     and dQ_i's parts are added to the float32 accumulator in HBM, kept in tile order (a
+//     consumer's part is 16 contiguous KB, in its fragment order; see DQ_PART):
+//     DQ_WRITER 0, by the consumers from their registers, red.global.add.v4 of 512
+//     contiguous bytes a warp; DQ_WRITER 1, by warp 2 of the producer warpgroup, from a
+//     float32 staging tile in shared memory that the consumers fill ("dq_full") and reuse
+//     once it is read ("dq_empty"): one bulk reduction (cp.reduce.async.bulk) per part.
 // Shared-memory tiles are 64-column (128-byte) slabs in the 128-byte swizzle that the copy
 // engine writes and wgmma reads (16-byte chunk c of row r sits at chunk c XOR (r mod 8)).
 // Rows past seq_q / seq_k arrive as zeros; P is zeroed where masked (causal diagonal tiles,
 // ragged last tiles), so those rows add nothing.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc: 128, two
-// consumers), BF16 (0: float16, 1: bfloat16), DQ_WRITER (0 or 1, as above). (HEAD_DIM, Br) is (64, 128) or (128, 64): the
-// shapes whose accumulators fit the consumers' 240 registers.
+// consumers), BF16 (0: float16, 1: bfloat16), DQ_WRITER (0 or 1, as above). (HEAD_DIM, Br)
+// is (64, 128) or (128, 64): the shapes whose accumulators fit the consumers' 240 registers.
 
 #include "tile_shape.cuh"
 #ifndef DQ_WRITER
@@ -52,7 +54,14 @@ constexpr int SLAB_DS = Br * 128;               // ... of dS_ij (64 keys a slab)
 constexpr int Q_BYTES = Br * d * 2;
 constexpr int KV_BYTES = Bc * d * 2;
 constexpr int DS_BYTES = Br * Bc * 2;
-constexpr int DQ_PITCH = d + 8;                 // floats per staged dQ_i row (+8: fewer bank conflicts)
+// dQ_i's accumulator in HBM is kept in tile order, not row order: query tile i of batch·head
+// bh is DQ_PARTS consecutive parts of 64 x 64 floats (a consumer's part of dQ_i), each in
+// its consumers' fragment order, so a consumer's part is one contiguous 16 KB: float4 f of
+// thread x (0..127) of the warpgroup holds its accumulators 4f .. 4f + 3, at float
+// (f · 128 + x) · 4. backward_dq_cast_tiles (kernels/ampere/flash_backward_mma.cu) reads it
+// back into rows. Rows past seq_q (a ragged last tile) add zeros there and are never read.
+constexpr int DQ_PART = 64 * 64;                // floats of one consumer's part of dQ_i
+constexpr int DQ_PARTS = Br * d / DQ_PART;
 constexpr int S_REGS = Br / 2;                  // S_ijᵀ (or dP_ijᵀ) accumulators: 64 x Br
 constexpr int G_REGS = d / 2;                   // dK_j (or dV_j) accumulators: 64 x d
 // dQ_i (Br x d) parts: with Br = 64 · CONSUMERS each consumer takes 64 rows and every
@@ -79,6 +88,12 @@ static_assert(DQ_BY_ROWS || d == 64 * CONSUMERS, "dQ parts must be 64 x 64");
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
+// dst[0..3] += x, y, z, w in global memory: one 16-byte vector reduction (sm_90).
+__device__ __forceinline__ void red_add4(float* dst, float x, float y, float z, float w) {
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(dst), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
+
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ TensorMap tm_k,
                      const __grid_constant__ TensorMap tm_v, const __grid_constant__ TensorMap tm_do,
@@ -101,7 +116,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
 
     // Shared memory from a 1024-byte boundary (the swizzle pattern's period): K_j, V_j, the
     // stages of Q_i and dO_i, two dS_ij buffers, the stages of lse_i and D_i, the staged
-    // dQ_i (float32, Br rows of DQ_PITCH), the mbarriers.
+    // dQ_i (float32, in tile order), the mbarriers.
     const unsigned raw = smem_addr(smem_raw);
     const unsigned base = (raw + 1023) & ~1023u;
     const unsigned sK = base;
@@ -112,9 +127,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
     const unsigned sL = sdS + 2 * DS_BYTES;
     const unsigned sD = sL + STAGES * Br * 4;
     const unsigned sdQ = sD + STAGES * Br * 4;
-    const unsigned bars = sdQ + Br * DQ_PITCH * 4;
-    float* const L_stage = (float*)(smem_raw + (sL - raw));     // generic pointers (warp 1)
-    float* const D_stage = (float*)(smem_raw + (sD - raw));
+    const unsigned bars = sdQ + Br * d * 4;
     const unsigned kv_full = bars, dq_full = bars + 8, dq_empty = bars + 16;
     auto full = [&](int s) { return bars + 8 * (3 + s); };
     auto empty = [&](int s) { return bars + 8 * (3 + STAGES + s); };
@@ -166,20 +179,20 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
                 #pragma unroll 1                // unrolled, it needs more than its 24 registers
                 for (int r = lane; r < Br; r += 32) {
                     const int row = i * Br + r;
-                    L_stage[s * Br + r] = row < seq_q ? Lb[row] : 0.f;
-                    D_stage[s * Br + r] = row < seq_q ? Db[row] : 0.f;
+                    sts_f1(sL + (s * Br + r) * 4, row < seq_q ? Lb[row] : 0.f);
+                    sts_f1(sD + (s * Br + r) * 4, row < seq_q ? Db[row] : 0.f);
                 }
                 mbar_arrive(full(s));       // release: the stores above come first
             }
         } else if (DQ_WRITER && warp == 2) {
-            // Warp 2: each staged dQ_i into the float32 accumulator, a bulk reduction per
-            // row (lane l: rows l, l + 32, ...); once they have read the stage, it is free.
+            // Warp 2: each staged dQ_i into the float32 accumulator, one bulk reduction of
+            // 16 KB per consumer's part (lane p: part p); once they have read the stage, it
+            // is free.
             for (int i = i_first, u = 0; i < Tr; ++i, ++u) {
                 mbar_wait(dq_full, RingPos<1>::at(u).phase);
-                float* dQb = dQacc + ((u64)bh * seq_q + i * Br) * d;
-                const int rows = min(Br, seq_q - i * Br);
-                for (int r = lane; r < rows; r += 32)
-                    bulk_add_f32(dQb + (u64)r * d, sdQ + r * DQ_PITCH * 4, d * 4);
+                if (lane < DQ_PARTS)
+                    bulk_add_f32(dQacc + ((u64)bh * Tr + i) * Br * d + lane * DQ_PART,
+                                 sdQ + lane * DQ_PART * 4, DQ_PART * 4);
                 bulk_commit();
                 bulk_wait_read();
                 mbar_arrive(dq_empty);
@@ -198,6 +211,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
     const int key[2] = {k0 + wg * 64 + wq * 16 + g, k0 + wg * 64 + wq * 16 + g + 8};
     const int dq_row0 = DQ_BY_ROWS ? 64 * wg : 0;    // this consumer's part of dQ_i
     const int dq_col0 = DQ_BY_ROWS ? 0 : 64 * wg;
+    const int x = tid % 128;                     // thread in the warpgroup (dQ_i's tile order)
 
     // Descriptors (see flash_wgmma.cu). K-major operands (a k-step of 16 columns moves 32
     // bytes inside a 128-byte row and every 4 k-steps to the next slab; 8-row groups 1024
@@ -283,11 +297,6 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
                 dS_a[kk][r] = pack_pair<BF16>(p.x * (dP[e0] - Dv.x), p.y * (dP[e0 + 1] - Dv.y));
             }
 
-        // dK_j += dS_ijᵀ Q_i.
-        wgmma_fence();
-        #pragma unroll
-        for (int kk = 0; kk < Br / 16; ++kk) wgmma_rs(dK_acc, dS_a[kk], nmajor(sQs, SLAB_Q, kk));
-        wgmma_commit();
 
         // dS_ij into this tile's buffer: the fragments of dS_ijᵀ stored transposed, slab wg
         // holding this consumer's 64 keys (row = query, 16 bytes = 8 keys). Matrix m of
@@ -315,39 +324,37 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
             wgmma_ss<1>(dQ_part, kmajor(sdSb + dq_row0 * 128, SLAB_DS, kk),
                         nmajor(sK + (dq_col0 / 64) * SLAB_KV, SLAB_KV, kk), kk > 0);
         wgmma_commit();
-        wgmma_wait<0>();                         // dV, dK and dQ products of tile i are done
+        // dK_j += dS_ijᵀ Q_i, behind dQ_i's product: it runs while dQ_i's part goes out.
+        wgmma_fence();
+        #pragma unroll
+        for (int kk = 0; kk < Br / 16; ++kk) wgmma_rs(dK_acc, dS_a[kk], nmajor(sQs, SLAB_Q, kk));
+        wgmma_commit();
+        wgmma_wait<1>();                         // dV and dQ products of tile i are done
         reg_fence(dQ_part);
-        reg_fence(dK_acc);
         reg_fence(dV_acc);
-        mbar_arrive(empty(s));                   // Q_i, dO_i, lse_i, D_i are no longer read
 
-        // dQ_i part into the float32 accumulator (scale applied by backward_dq_cast): from
-        // here, or staged for the producer's warp 2 once it has read the last one.
+        // dQ_i's part into the float32 accumulator (scale applied by the cast), in tile order:
+        // staged for the producer's warp 2 once it has read the last one, or added from here,
+        // each warp's reduction 512 contiguous bytes.
         if constexpr (DQ_WRITER) {
             if (u > 0) mbar_wait(dq_empty, RingPos<1>::at(u).empty_parity());
+            const unsigned part = sdQ + wg * DQ_PART * 4;
             #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const unsigned row = sdQ + ((dq_row0 + wq * 16 + g + 8 * h) * DQ_PITCH + dq_col0
-                                            + 2 * t) * 4;
-                #pragma unroll
-                for (int nn = 0; nn < 8; ++nn)
-                    sts_f2(row + nn * 32, dQ_part[4 * nn + 2 * h], dQ_part[4 * nn + 2 * h + 1]);
-            }
+            for (int f = 0; f < 8; ++f)
+                sts_f4(part + (f * 128 + x) * 16, dQ_part[4 * f], dQ_part[4 * f + 1],
+                       dQ_part[4 * f + 2], dQ_part[4 * f + 3]);
             fence_proxy_async();                 // the stores are visible to the bulk copies
             mbar_arrive(dq_full);
         } else {
-            float* dQb = dQacc + ((u64)bh * seq_q + q0 + dq_row0) * d + dq_col0;
+            float* mine = dQacc + (((u64)bh * Tr + i) * DQ_PARTS + wg) * DQ_PART + x * 4;
             #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int r = wq * 16 + g + 8 * h;
-                if (q0 + dq_row0 + r < seq_q) {
-                    #pragma unroll
-                    for (int nn = 0; nn < 8; ++nn)
-                        red_add2(dQb + (u64)r * d + nn * 8 + 2 * t, dQ_part[4 * nn + 2 * h],
-                                 dQ_part[4 * nn + 2 * h + 1]);
-                }
-            }
+            for (int f = 0; f < 8; ++f)
+                red_add4(mine + f * 512, dQ_part[4 * f], dQ_part[4 * f + 1], dQ_part[4 * f + 2],
+                         dQ_part[4 * f + 3]);
         }
+        wgmma_wait<0>();                         // dK_j's product of tile i is done
+        reg_fence(dK_acc);
+        mbar_arrive(empty(s));                   // Q_i, dO_i, lse_i, D_i are no longer read
     }
 
     // scale · dK_j and dV_j (zeros for a key tile no query tile sees) to global memory.

@@ -145,6 +145,14 @@ __device__ __forceinline__ float2 lds_f2(unsigned addr) {
 __device__ __forceinline__ void sts_f2(unsigned addr, float x, float y) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};" :: "r"(addr), "f"(x), "f"(y) : "memory");
 }
+// The same for one float (4-byte aligned) and four (16-byte aligned).
+__device__ __forceinline__ void sts_f1(unsigned addr, float x) {
+    asm volatile("st.shared.f32 [%0], %1;" :: "r"(addr), "f"(x) : "memory");
+}
+__device__ __forceinline__ void sts_f4(unsigned addr, float x, float y, float z, float w) {
+    asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+}
 
 // ---- tensor-core building blocks (mma.sync kernels: sm_80 and later, and Turing, sm_75) ----
 // Shared-memory tiles are rows of CHUNKS 16-byte chunks, chunk index XOR (row mod 8), so the

@@ -22,11 +22,11 @@ from .wgmma import tensor_map
 
 FUNCTION = BACKWARD_WGMMA.function
 # How dQ_i reaches the float32 accumulator in HBM (the kernel's header), per head_dim: 0,
-# red.global.add from the consumers' registers, as the mma.sync backward; 1, staged in shared
-# memory and added by bulk reductions from a producer warp while the consumers go on. Both
-# pass the GPU tests at both head_dims; on an H200 staging is the faster at head_dim 128 and
-# the slower at 64 (lab/NOTES.md, "wgmma backward: staged dQ at head_dim 128").
-DQ_WRITER = {64: 0, 128: 1}
+# red.global.add.v4 from the consumers' registers; 1, staged in shared memory and added by
+# bulk reductions from a producer warp while the consumers go on. Both pass the GPU tests at
+# both head_dims; with the accumulator in tile order the consumers' reductions are the faster
+# at both (H100, lab/NOTES.md, "wgmma backward: dQ in tile order").
+DQ_WRITER = {64: 0, 128: 0}
 
 
 threads = backward_wgmma_threads  # one producer warpgroup, block_k / 64 consumer warpgroups
@@ -72,7 +72,7 @@ def prepare_backward(cfg: AttentionConfig, Q, K, V, O, lse, dO, *, poison: bool 
     """(run, outputs) as engine.gpu.launchers.backward_mma.prepare_backward describes them."""
     check_takes(cfg)
     b = build(cfg)
-    out, dQacc, flat = backward_helpers.outputs(cfg, Q, K, V, O, lse, dO, poison)
+    out, dQacc, flat = backward_helpers.outputs(cfg, Q, K, V, O, lse, dO, poison, tiled=True)
     fn = b.compiled()
     maps = (tensor_map(flat["Q"], cfg.block_q, cfg.dtype),
             tensor_map(flat["K"], cfg.block_k, cfg.dtype),
@@ -88,7 +88,7 @@ def prepare_backward(cfg: AttentionConfig, Q, K, V, O, lse, dO, *, poison: bool 
 
     grid = grid_of(cfg)
     backward = core.launch_loop(fn, b, cfg.Tc, cfg.bh, args_for, grid)
-    run = backward_helpers.between_helpers(cfg, O, dO, out, dQacc, backward)
+    run = backward_helpers.between_helpers(cfg, O, dO, out, dQacc, backward, tiled=True)
     run.operands = (Q, K, V, dO)      # the tensor maps point into these: keep them alive
     out["info"] = b.facts(fn, grid(min(cfg.bh, core.MAX_GRID_Y)))
     return run, out
