@@ -88,12 +88,6 @@ static_assert(DQ_BY_ROWS || d == 64 * CONSUMERS, "dQ parts must be 64 x 64");
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
 
-// dst[0..3] += x, y, z, w in global memory: one 16-byte vector reduction (sm_90).
-__device__ __forceinline__ void red_add4(float* dst, float x, float y, float z, float w) {
-    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
-                 :: "l"(dst), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
-}
-
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ TensorMap tm_k,
                      const __grid_constant__ TensorMap tm_v, const __grid_constant__ TensorMap tm_do,
@@ -296,7 +290,6 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
                 const float2 p = unpack_pair<BF16>(P_a[kk][r]);
                 dS_a[kk][r] = pack_pair<BF16>(p.x * (dP[e0] - Dv.x), p.y * (dP[e0 + 1] - Dv.y));
             }
-
 
         // dS_ij into this tile's buffer: the fragments of dS_ijᵀ stored transposed, slab wg
         // holding this consumer's 64 keys (row = query, 16 bytes = 8 keys). Matrix m of

@@ -64,6 +64,18 @@ __device__ __forceinline__ void red_add2(float* dst, float x, float y) {
 #endif
 }
 
+// dst[0..3] += x, y, z, w in global memory (16-byte aligned): one vector reduction on sm_90
+// and later, two before.
+__device__ __forceinline__ void red_add4(float* dst, float x, float y, float z, float w) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
+                 :: "l"(dst), "f"(x), "f"(y), "f"(z), "f"(w) : "memory");
+#else
+    red_add2(dst, x, y);
+    red_add2(dst + 2, z, w);
+#endif
+}
+
 // ---- reductions across the 32 lanes of a warp: every lane gets the result ----
 __device__ __forceinline__ float warp_max(float x) {
     for (int offset = 16; offset > 0; offset /= 2)
