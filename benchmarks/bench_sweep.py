@@ -10,11 +10,13 @@ The file is rewritten after every configuration, so an interrupted sweep keeps w
 measured. Sizes whose naive S and P (backward: P, dP and dS) would not fit in free GPU memory
 are skipped with a note, never attempted.
 
-Forward lines are validated before they are timed: the same build on a shorter run of the
-configuration (batch 1, 2 heads, N at most VALIDATE_N) against float64 attention of the same
-inputs; a line whose error passes its dtype's limit (validation_limit) is refused and
-skipped, never recorded. Each record keeps its validation (error, limit, N). dtype float8_e4m3
-times the FP8 build (--kernels tensorcore) alone: the other lines take 16-bit inputs.
+Every line is validated before it is timed: the same build on a shorter run of the
+configuration (batch 1, 2 heads, N at most VALIDATE_N) against float64 of the same inputs,
+its output (forward) or its dQ, dK and dV (backward: validate_backward); a line whose error
+passes its dtype's limit (validation_limit, BACKWARD_VALIDATION_LIMITS) is refused and
+skipped, never recorded. Each record keeps its validation (error, limit, N). dtype
+float8_e4m3 times the FP8 build (--kernels tensorcore) alone: the other lines take 16-bit
+inputs.
 """
 from __future__ import annotations
 
@@ -146,6 +148,62 @@ def validate(cfg: AttentionConfig, line: str) -> dict:
     return {"rel_err": err, "limit": limit, "seq": n}
 
 
+# Relative error (Frobenius) of a line's dQ, dK or dV against float64: the backward's target
+# for 16-bit gradients (float16, 11 significant bits; bfloat16 has 8, and P and dS are rounded
+# to the dtype before their products, so twice as much); float32 lines land far below theirs.
+BACKWARD_VALIDATION_LIMITS = {"float32": 1e-3, "float16": 1e-2, "bfloat16": 2e-2}
+
+
+def gradients64(cfg: AttentionConfig, q, k, v, dout) -> dict:
+    """dq, dk, dv (B, H, N, d) in float64 from the closed forms: P = softmax(S), O = P V,
+    dV = Pᵀ dO, dP = dO Vᵀ, D = rowsum(dO ∘ O), dS = P ∘ (dP − D), dQ = scale · dS K,
+    dK = scale · dSᵀ Q (causal top-left as the kernels)."""
+    q, k, v, do = (np.asarray(x, dtype=np.float64) for x in (q, k, v, dout))
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) * cfg.softmax_scale
+    if cfg.causal:
+        s[..., np.arange(cfg.seq_k)[None, :] > np.arange(cfg.seq_q)[:, None]] = -np.inf
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    o = p @ v
+    ds = p * (do @ np.swapaxes(v, -1, -2) - (do * o).sum(-1, keepdims=True))
+    return {"dq": cfg.softmax_scale * ds @ k,
+            "dk": cfg.softmax_scale * np.swapaxes(ds, -1, -2) @ q,
+            "dv": np.swapaxes(p, -1, -2) @ do}
+
+
+def line_gradients(cfg: AttentionConfig, line: str, q, k, v, dout,
+                   backend: str = "cupy") -> dict:
+    """The line's dq, dk, dv on q, k, v and dout (on the GPU; backend "numpy" runs our lines'
+    NumPy algorithm instead, which CPU tests use)."""
+    import engine
+    if line in TORCH_LINES:
+        from engine.gpu.torch_reference import sdpa_gradients
+        return sdpa_gradients(cfg, line, q, k, v, dout)
+    g = engine.run_backward(cfg, q, k, v, dout, backend=backend,
+                            algorithm="naive" if line == "naive" else "flash",
+                            kernel="teaching" if line == "naive" else line)
+    return {"dq": g.dq, "dk": g.dk, "dv": g.dv}
+
+
+def validate_backward(cfg: AttentionConfig, line: str, backend: str = "cupy") -> dict:
+    """The line's backward on a shorter run of cfg against float64 gradients: {"rel_err" (the
+    largest of dq's, dk's and dv's), "limit", "seq", "rel_errs"}; ValueError naming the
+    gradient when one passes the limit (the line is refused)."""
+    n = min(cfg.seq_q, VALIDATE_N)
+    small = cfg.with_(batch=1, heads=2, seq_q=n, seq_k=min(cfg.seq_k, VALIDATE_N))
+    q, k, v = make_inputs(small)
+    dout = make_dout(small)
+    want = gradients64(small, q, k, v, dout)
+    got = line_gradients(small, line, q, k, v, dout, backend)
+    errs = {name: rel_err(got[name], want[name]) for name in want}
+    limit = BACKWARD_VALIDATION_LIMITS[small.dtype]
+    for name, err in errs.items():
+        if not err <= limit:                   # NaN fails too
+            raise ValueError(f"refused: on N={n} its {name} differs from float64 by {err:.2e} "
+                             f"(relative), over the limit {limit:.2e}; not timed")
+    return {"rel_err": max(errs.values()), "limit": limit, "seq": n, "rel_errs": errs}
+
+
 def naive_need(cfg: AttentionConfig, direction: str) -> int:
     from engine.model.iomodel import peak_memory
     return peak_memory(cfg, "naive", direction=direction)
@@ -182,7 +240,8 @@ def sweep(args) -> int:
                               f"{format_bytes(free)} free")
             if reason is None:
                 try:
-                    checked = validate(cfg, line) if not backward else None
+                    checked = (validate_backward(cfg, line) if backward
+                               else validate(cfg, line))
                     timing = bench_one(cfg, line, args, inputs)
                     record = timing_record(cfg, line, timing, args.direction)
                     if checked:

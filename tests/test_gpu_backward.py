@@ -322,3 +322,24 @@ def test_torch_backward_lines_take_every_16_bit_dtype(dtype):
     cfg = config(dtype=dtype, seq_q=512, seq_k=512, block_q=64, block_k=64)
     t = torch_reference.benchmark_torch(cfg, "torch_flash", 20, 1, direction="backward")
     assert t.median_ms > 0 and t.tflops > 0, (cfg, t)
+
+
+@pytest.mark.parametrize("line", ["naive", "tensorcore", "torch_flash", "torch_cudnn"])
+def test_the_sweep_validates_each_backward_line_against_float64(line):
+    """benchmarks.bench_sweep.validate_backward, as a backward sweep runs it before timing a
+    line: our builds and PyTorch's pass, with every gradient's error recorded."""
+    from benchmarks.bench_sweep import BACKWARD_VALIDATION_LIMITS, validate_backward
+    from engine.gpu import torch_reference
+    if line.startswith("torch"):
+        try:
+            torch_reference.torch_module()
+        except torch_reference.TorchUnavailableError as exc:
+            pytest.skip(str(exc))
+    cfg = engine.AttentionConfig(batch=2, heads=4, seq_q=2048, seq_k=2048, head_dim=128,
+                                 block_q=64, block_k=128, dtype="bfloat16", causal=True)
+    try:
+        checked = validate_backward(cfg, line)
+    except torch_reference.TorchUnavailableError as exc:
+        pytest.skip(str(exc))
+    assert checked["seq"] == 1024 and checked["limit"] == BACKWARD_VALIDATION_LIMITS["bfloat16"]
+    assert 0 < checked["rel_err"] <= checked["limit"], checked

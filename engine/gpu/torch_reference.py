@@ -114,6 +114,18 @@ def sdpa_output(cfg: AttentionConfig, name: str, q, k, v) -> np.ndarray:
         return keep["O"].float().cpu().numpy()  # takes the config) and keeps the output
 
 
+def sdpa_gradients(cfg: AttentionConfig, name: str, q, k, v, dout) -> dict:
+    """One SDPA backward with backend `name` on NumPy q, k, v and dout: the gradients of
+    sum(O · dout), {"dq", "dk", "dv"} as float32 NumPy."""
+    with GPU_LOCK, gpu_failures(f"PyTorch {name}"):
+        torch = torch_module()
+        tq, tk, tv, tdo = (_to_torch(torch, x) for x in (q, k, v, dout))
+        keep = {}
+        [(_, run)] = _sdpa_backward(cfg, name, tq, tk, tv, tdo, keep)
+        run()
+        return {n: g.float().cpu().numpy() for n, g in zip(("dq", "dk", "dv"), keep["grads"])}
+
+
 def _sdpa_backward(cfg, name, q, k, v, dout, keep):
     """The backward alone: one forward with autograd first, then each run rebuilds the
     gradients of sum(O · dout) from the saved graph (retain_graph keeps it for the next)."""
