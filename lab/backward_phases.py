@@ -26,6 +26,7 @@ PHASES = ("wait Q_i, dO_i (and loop)", "issue S, dP", "wait S", "P; issue dV", "
 # module setting BUILDS is what main() checks, times and stamps.
 BUILDS = {64: {"now": {}, "staged": {"DQ_WRITER": 1}},
           128: {"now": {}, "red": {"DQ_WRITER": 0}}}
+STAMPS = True        # read the phases last (needs patches/backward_phase_clock.diff)
 
 
 def with_defs(defs):
@@ -126,7 +127,7 @@ def main():
                 row = "  ".join(f"{k} {v:.3f} ms ({flops / v / 1e9:.0f} TF, cuDNN/ours "
                                 f"{cudnn / v:.3f})" for k, v in best.items())
                 print(f"d={d} N={n} causal={causal}: {row}; cuDNN {cudnn:.3f} ms", flush=True)
-    for d, n in ((64, 8192), (128, 8192)):
+    for d, n in ((64, 8192), (128, 8192)) if STAMPS else ():
         bq = 64 if d == 128 else 128
         cfg = engine.AttentionConfig(batch=32768 // n, heads=1024 // d, seq_q=n, seq_k=n,
                                      head_dim=d, block_q=bq, block_k=128, causal=False,
