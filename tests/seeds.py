@@ -15,6 +15,10 @@ DEFAULT_SEED = 20261125
 _ASKED = os.environ.get("FA_LAB_TEST_SEED", "").strip()
 FUZZING = _ASKED.lower() == "random"
 SEED = secrets.randbelow(2**31) if FUZZING else int(_ASKED or DEFAULT_SEED)
+if FUZZING:
+    # pytest-xdist's workers (scripts/test.sh) start from the process that drew the seed and
+    # inherit its environment: they take its seed, the one the run prints, instead of their own
+    SEED = int(os.environ.setdefault("FA_LAB_FUZZ_SEED", str(SEED)))
 
 
 def rng(salt: int = 0) -> np.random.Generator:
