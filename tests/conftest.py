@@ -19,9 +19,100 @@ if settings is not None:
     settings.load_profile("fuzz" if FUZZING else "fixed")
 
 
+def pytest_configure(config):
+    """The session's folder of compile outcomes (tests/compile_pool.py), made by the first
+    process (pytest-xdist's workers inherit its environment, and so share it) and removed
+    when that process ends."""
+    import compile_pool
+    if not os.environ.get(compile_pool.DIR_ENV):
+        import tempfile
+        config._fa_lab_compile_dir = tempfile.mkdtemp(prefix="fa-lab-compiles-")
+        os.environ[compile_pool.DIR_ENV] = config._fa_lab_compile_dir
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "_fa_lab_compile_dir", None)
+    if folder:
+        import shutil
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop("FA_LAB_COMPILE_DIR", None)
+
+
+# ---- pytest-xdist: what a worker runs whole, and in what order -----------------------------
+# scripts/test.sh runs the suite on two workers (--dist loadgroup), and a worker runs a group
+# whole, in collection order. The groups are group_of's (pytest-xdist's own xdist_group
+# marks do nothing under pytest 9, whose node ids it can no longer suffix). Every module is a
+# group of its own: its tests keep their order in one process, so a module's random stream
+# (seeds.rng) and its module fixtures are those of a serial run. The compile tests, which
+# take no random input, go out one at a time. tests/test_browser.py splits into four groups
+# by test, each run in the worker's server (one a process) and the file's browser; the two
+# load test files are one group, so they never run at once. The groups of GROUP_ORDER go out
+# first (the longest), then the other modules in collection order, and the compile tests
+# last, so the builds they need (started in the background when the session begins:
+# pytest_collection_finish) are most likely done.
+BROWSER_GROUPS = {
+    "test_page_renders_and_is_legible_at_projector_sizes": "browser-legible",
+    "test_every_page_url_opens_its_page": "browser-talk-and-links",
+    "test_talk_mode_fits_the_main_chart_on_one_screen": "browser-talk-and-links",
+    "test_tampered_url_shows_error_not_exception": "browser-talk-and-links",
+    "test_page_control_link_round_trip": "browser-talk-and-links",
+    "test_tile_sizes_click_on_a_cell_sets_the_tiles": "browser-talk-and-links",
+    "test_captures_stay_outside_the_repository": "browser-talk-and-links",
+    "test_every_chart_draws_and_reads": "browser-every-chart",
+}                                          # the rest of the file: "browser-players"
+GROUP_ORDER = ("browser-legible", "browser-talk-and-links", "browser-every-chart",
+               "browser-players", "tests/test_browser_deck.py", "load",
+               "tests/test_browser_lab.py")
+ONE_AT_A_TIME = ("tests/test_kernel_sources.py", "tests/test_nvrtc_builds.py")
+
+
+def group_of(nodeid: str) -> str:
+    """The group of a test, by its node id: what one worker runs whole."""
+    path, _, rest = nodeid.partition("::")
+    if path in ONE_AT_A_TIME:
+        return nodeid
+    if path == "tests/test_browser.py":
+        return BROWSER_GROUPS.get(rest.split("[")[0], "browser-players")
+    if path in ("tests/test_load.py", "tests/test_server_load.py"):
+        return "load"
+    return path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with the groups of group_of, in the workers' collection order."""
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return Groups(config, log)
+
+
+def _xdist_order(config, items) -> None:
+    """On an xdist worker: the groups of GROUP_ORDER first, then the other modules' tests,
+    then the compile tests, each part in collection order (every worker sorts alike)."""
+    if not hasattr(config, "workerinput"):
+        return
+
+    def rank(pair):
+        index, item = pair
+        group = group_of(item.nodeid)
+        if group == item.nodeid:
+            return (2, 0, index)
+        return (0 if group in GROUP_ORDER else 1,
+                GROUP_ORDER.index(group) if group in GROUP_ORDER else 0, index)
+    items[:] = [item for _, item in sorted(enumerate(items), key=rank)]
+
+
 def pytest_collection_modifyitems(config, items):
     """`exhaustive`-marked tests run only with FA_LAB_EXHAUSTIVE=1; `gpu`-marked tests only
-    where CuPy finds a usable GPU."""
+    where CuPy finds a usable GPU; under pytest-xdist, the groups and their order above."""
+    _xdist_order(config, items)
     if os.environ.get("FA_LAB_EXHAUSTIVE") != "1":
         skip = pytest.mark.skip(reason="the rest of the compile matrix: FA_LAB_EXHAUSTIVE=1 "
                                        "runs it")
@@ -40,13 +131,11 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# Module-scoped, not session-scoped: Playwright's sync API keeps an event loop running in
-# this thread while its browser is open, and the load tests after the browser files call
-# asyncio.run(), which refuses to run inside one.
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server():
-    """The app, headless, for a browser test file (tests/test_browser*.py): one server for
-    the file (each page a test opens is a session of its own there)."""
+    """The app, headless, for the browser test files (tests/test_browser*.py): one server for
+    the session's process (each pytest-xdist worker starts its own, when it first runs a
+    browser test), each page a test opens a session of its own there."""
     from app_server import CHROMIUM, serve
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is missing (.ci/run installs Debian's chromium)")
@@ -55,6 +144,9 @@ def server():
         yield base
 
 
+# Module-scoped, not session-scoped: Playwright's sync API keeps an event loop running in
+# this thread while its browser is open, and the load tests after the browser files call
+# asyncio.run(), which refuses to run inside one.
 @pytest.fixture(scope="module")
 def browser(server):
     """Debian's Chromium through Playwright, one for a browser test file, as one browser

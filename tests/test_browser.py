@@ -43,8 +43,10 @@ def test_captures_stay_outside_the_repository():
     assert ROOT.resolve() not in CAPTURES.resolve().parents, CAPTURES
 
 
-# `server` and `browser`, one of each per browser test file (this file, test_browser_deck.py,
-# test_browser_lab.py), are in tests/conftest.py.
+# `server` (one per test process) and `browser` (one per browser test file in a process: this
+# file, test_browser_deck.py, test_browser_lab.py) are in tests/conftest.py. Under
+# pytest-xdist (scripts/test.sh) this file's tests go out in four groups, each run whole by
+# one worker (tests/conftest.py, group_of).
 
 
 # The page is settled when Streamlit says its script run is over and the browser has drawn it
