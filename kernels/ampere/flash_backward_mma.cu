@@ -125,9 +125,9 @@ backward_dq_cast(const float* __restrict__ dQacc, half_t* __restrict__ dQ, float
                                    pack_pair<BF16>(b.z * scale, b.w * scale));
 }
 
-// dQ = scale · dQacc from the wgmma backward's tile order (kernels/hopper/
-// flash_backward_wgmma.cu): query tile i of batch·head bh is Br · d / 4096 parts of 64 x 64
-// floats (by rows where Br = 128, by columns where d = 128), float4 f of warpgroup thread x
+// dQ = scale · dQacc from the Hopper backward's tile order (kernels/hopper/, its DQ_PART):
+// query tile i of batch·head bh is Br · d / 4096 parts of 64 x 64 floats (by rows where
+// Br = 128, by columns where d = 128), float4 f of warpgroup thread x
 // at (f · 128 + x) · 4 holding rows 16 (x / 32) + (x / 4) % 8 (+ 8 for its last two floats)
 // and columns 8 f + 2 (x % 4) + (0, 1). One thread per quad of x and f: its 64 contiguous
 // bytes are 8 columns of two rows, two 16-byte stores; rows past seq_q are not written.
