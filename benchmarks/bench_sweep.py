@@ -20,6 +20,7 @@ inputs.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -97,14 +98,19 @@ VALIDATE_N = 1024
 VALIDATION_LIMITS = {"float32": 2e-3, "float16": 2e-3, "bfloat16": 8e-3}
 
 
-def attention64(cfg: AttentionConfig, q, k, v) -> np.ndarray:
-    """Float64 attention of q, k, v (B, H, N, d), causal top-left as the kernels."""
+def probabilities64(cfg: AttentionConfig, q, k) -> np.ndarray:
+    """P = softmax(scale · Q Kᵀ) in float64, (B, H, Nq, Nk), causal top-left as the kernels."""
     s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64))
     s *= cfg.softmax_scale
     if cfg.causal:
         s[..., np.arange(cfg.seq_k)[None, :] > np.arange(cfg.seq_q)[:, None]] = -np.inf
     p = np.exp(s - s.max(-1, keepdims=True))
-    return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+    return p / p.sum(-1, keepdims=True)
+
+
+def attention64(cfg: AttentionConfig, q, k, v) -> np.ndarray:
+    """Float64 attention of q, k, v (B, H, N, d), causal top-left as the kernels."""
+    return probabilities64(cfg, q, k) @ v.astype(np.float64)
 
 
 def rel_err(got, want) -> float:
@@ -133,13 +139,31 @@ def line_output(cfg: AttentionConfig, line: str, q, k, v) -> np.ndarray:
                       kernel="teaching" if line == "naive" else line).output
 
 
+def shorter_run(cfg: AttentionConfig) -> AttentionConfig:
+    """The configuration a line of cfg is validated on: batch 1, 2 heads, N at most
+    VALIDATE_N."""
+    return cfg.with_(batch=1, heads=2, seq_q=min(cfg.seq_q, VALIDATE_N),
+                     seq_k=min(cfg.seq_k, VALIDATE_N))
+
+
+@functools.lru_cache(maxsize=1)
+def reference(small: AttentionConfig, backward: bool) -> tuple:
+    """The inputs of a validation run and their float64 result, made once for all the lines
+    of a configuration (the sweep checks them one after another): (q, k, v, O64), or with
+    backward (q, k, v, dout, gradients64). Callers must not write into them."""
+    q, k, v = make_inputs(small)
+    if not backward:
+        return q, k, v, attention64(small, q, k, v)
+    dout = make_dout(small)
+    return q, k, v, dout, gradients64(small, q, k, v, dout)
+
+
 def validate(cfg: AttentionConfig, line: str) -> dict:
     """The line's build on a shorter run of cfg against float64: {"rel_err", "limit", "seq"};
     ValueError when the error passes the limit (the line is refused)."""
-    n = min(cfg.seq_q, VALIDATE_N)
-    small = cfg.with_(batch=1, heads=2, seq_q=n, seq_k=min(cfg.seq_k, VALIDATE_N))
-    q, k, v = make_inputs(small)
-    O64 = attention64(small, q, k, v)
+    small = shorter_run(cfg)
+    n = small.seq_q
+    q, k, v, O64 = reference(small, False)
     err = rel_err(line_output(small, line, q, k, v), O64)
     limit = validation_limit(small, q, k, v, O64)
     if not err <= limit:                       # NaN fails too
@@ -158,12 +182,8 @@ def gradients64(cfg: AttentionConfig, q, k, v, dout) -> dict:
     """dq, dk, dv (B, H, N, d) in float64 from the closed forms: P = softmax(S), O = P V,
     dV = Pᵀ dO, dP = dO Vᵀ, D = rowsum(dO ∘ O), dS = P ∘ (dP − D), dQ = scale · dS K,
     dK = scale · dSᵀ Q (causal top-left as the kernels)."""
+    p = probabilities64(cfg, q, k)
     q, k, v, do = (np.asarray(x, dtype=np.float64) for x in (q, k, v, dout))
-    s = np.einsum("bhqd,bhkd->bhqk", q, k) * cfg.softmax_scale
-    if cfg.causal:
-        s[..., np.arange(cfg.seq_k)[None, :] > np.arange(cfg.seq_q)[:, None]] = -np.inf
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
     o = p @ v
     ds = p * (do @ np.swapaxes(v, -1, -2) - (do * o).sum(-1, keepdims=True))
     return {"dq": cfg.softmax_scale * ds @ k,
@@ -189,11 +209,9 @@ def validate_backward(cfg: AttentionConfig, line: str, backend: str = "cupy") ->
     """The line's backward on a shorter run of cfg against float64 gradients: {"rel_err" (the
     largest of dq's, dk's and dv's), "limit", "seq", "rel_errs"}; ValueError naming the
     gradient when one passes the limit (the line is refused)."""
-    n = min(cfg.seq_q, VALIDATE_N)
-    small = cfg.with_(batch=1, heads=2, seq_q=n, seq_k=min(cfg.seq_k, VALIDATE_N))
-    q, k, v = make_inputs(small)
-    dout = make_dout(small)
-    want = gradients64(small, q, k, v, dout)
+    small = shorter_run(cfg)
+    n = small.seq_q
+    q, k, v, dout, want = reference(small, True)
     got = line_gradients(small, line, q, k, v, dout, backend)
     errs = {name: rel_err(got[name], want[name]) for name in want}
     limit = BACKWARD_VALIDATION_LIMITS[small.dtype]

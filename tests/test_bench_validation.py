@@ -67,3 +67,19 @@ def test_validate_backward_refuses_a_wrong_gradient(monkeypatch, wrong):
     name = "dk" if wrong == "scaled" else "dv"
     with pytest.raises(ValueError, match=f"refused: on N=96 its {name} differs from float64"):
         validate_backward(config(dtype="float16"), "tensorcore")
+
+
+def test_the_lines_of_one_configuration_share_one_reference(monkeypatch):
+    """The sweep checks each line of a configuration in turn: the inputs and their float64
+    gradients are made once for all of them, not once a line."""
+    made = []
+
+    def make_inputs(cfg):
+        made.append(cfg)
+        return engine.make_inputs(cfg)
+    monkeypatch.setattr(bench_sweep, "make_inputs", make_inputs)
+    bench_sweep.reference.cache_clear()
+    cfg = config(dtype="float16", seed=12)
+    for line in ("naive", "tensorcore"):
+        validate_backward(cfg, line, backend="numpy")
+    assert made == [bench_sweep.shorter_run(cfg)]
