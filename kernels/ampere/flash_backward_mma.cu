@@ -134,7 +134,7 @@ backward_dq_cast(const float* __restrict__ dQacc, half_t* __restrict__ dQ, float
 extern "C" __global__ void __launch_bounds__(256)
 backward_dq_cast_tiles(const float* __restrict__ dQacc, half_t* __restrict__ dQ, float scale,
                        long long n_quads, int seq_q, int Tr) {
-    constexpr int COL_PARTS = d / 64, PARTS = Br * d / 4096;
+    constexpr int PART = 64 * 64, COL_PARTS = d / 64, PARTS = Br * d / PART;
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= n_quads) return;
     const int quad = (int)(idx % 32), f = (int)(idx / 32 % 8);
@@ -143,7 +143,9 @@ backward_dq_cast_tiles(const float* __restrict__ dQacc, half_t* __restrict__ dQ,
     const long long tile = rest / PARTS;                 // bh · Tr + i
     const int i = (int)(tile % Tr);
     const long long bh = tile / Tr;
-    const float4* src = (const float4*)(dQacc + tile * Br * d + part * 4096 + f * 512 + quad * 16);
+    // float4 f of threads 4 quad .. 4 quad + 3, 16 consecutive floats: (f · 128 + 4 quad) · 4
+    const float4* src = (const float4*)(dQacc + tile * Br * d + part * PART + f * 512
+                                        + quad * 16);
     const float4 v[4] = {src[0], src[1], src[2], src[3]};     // t = 0 .. 3
     const int row = 64 * (part / COL_PARTS) + 16 * (quad / 8) + quad % 8;
     const int col = 64 * (part % COL_PARTS) + 8 * f;
