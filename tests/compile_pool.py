@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,7 +34,6 @@ WORKERS = max(1, 2 // max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"
 _lock = threading.Lock()
 _queued: set = set()
 _pool: ThreadPoolExecutor | None = None
-_own_dir: Path | None = None
 
 
 def _lowest_priority() -> None:
@@ -56,14 +54,9 @@ def _executor() -> ThreadPoolExecutor:
 
 
 def _folder() -> Path:
-    """The session's folder of outcomes: $FA_LAB_COMPILE_DIR, else one of this process."""
-    global _own_dir
-    if os.environ.get(DIR_ENV):
-        return Path(os.environ[DIR_ENV])
-    with _lock:
-        if _own_dir is None:
-            _own_dir = Path(tempfile.mkdtemp(prefix="fa-lab-compiles-"))
-    return _own_dir
+    """The session's folder of outcomes, $FA_LAB_COMPILE_DIR (tests/conftest.py sets it in
+    every session's first process; pytest-xdist's workers inherit it)."""
+    return Path(os.environ[DIR_ENV])
 
 
 def _files(key: Hashable) -> tuple[Path, Path]:

@@ -35,7 +35,8 @@ def pytest_unconfigure(config):
     if folder:
         import shutil
         shutil.rmtree(folder, ignore_errors=True)
-        os.environ.pop("FA_LAB_COMPILE_DIR", None)
+        import compile_pool
+        os.environ.pop(compile_pool.DIR_ENV, None)
 
 
 # ---- pytest-xdist: what a worker runs whole, and in what order -----------------------------
