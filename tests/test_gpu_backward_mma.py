@@ -276,6 +276,28 @@ def test_both_dq_writers_of_the_wgmma_backward(monkeypatch, d, bq, bk, dq_writer
         assert err <= GRAD_TOL, (name, err, cfg)
 
 
+@pytest.mark.parametrize("split_p", [0, 1])
+@pytest.mark.parametrize("d,bq,bk", catalog.BACKWARD_WGMMA.shapes)
+def test_both_orders_of_p_in_the_wgmma_backward(monkeypatch, d, bq, bk, split_p):
+    """backward_wgmma.SPLIT_P 0 (P whole, then its dV product) and 1 (P in two halves, the
+    first half's dV product between them): dQ, dK, dV within 1e-2 of float64, ragged and
+    causal, in bfloat16."""
+    if not device_is_hopper():
+        pytest.skip("the wgmma backward needs a GPU of compute capability 9.x")
+    monkeypatch.setattr(backward_mma, "HOPPER_WGMMA", 1)
+    monkeypatch.setattr(backward_wgmma, "SPLIT_P", {d: split_p})
+    cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=333, seq_k=290, causal=True,
+                 dtype="bfloat16")
+    q, k, v = engine.make_inputs(cfg)
+    dout = make_dout(cfg)
+    got, _, info = run_backward(cfg, q, k, v, dout)
+    assert f"-DSPLIT_P={split_p}" in ran(catalog.BACKWARD_WGMMA, info)["compile_options"]
+    want, _ = gradients64(q, k, v, dout, cfg.softmax_scale, True)
+    for name in ("dQ", "dK", "dV"):
+        err = rel_err(got[name], want[name])
+        assert err <= GRAD_TOL, (name, err, cfg)
+
+
 def test_wgmma_agrees_with_mma_sync_at_n_1024(monkeypatch):
     """The two builds on the same problem, N = 1024, B·H = 4: within 2e-2 of each other."""
     if not device_is_hopper():

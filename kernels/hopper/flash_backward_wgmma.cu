@@ -34,12 +34,17 @@
 // ragged last tiles), so those rows add nothing.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc: 128, two
-// consumers), BF16 (0: float16, 1: bfloat16), DQ_WRITER (0 or 1, as above). (HEAD_DIM, Br)
-// is (64, 128) or (128, 64): the shapes whose accumulators fit the consumers' 240 registers.
+// consumers), BF16 (0: float16, 1: bfloat16), DQ_WRITER (0 or 1, as above), SPLIT_P (0: P
+// whole, then its dV_j product; 1: P's exponentials in two halves with the first half's dV_j
+// product issued between them). (HEAD_DIM, Br) is (64, 128) or (128, 64): the shapes whose
+// accumulators fit the consumers' 240 registers.
 
 #include "tile_shape.cuh"
 #ifndef DQ_WRITER
 #define DQ_WRITER 0
+#endif
+#ifndef SPLIT_P
+#define SPLIT_P 0
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -252,33 +257,43 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
         wgmma_wait<1>();                         // S_ijᵀ is done (dP may still run)
         reg_fence(S);
         unsigned P_a[Br / 16][4];
+        // SPLIT_P: P's exponentials in two halves of its k-steps (queries), the first half's
+        // dV product issued before the second half's exponentials, so the tensor cores take
+        // it while the special-function units work (the consumers run in step).
+        constexpr int PARTS_P = SPLIT_P ? 2 : 1, KK_PART = Br / 16 / PARTS_P;
         #pragma unroll
-        for (int nn = 0; nn < Br / 8; ++nn) {
-            const float2 L = lds_f2(Ls + (nn * 8 + 2 * t) * 4);
+        for (int part = 0; part < PARTS_P; ++part) {
             #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                float p = fast_exp2(fmaf(S[4 * nn + e], scale_log2, -((e & 1) ? L.y : L.x) * LOG2E));
-                if (masked) {
-                    const int c = key[e >> 1], r = q0 + nn * 8 + 2 * t + (e & 1);
-                    if (c >= seq_k || r >= seq_q || (causal && c > r)) p = 0.f;
+            for (int nn = 2 * KK_PART * part; nn < 2 * KK_PART * (part + 1); ++nn) {
+                const float2 L = lds_f2(Ls + (nn * 8 + 2 * t) * 4);
+                #pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    float p = fast_exp2(fmaf(S[4 * nn + e], scale_log2,
+                                             -((e & 1) ? L.y : L.x) * LOG2E));
+                    if (masked) {
+                        const int c = key[e >> 1], r = q0 + nn * 8 + 2 * t + (e & 1);
+                        if (c >= seq_k || r >= seq_q || (causal && c > r)) p = 0.f;
+                    }
+                    S[4 * nn + e] = p;
                 }
-                S[4 * nn + e] = p;
             }
-        }
-        #pragma unroll
-        for (int kk = 0; kk < Br / 16; ++kk)
             #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                P_a[kk][r] = pack_pair<BF16>(S[8 * kk + 2 * r], S[8 * kk + 2 * r + 1]);
+            for (int kk = KK_PART * part; kk < KK_PART * (part + 1); ++kk)
+                #pragma unroll
+                for (int r = 0; r < 4; ++r)
+                    P_a[kk][r] = pack_pair<BF16>(S[8 * kk + 2 * r], S[8 * kk + 2 * r + 1]);
 
-        // dV_j += P_ijᵀ dO_i, on the tensor cores while dS is computed.
-        wgmma_fence();
-        #pragma unroll
-        for (int kk = 0; kk < Br / 16; ++kk) wgmma_rs(dV_acc, P_a[kk], nmajor(sdOs, SLAB_Q, kk));
-        wgmma_commit();
+            // dV_j += P_ijᵀ dO_i (this part's k-steps), on the tensor cores while dS (and
+            // the next part's P) is computed.
+            wgmma_fence();
+            #pragma unroll
+            for (int kk = KK_PART * part; kk < KK_PART * (part + 1); ++kk)
+                wgmma_rs(dV_acc, P_a[kk], nmajor(sdOs, SLAB_Q, kk));
+            wgmma_commit();
+        }
 
         // dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i) from the rounded P, as A fragments dS_a[kk].
-        wgmma_wait<1>();                         // dP_ijᵀ is done (dV may still run)
+        wgmma_wait<PARTS_P>();                   // dP_ijᵀ is done (dV may still run)
         reg_fence(dP);
         unsigned dS_a[Br / 16][4];
         #pragma unroll
@@ -355,14 +370,23 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
     half_t* dVb = dV + (u64)bh * seq_k * d;
     #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        if (key[h] < seq_k) {
-            unsigned* dk_row = (unsigned*)(dKb + (u64)key[h] * d + 2 * t);
-            unsigned* dv_row = (unsigned*)(dVb + (u64)key[h] * d + 2 * t);
+        // Each 8-column chunk of a row is spread over the quad, two columns a lane;
+        // transposed within the quad (every lane takes part, so before the row's test),
+        // lane t holds chunk 4k + t whole and writes it as 16 bytes.
+        #pragma unroll
+        for (int k = 0; k < d / 32; ++k) {
+            unsigned wk[4], wv[4];
             #pragma unroll
-            for (int nn = 0; nn < d / 8; ++nn) {
-                dk_row[nn * 4] = pack_pair<BF16>(dK_acc[4 * nn + 2 * h] * scale,
-                                                 dK_acc[4 * nn + 2 * h + 1] * scale);
-                dv_row[nn * 4] = pack_pair<BF16>(dV_acc[4 * nn + 2 * h], dV_acc[4 * nn + 2 * h + 1]);
+            for (int i = 0; i < 4; ++i) {
+                const int nn = 4 * k + i;
+                wk[i] = pack_pair<BF16>(dK_acc[4 * nn + 2 * h] * scale,
+                                        dK_acc[4 * nn + 2 * h + 1] * scale);
+                wv[i] = pack_pair<BF16>(dV_acc[4 * nn + 2 * h], dV_acc[4 * nn + 2 * h + 1]);
+            }
+            const uint4 ck = quad_transpose(wk, t), cv = quad_transpose(wv, t);
+            if (key[h] < seq_k) {
+                *(uint4*)(dKb + (u64)key[h] * d + 8 * (4 * k + t)) = ck;
+                *(uint4*)(dVb + (u64)key[h] * d + 8 * (4 * k + t)) = cv;
             }
         }
     }
