@@ -3,6 +3,7 @@ H100 SXM profile shows the H100's file and numbers with "the chosen profile itse
 profile the H200's, and the T4 profile the closest recorded GPU (both are compute capability
 9.0: the one recorded most recently) with that wording. Files are copies of committed results,
 their device, date and (for the H100) times changed."""
+import datetime
 import json
 
 import pytest
@@ -35,11 +36,16 @@ def h100_copy(data: dict, date: str) -> dict:
     return data
 
 
-def results_dir(tmp_path, page: str, h100_date: str = "2026-11-25"):
+def day_after(data: dict) -> str:
+    """The H100 copy's date: the day after the H200 file's, so the copy is the more recent."""
+    return str(datetime.date.fromisoformat(data["date"]) + datetime.timedelta(days=1))
+
+
+def results_dir(tmp_path, page: str, h100_date: str | None = None):
     source, copy = FILES[page]
     data = json.loads((recorded.BENCH_DIR / source).read_text())
     (tmp_path / source).write_text(json.dumps(data))
-    (tmp_path / copy).write_text(json.dumps(h100_copy(data, h100_date)))
+    (tmp_path / copy).write_text(json.dumps(h100_copy(data, h100_date or day_after(data))))
     recorded.load_file(tmp_path / copy)                  # the copy follows the schema
     return source, copy, data
 
@@ -62,9 +68,9 @@ def test_each_page_shows_the_closest_recorded_gpu(monkeypatch, tmp_path, page, p
     if profile == "H200":
         assert label == f"Recorded on NVIDIA H200 ({data['date']}){OWN}"
     elif profile == "H100 SXM":
-        assert label == f"Recorded on {H100} (2026-11-25){OWN}"
+        assert label == f"Recorded on {H100} ({day_after(data)}){OWN}"
     else:
-        assert label.startswith(f"Recorded on {H100} (2026-11-25), the closest recorded GPU "
+        assert label.startswith(f"Recorded on {H100} ({day_after(data)}), the closest recorded GPU "
                                 f"to the T4 profile (compute capability 9.0, the nearest to "
                                 f"its 7.5); no T4 recording is in {tmp_path}/.")
     device = "NVIDIA H200" if profile == "H200" else H100
@@ -128,12 +134,12 @@ def test_the_kernel_page_shows_the_chosen_gpus_facts_and_schedules(monkeypatch, 
 @pytest.mark.parametrize("page", ["timings", "backward", "tile_sizes", "decoding"])
 def test_changing_the_profile_changes_the_recorded_gpu(monkeypatch, tmp_path, page):
     """The recorded panel's own choosers follow a new profile without an error."""
-    source, copy, _ = results_dir(tmp_path, page)
+    source, copy, data = results_dir(tmp_path, page)
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
     at = open_page(page, backend="numpy")                  # the H200 profile
     assert_clean(at)
     assert label_of(texts(at)).startswith("Recorded on NVIDIA H200 (")
     at.selectbox(key="profile").select("H100 SXM").run()
     assert_clean(at)
-    assert label_of(texts(at)) == f"Recorded on {H100} (2026-11-25){OWN}"
+    assert label_of(texts(at)) == f"Recorded on {H100} ({day_after(data)}){OWN}"
     assert all(source not in str(s.options) for s in at.selectbox)
