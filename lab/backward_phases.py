@@ -27,6 +27,7 @@ PHASES = ("wait Q_i, dO_i (and loop)", "issue S, dP", "wait S", "P; issue dV", "
 BUILDS = {64: {"now": {}, "staged": {"DQ_WRITER": 1}},
           128: {"now": {}, "red": {"DQ_WRITER": 0}}}
 STAMPS = True        # read the phases last (needs patches/backward_phase_clock.diff)
+DTYPES = ("float16",)  # the dtypes main() times (check() covers float16 and bfloat16)
 
 
 def with_defs(defs):
@@ -113,11 +114,11 @@ def main():
             print(f"check d={d} {name}: worst gradient error {check(defs, d):.2e}", flush=True)
     for d in (64, 128):
         bq = 64 if d == 128 else 128
-        for n in ns:
+        for n, dtype in ((n, dt) for n in ns for dt in DTYPES):
             for causal in (False, True):
                 cfg = engine.AttentionConfig(batch=32768 // n, heads=1024 // d, seq_q=n,
                                              seq_k=n, head_dim=d, block_q=bq, block_k=128,
-                                             causal=causal, dtype="float16")
+                                             causal=causal, dtype=dtype)
                 best = {name: timed(cfg, defs) for name, defs in BUILDS[d].items()}
                 for name, defs in BUILDS[d].items():
                     best[name] = min(best[name], timed(cfg, defs))
@@ -126,7 +127,8 @@ def main():
                 flops = 2.5 * 4 * cfg.bh * n * n * d * (0.5 if causal else 1.0)
                 row = "  ".join(f"{k} {v:.3f} ms ({flops / v / 1e9:.0f} TF, cuDNN/ours "
                                 f"{cudnn / v:.3f})" for k, v in best.items())
-                print(f"d={d} N={n} causal={causal}: {row}; cuDNN {cudnn:.3f} ms", flush=True)
+                print(f"d={d} N={n} {dtype} causal={causal}: {row}; cuDNN {cudnn:.3f} ms",
+                      flush=True)
     for d, n in ((64, 8192), (128, 8192)) if STAMPS else ():
         bq = 64 if d == 128 else 128
         cfg = engine.AttentionConfig(batch=32768 // n, heads=1024 // d, seq_q=n, seq_k=n,
