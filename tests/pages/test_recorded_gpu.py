@@ -70,8 +70,8 @@ def test_each_page_shows_the_closest_recorded_gpu(monkeypatch, tmp_path, page, p
     elif profile == "H100 SXM":
         assert label == f"Recorded on {H100} ({day_after(data)}){OWN}"
     else:
-        assert label.startswith(f"Recorded on {H100} ({day_after(data)}), the closest recorded GPU "
-                                f"to the T4 profile (compute capability 9.0, the nearest to "
+        assert label.startswith(f"Recorded on {H100} ({day_after(data)}), the closest recorded "
+                                f"GPU to the T4 profile (compute capability 9.0, the nearest to "
                                 f"its 7.5); no T4 recording is in {tmp_path}/.")
     device = "NVIDIA H200" if profile == "H200" else H100
     everything = body + json.dumps(specs(at)) + "".join(

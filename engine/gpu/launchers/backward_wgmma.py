@@ -28,9 +28,11 @@ FUNCTION = BACKWARD_WGMMA.function
 # at both (H100, lab/NOTES.md, "wgmma backward: dQ in tile order").
 DQ_WRITER = {64: 0, 128: 0}
 # Whether P's exponentials go in two halves with the first half's dV_j product issued between
-# them (1) or whole before it (0), per head_dim. Both pass the GPU tests; the halves are
-# 15-25% faster at head_dim 64, where P's exponentials were the consumers' longest phase, and
-# up to 2% slower at 128 (H100, lab/NOTES.md, "wgmma backward: P in halves, 16-byte stores").
+# them (1) or whole before it (0), per head_dim. Both pass the GPU tests. At head_dim 64,
+# where P's exponentials were the consumers' longest phase, the halves made the float16 build
+# 14-23% faster; the bfloat16 build gained 0-4% with the 16-byte stores in the recorded sweep.
+# At 128 they were up to 2% slower (H100, lab/NOTES.md, "wgmma backward: P in halves, 16-byte
+# stores").
 SPLIT_P = {64: 1, 128: 0}
 
 
