@@ -122,7 +122,6 @@ def test_wgmma_backward_shapes_run_on_wgmma_only_on_hopper():
             assert b.smem == iomodel.smem_bytes(cfg, "backward wgmma")
             assert "-arch=sm_90a" in b.options and f"-DBF16={int(dtype == 'bfloat16')}" in b.options
             assert f"-DDQ_WRITER={backward_wgmma.DQ_WRITER[d]}" in b.options
-            assert f"-DSPLIT_P={backward_wgmma.SPLIT_P[d]}" in b.options
 
 
 def test_mma_sync_only_backward_shapes_stay_on_mma_sync_on_hopper():

@@ -256,40 +256,27 @@ def test_wgmma_causal_order_in_groups_of_two_batch_heads(monkeypatch, d, bq, bk)
         assert np.array_equal(grouped[name], whole[name]), name
 
 
-def check_wgmma_switch(monkeypatch, d, bq, bk, name, value, dtype):
-    """The wgmma backward with backward_wgmma.<name> = {d: value}: the build takes -D<name>,
-    and dQ, dK, dV are within GRAD_TOL of float64, ragged and causal."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("dq_writer", [0, 1])
+@pytest.mark.parametrize("d,bq,bk", catalog.BACKWARD_WGMMA.shapes)
+def test_both_dq_writers_of_the_wgmma_backward(monkeypatch, d, bq, bk, dq_writer, dtype):
+    """backward_wgmma.DQ_WRITER 0 (red.add from the consumers) and 1 (staged dQ_i, bulk
+    reductions): the build takes -DDQ_WRITER, and dQ, dK, dV are within GRAD_TOL of float64,
+    ragged and causal (tiles with and without the mask's tests)."""
     if not device_is_hopper():
         pytest.skip("the wgmma backward needs a GPU of compute capability 9.x")
     monkeypatch.setattr(backward_mma, "HOPPER_WGMMA", 1)
-    monkeypatch.setattr(backward_wgmma, name, {d: value})
+    monkeypatch.setattr(backward_wgmma, "DQ_WRITER", {d: dq_writer})
     cfg = config(head_dim=d, block_q=bq, block_k=bk, seq_q=333, seq_k=290, causal=True,
                  dtype=dtype)
     q, k, v = engine.make_inputs(cfg)
     dout = make_dout(cfg)
     got, _, info = run_backward(cfg, q, k, v, dout)
-    assert f"-D{name}={value}" in ran(catalog.BACKWARD_WGMMA, info)["compile_options"]
+    assert f"-DDQ_WRITER={dq_writer}" in ran(catalog.BACKWARD_WGMMA, info)["compile_options"]
     want, _ = gradients64(q, k, v, dout, cfg.softmax_scale, True)
     for grad in ("dQ", "dK", "dV"):
         err = rel_err(got[grad], want[grad])
         assert err <= GRAD_TOL, (grad, err, cfg)
-
-
-@pytest.mark.parametrize("dq_writer", [0, 1])
-@pytest.mark.parametrize("d,bq,bk", catalog.BACKWARD_WGMMA.shapes)
-def test_both_dq_writers_of_the_wgmma_backward(monkeypatch, d, bq, bk, dq_writer):
-    """backward_wgmma.DQ_WRITER 0 (red.add from the consumers) and 1 (staged dQ_i, bulk
-    reductions): dQ within 1e-2 of float64, ragged and causal."""
-    check_wgmma_switch(monkeypatch, d, bq, bk, "DQ_WRITER", dq_writer, "float16")
-
-
-@pytest.mark.parametrize("split_p", [0, 1])
-@pytest.mark.parametrize("d,bq,bk", catalog.BACKWARD_WGMMA.shapes)
-def test_both_orders_of_p_in_the_wgmma_backward(monkeypatch, d, bq, bk, split_p):
-    """backward_wgmma.SPLIT_P 0 (P whole, then its dV product) and 1 (P in two halves, the
-    first half's dV product between them): dQ, dK, dV within 1e-2 of float64, ragged and
-    causal, in bfloat16."""
-    check_wgmma_switch(monkeypatch, d, bq, bk, "SPLIT_P", split_p, "bfloat16")
 
 
 def test_wgmma_agrees_with_mma_sync_at_n_1024(monkeypatch):

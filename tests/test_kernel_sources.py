@@ -129,8 +129,7 @@ def backward_mma_examples():
 
 
 def backward_wgmma_examples():
-    """Every catalogued build of the Hopper backward, in both dtypes, with either dQ writer,
-    and in float16 with the other order of P's exponentials (SPLIT_P) than the launcher's;
+    """Every catalogued build of the Hopper backward, in both dtypes, with either dQ writer;
     the launcher's own -arch option is replaced by the sm_90a target below."""
     from engine.gpu.launchers import backward_wgmma
     out = []
@@ -140,12 +139,6 @@ def backward_wgmma_examples():
                                                       dtype=dt))
             kept = tuple(o for o in opts if not o.startswith(("-arch", "-DDQ_WRITER")))
             out += [kept + (f"-DDQ_WRITER={w}",) for w in (0, 1)]
-            if dt == "float16":
-                split = f"-DSPLIT_P={backward_wgmma.SPLIT_P[d]}"
-                assert split in kept
-                other = tuple(o.replace(split, f"-DSPLIT_P={1 - backward_wgmma.SPLIT_P[d]}")
-                              for o in kept)
-                out.append(other + ("-DDQ_WRITER=0",))
     return out
 
 

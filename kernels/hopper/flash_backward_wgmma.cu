@@ -34,17 +34,12 @@
 // ragged last tiles), so those rows add nothing.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br), BLOCK_K (Bc: 128, two
-// consumers), BF16 (0: float16, 1: bfloat16), DQ_WRITER (0 or 1, as above), SPLIT_P (0: P
-// whole, then its dV_j product; 1: P's exponentials in two halves with the first half's dV_j
-// product issued between them). (HEAD_DIM, Br) is (64, 128) or (128, 64): the shapes whose
-// accumulators fit the consumers' 240 registers.
+// consumers), BF16 (0: float16, 1: bfloat16), DQ_WRITER (0 or 1, as above). (HEAD_DIM, Br)
+// is (64, 128) or (128, 64): the shapes whose accumulators fit the consumers' 240 registers.
 
 #include "tile_shape.cuh"
 #ifndef DQ_WRITER
 #define DQ_WRITER 0
-#endif
-#ifndef SPLIT_P
-#define SPLIT_P 0
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -92,6 +87,39 @@ static_assert(DQ_BY_ROWS || d == 64 * CONSUMERS, "dQ parts must be 64 x 64");
 #include "pipeline.cuh"
 
 typedef unsigned short half_t;   // raw 16-bit elements: float16, or bfloat16 when BF16=1
+
+constexpr int PARTS_P = 2;                      // P's exponentials go in two halves (below)
+
+// P_ijᵀ of one half of its k-steps (queries): exponentials from lse_i, zeroed where masked
+// when WITH_MASK, packed into 16-bit A fragments. A template, so that the tiles that need no
+// mask (all but the causal diagonal and ragged ones) run a copy with no compares or selects.
+// (The copy with the tests checks `masked` again, though its caller has: in that form nvcc
+// 13.0 emits the SASS that was timed; without it, ptxas allocates registers otherwise.)
+template <bool WITH_MASK>
+__device__ __forceinline__ void p_part(float (&S)[S_REGS], unsigned (&P_a)[Br / 16][4], int part,
+                                       unsigned Ls, int t, int q0, const int (&key)[2],
+                                       int seq_q, int seq_k, bool causal, bool masked,
+                                       float scale_log2) {
+    constexpr int KK_PART = Br / 16 / PARTS_P;
+    #pragma unroll
+    for (int nn = 2 * KK_PART * part; nn < 2 * KK_PART * (part + 1); ++nn) {
+        const float2 L = lds_f2(Ls + (nn * 8 + 2 * t) * 4);
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float p = fast_exp2(fmaf(S[4 * nn + e], scale_log2, -((e & 1) ? L.y : L.x) * LOG2E));
+            if (WITH_MASK && masked) {
+                const int c = key[e >> 1], r = q0 + nn * 8 + 2 * t + (e & 1);
+                if (c >= seq_k || r >= seq_q || (causal && c > r)) p = 0.f;
+            }
+            S[4 * nn + e] = p;
+        }
+    }
+    #pragma unroll
+    for (int kk = KK_PART * part; kk < KK_PART * (part + 1); ++kk)
+        #pragma unroll
+        for (int r = 0; r < 4; ++r)
+            P_a[kk][r] = pack_pair<BF16>(S[8 * kk + 2 * r], S[8 * kk + 2 * r + 1]);
+}
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ TensorMap tm_k,
@@ -257,31 +285,20 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
         wgmma_wait<1>();                         // S_ijᵀ is done (dP may still run)
         reg_fence(S);
         unsigned P_a[Br / 16][4];
-        // SPLIT_P: P's exponentials in two halves of its k-steps (queries), the first half's
-        // dV product issued before the second half's exponentials, so the tensor cores take
-        // it while the special-function units work (the consumers run in step).
-        constexpr int PARTS_P = SPLIT_P ? 2 : 1, KK_PART = Br / 16 / PARTS_P;
+        // P's exponentials in two halves of its k-steps (queries), the first half's dV
+        // product issued before the second half's exponentials, so the tensor cores take it
+        // while the special-function units work (the consumers run in step). Each half is
+        // built with the mask's tests (causal diagonal and ragged tiles) or without them
+        // (every other tile): a warp-uniform branch between the two copies.
+        constexpr int KK_PART = Br / 16 / PARTS_P;
         #pragma unroll
         for (int part = 0; part < PARTS_P; ++part) {
-            #pragma unroll
-            for (int nn = 2 * KK_PART * part; nn < 2 * KK_PART * (part + 1); ++nn) {
-                const float2 L = lds_f2(Ls + (nn * 8 + 2 * t) * 4);
-                #pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    float p = fast_exp2(fmaf(S[4 * nn + e], scale_log2,
-                                             -((e & 1) ? L.y : L.x) * LOG2E));
-                    if (masked) {
-                        const int c = key[e >> 1], r = q0 + nn * 8 + 2 * t + (e & 1);
-                        if (c >= seq_k || r >= seq_q || (causal && c > r)) p = 0.f;
-                    }
-                    S[4 * nn + e] = p;
-                }
-            }
-            #pragma unroll
-            for (int kk = KK_PART * part; kk < KK_PART * (part + 1); ++kk)
-                #pragma unroll
-                for (int r = 0; r < 4; ++r)
-                    P_a[kk][r] = pack_pair<BF16>(S[8 * kk + 2 * r], S[8 * kk + 2 * r + 1]);
+            if (masked)
+                p_part<true>(S, P_a, part, Ls, t, q0, key, seq_q, seq_k, causal, masked,
+                             scale_log2);
+            else
+                p_part<false>(S, P_a, part, Ls, t, q0, key, seq_q, seq_k, causal, masked,
+                              scale_log2);
 
             // dV_j += P_ijᵀ dO_i (this part's k-steps), on the tensor cores while dS (and
             // the next part's P) is computed.

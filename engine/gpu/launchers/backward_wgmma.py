@@ -27,13 +27,6 @@ FUNCTION = BACKWARD_WGMMA.function
 # both head_dims; with the accumulator in tile order the consumers' reductions are the faster
 # at both (H100, lab/NOTES.md, "wgmma backward: dQ in tile order").
 DQ_WRITER = {64: 0, 128: 0}
-# Whether P's exponentials go in two halves with the first half's dV_j product issued between
-# them (1) or whole before it (0), per head_dim. Both pass the GPU tests. At head_dim 64,
-# where P's exponentials were the consumers' longest phase, the halves made the float16 build
-# 14-23% faster; the bfloat16 build gained 0-4% with the 16-byte stores in the recorded sweep.
-# At 128 they were up to 2% slower (H100, lab/NOTES.md, "wgmma backward: P in halves, 16-byte
-# stores").
-SPLIT_P = {64: 1, 128: 0}
 
 
 threads = backward_wgmma_threads  # one producer warpgroup, block_k / 64 consumer warpgroups
@@ -46,8 +39,7 @@ def check_takes(cfg: AttentionConfig) -> None:
 def compile_options(cfg: AttentionConfig) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}",
-            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DDQ_WRITER={DQ_WRITER[cfg.head_dim]}",
-            f"-DSPLIT_P={SPLIT_P[cfg.head_dim]}")
+            f"-DBF16={int(cfg.dtype == 'bfloat16')}", f"-DDQ_WRITER={DQ_WRITER[cfg.head_dim]}")
 
 
 def build(cfg: AttentionConfig) -> core.Build:
