@@ -4,7 +4,7 @@ ours (above 1: ours is faster) and PyTorch's flash likewise, then causal time / 
 time of every line. Several files may be given (e.g. one build each and a PyTorch run); a
 line named in more than one file is labelled with its file.
 
-  python -m benchmarks.cudnn_parity benchmarks/results/bench_h200_forward_2026-11-23.json
+  python -m benchmarks.cudnn_parity benchmarks/results/bench_h200_forward.json
 """
 from __future__ import annotations
 

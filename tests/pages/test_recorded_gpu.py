@@ -15,8 +15,8 @@ from engine import recorded
 H100 = "NVIDIA H100 80GB HBM3"
 SLOWER = 1.25        # the H100 copies' times: the H200's × SLOWER
 # page -> (its kind's committed H200 file, the H100 copy's name)
-FILES = {"timings": ("bench_h200_forward_2026-11-23.json", "bench_h100_forward.json"),
-         "overview": ("bench_h200_forward_2026-11-23.json", "bench_h100_forward.json"),
+FILES = {"timings": ("bench_h200_forward.json", "bench_h100_forward.json"),
+         "overview": ("bench_h200_forward.json", "bench_h100_forward.json"),
          "backward": ("bench_h200_backward.json", "bench_h100_backward.json"),
          "tile_sizes": ("tiles_h200_2026-11-23.json", "tiles_h100_2026-11-25.json"),
          "decoding": ("decode_h200_2026-11-23.json", "decode_h100_2026-11-25.json")}
@@ -106,8 +106,9 @@ def test_a_more_recent_h200_is_the_t4s_closest(monkeypatch, tmp_path):
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
     at = open_page("timings", profile="T4", backend="numpy")
     assert_clean(at)
-    assert label_of(texts(at)).startswith("Recorded on NVIDIA H200 (2026-11-23), the closest "
-                                          "recorded GPU to the T4 profile")
+    h200_date = json.loads((recorded.BENCH_DIR / FILES["timings"][0]).read_text())["date"]
+    assert label_of(texts(at)).startswith(f"Recorded on NVIDIA H200 ({h200_date}), the "
+                                          "closest recorded GPU to the T4 profile")
     assert all(o.startswith("bench_h200_") for o in at.selectbox(key="rec_file").options)
 
 

@@ -65,8 +65,8 @@ def test_timings_default_recorded_file_is_the_fastest_kernels(monkeypatch):
     monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
     at = open_page("timings", backend="numpy")      # the H200 profile, also on a GPU
     assert_clean(at)
-    assert at.selectbox(key="rec_file").value.startswith("bench_h200_forward_2026-11-23.json")
-    assert at.selectbox(key="rec_shape").value == "H=1, d=128, bfloat16"
+    assert at.selectbox(key="rec_file").value.startswith("bench_h200_forward.json")
+    assert at.selectbox(key="rec_shape").value == "H=8, d=128, bfloat16"
     body = texts(at)
     assert "datasheet" in body and "measured" in body
     legends = [name for s in specs(at) for name in color_domains(s)]
