@@ -19,7 +19,7 @@ KINDS.md), about 2 minutes:
   ncu --clock-control none --target-processes all -k regex:'flash|fmha|splitkv|combine' \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
       --section Occupancy --section LaunchStats --section SchedulerStats \
-      --csv --page details python3 lab/decode_profile.py --launches 2 > $OUT/ncu_decode.csv
+      --csv --page details --log-file $OUT/ncu_decode.csv python3 lab/decode_profile.py
   python3 lab/decode_profile.py --kernels        (no ncu: SDPA's kernels by torch.profiler)
 
 Prediction (before any run): ours reads the same DRAM bytes as SDPA (K and V once, within
