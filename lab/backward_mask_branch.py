@@ -1,6 +1,6 @@
 """Lab: the Hopper backward's P without the mask's tests in the tiles that need none
-(MASK_BRANCH, `patches/backward_mask_branch.diff`, onto commit 829f23e or later while the
-kernel is unchanged): P's loop as a function templated on the tests, called with them for
+(MASK_BRANCH, `patches/backward_mask_branch.diff`, onto commit 4075ea5, whose kernel is
+829f23e's; the kernel has the branch since 9341068, with no switch): P's loop as a function templated on the tests, called with them for
 the masked tiles (causal diagonal, ragged) and without them for every other tile, chosen by
 a warp-uniform branch (1), against the loop of 829f23e with its tests predicated in every
 tile (0; its SASS is identical to 829f23e's at every shape, dtype and SPLIT_P).
@@ -18,7 +18,7 @@ the branch with P whole at head_dim 128 spills 16 bytes, so it is not timed).
 Prediction (before any GPU run): head_dim 64 bfloat16 takes float16's time (cuDNN time over
 ours 0.86-0.94 -> 1.0-1.1); float16 at head_dim 64 within 3% (the issue slots the tests took
 mostly overlap the exponentials); head_dim 128 within 2%.
-Run on a Hopper GPU after `git apply`: python3 lab/backward_mask_branch.py [N ...]
+Run on a Hopper GPU on 4075ea5 after `git apply`: python3 lab/backward_mask_branch.py [N ...]
 (default 2048 4096 8192)."""
 import sys
 

@@ -13,6 +13,7 @@ causal and not, the wgmma build's tiles, both dtypes); then each is timed the sw
 best of two rounds, with cuDNN's backward in the same run. Last, the stamped builds once
 more, to read the phases per tile at N = 8192.
 Run on a Hopper GPU: python3 lab/backward_phases.py [N ...]"""
+import itertools
 import sys
 
 import numpy as np
@@ -114,7 +115,7 @@ def main():
             print(f"check d={d} {name}: worst gradient error {check(defs, d):.2e}", flush=True)
     for d in (64, 128):
         bq = 64 if d == 128 else 128
-        for n, dtype in ((n, dt) for n in ns for dt in DTYPES):
+        for n, dtype in itertools.product(ns, DTYPES):
             for causal in (False, True):
                 cfg = engine.AttentionConfig(batch=32768 // n, heads=1024 // d, seq_q=n,
                                              seq_k=n, head_dim=d, block_q=bq, block_k=128,

@@ -1,6 +1,6 @@
 """What the page tests share: opening a page through Streamlit's AppTest (the Overview first,
-as a link does, then the page's script from its row of app/page_list.py), and reading what it
-drew (charts' specs, texts, the URL)."""
+as a link does, then the page's script from its row of app/page_list.py), reading what it
+drew (charts' specs, texts, the URL), and the dates of the committed GPU recordings."""
 from __future__ import annotations
 
 import json
@@ -20,6 +20,12 @@ PAGES = [row.feature for row in page_list.PAGES]
 HEADINGS = {row.feature: row.title for row in page_list.PAGES} | {"overview": "FlashAttention Lab"}
 # charts drawn with the default config and the test fixtures (app/page_list.py's charts)
 CHARTS = {row.feature: row.charts for row in page_list.PAGES}
+
+
+def recorded_date(name: str) -> str:
+    """The date of a committed file of benchmarks/results/, which the pages' captions name."""
+    from engine import recorded
+    return json.loads((recorded.BENCH_DIR / name).read_text())["date"]
 
 
 def open_page(page: str, **params) -> AppTest:

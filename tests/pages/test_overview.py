@@ -14,8 +14,10 @@ from app.features.timings import charts as charts_timing, data as timing_data
 from app.core.results_dir import BENCH_DIR_ENV
 from engine import recorded
 from engine.model import iomodel
-from apptest_helpers import ON_GPU, assert_clean, open_page, specs, texts
+from apptest_helpers import ON_GPU, assert_clean, open_page, recorded_date, specs, texts
 from chart_helpers import H200, color_domain
+
+H200_FORWARD = "bench_h200_forward.json"     # the headline's recorded sweep
 
 
 def test_overview_figures_follow_the_controls():
@@ -39,12 +41,6 @@ def test_preset_buttons_and_selectbox_apply_presets():
     assert at.number_input(key="seq_q").value == 512
 
 
-def h200_forward_date() -> str:
-    """The date of the committed H200 forward sweep, which the headline names."""
-    from engine import recorded
-    return json.loads((recorded.BENCH_DIR / "bench_h200_forward.json").read_text())["date"]
-
-
 def test_overview_headline_from_recorded_results(monkeypatch):
     from engine import recorded
     monkeypatch.setenv(BENCH_DIR_ENV, str(recorded.BENCH_DIR))
@@ -53,7 +49,7 @@ def test_overview_headline_from_recorded_results(monkeypatch):
     head = [s for s in specs(at) if "Naive against flash" in json.dumps(s.get("title", ""))]
     assert len(head) == 1
     title = json.dumps(head[0]["title"])
-    assert "NVIDIA H200" in title and h200_forward_date() in title
+    assert "NVIDIA H200" in title and recorded_date(H200_FORWARD) in title
     body = texts(at)
     for row in page_list.PAGES:
         assert f"**{row.title}**" in body, row.title
@@ -91,12 +87,12 @@ def test_headline_has_naive_flash_and_pytorch_with_device_and_date():
     assert rows.groupby("name").seq.nunique().min() >= 5          # a sweep of N per line
     assert len(rows.drop_duplicates(["name", "seq"])) == len(rows)
     best = timing_data.fastest(timing_data.recorded_table(files))
-    assert best.file == "bench_h200_forward.json"
-    assert "NVIDIA H200" in subtitle and h200_forward_date() in subtitle
+    assert best.file == H200_FORWARD
+    date = recorded_date(H200_FORWARD)
+    assert "NVIDIA H200" in subtitle and date in subtitle
     spec = charts_timing.headline_chart(rows, subtitle).to_dict()
     text = json.dumps(spec)
-    assert "NVIDIA H200" in json.dumps(spec["title"]) and h200_forward_date() in json.dumps(
-        spec["title"])
+    assert "NVIDIA H200" in json.dumps(spec["title"]) and date in json.dumps(spec["title"])
     assert "median_ms" in text and "peak_GiB" in text
     legend = color_domain(spec)
     assert "PyTorch cuDNN" in legend and not {"torch_cudnn", "torch_flash"} & set(legend)

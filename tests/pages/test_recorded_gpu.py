@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from apptest_helpers import assert_clean, open_page, specs, texts
+from apptest_helpers import assert_clean, open_page, recorded_date, specs, texts
 from app.core.results_dir import BENCH_DIR_ENV
 from engine import recorded
 
@@ -106,7 +106,7 @@ def test_a_more_recent_h200_is_the_t4s_closest(monkeypatch, tmp_path):
     monkeypatch.setenv(BENCH_DIR_ENV, str(tmp_path))
     at = open_page("timings", profile="T4", backend="numpy")
     assert_clean(at)
-    h200_date = json.loads((recorded.BENCH_DIR / FILES["timings"][0]).read_text())["date"]
+    h200_date = recorded_date(FILES["timings"][0])
     assert label_of(texts(at)).startswith(f"Recorded on NVIDIA H200 ({h200_date}), the "
                                           "closest recorded GPU to the T4 profile")
     assert all(o.startswith("bench_h200_") for o in at.selectbox(key="rec_file").options)
