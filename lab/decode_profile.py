@@ -38,6 +38,8 @@ SHAPES = ((1, 32768), (8, 131072))          # (batch, seq_k): the grid's two cor
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--launches", type=int, default=2, help="launches of each kernel")
+    ap.add_argument("--prefetch", type=int, choices=(0, 128, 256),
+                    help="profile ours built with this L2_PREFETCH (default: as committed)")
     ap.add_argument("--kernels", action="store_true",
                     help="list SDPA's kernels and times with torch.profiler instead")
     args = ap.parse_args()
@@ -49,6 +51,10 @@ def main():
     from engine.gpu.runtime import live_gpu
     from engine.gpu.torch_reference import release_memory, torch_module
     from engine.model.decode_config import DecodeConfig, block_table
+    if args.prefetch is not None:
+        sys.path[:0] = ["lab"]
+        from decode_tensor_cores import force
+        force(None, 2, args.prefetch)
     torch = torch_module()
     sms = live_gpu().sms
     for batch, seq_k in SHAPES:

@@ -9,6 +9,10 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    in flight
   --set prefetch   the copies asking L2 for 128 or 256 bytes at once (L2_PREFETCH)
   --set deeper     the 256-byte prefetch with 3 stages, both kinds of products
+  --set hint       the kernel as it is, its copies asking L2 for 256 bytes (as committed), 128
+                   or none (L2_PREFETCH)
+  --set layout     the kernel as it is (K_j, V_j rows swizzled), with rows padded by 16 bytes
+                   instead (KV_PAD, the layout before), and swizzled without the L2 prefetch
   --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
                    or 64 (two blocks an SM, the auto rule's, or one)
 
@@ -23,11 +27,13 @@ import numpy as np
 sys.path[:0] = ["tests", "."]
 
 
-def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None):
+def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
+          padded=False):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
     patch's TENSOR_CORES and L2_PREFETCH (None: leave them out); stages: its ring of key tiles
     (and the shared memory counted for it); block_k: keys a tile (None: decode_block_k's);
-    per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM)."""
+    per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM); padded: K_j and V_j rows
+    padded by 16 bytes (KV_PAD=1, the layout before the swizzle) instead of swizzled."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -44,6 +50,12 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     if prefetch is not None:
         options = launcher.compile_options
         launcher.compile_options = lambda cfg: (*options(cfg), f"-DL2_PREFETCH={prefetch}")
+    if padded:
+        options2, fits = launcher.compile_options, launcher.check_fits
+        saved[(launcher, "check_fits")] = fits
+        launcher.compile_options = lambda cfg: (*options2(cfg), "-DKV_PAD=1")
+        launcher.check_fits = lambda cfg, gpu: fits(cfg, gpu) + 2 * stages * dc.decode_block_k(
+            cfg.head_dim) * 16
     if block_k is not None:
         orig_bk = dc.decode_block_k
         launcher.decode_block_k = dc.decode_block_k = (
@@ -85,6 +97,11 @@ BUILDS = {   # name -> force()'s arguments
                  "TC L2 256": (True, 2, 256), "FFMA L2 256": (False, 2, 256)},
     "deeper": {"FFMA L2 256": (False, 2, 256), "FFMA L2 256 s3": (False, 3, 256),
                "TC L2 256": (True, 2, 256), "TC L2 256 s3": (True, 3, 256)},
+    # against the kernel as it is (no patch): K_j, V_j swizzled (as committed) or padded
+    "layout": {"swizzled": (None, 2), "padded": (None, 2, None, None, None, True),
+               "swz no L2": (None, 2, 0)},
+    # against the kernel as it is (no patch): the L2 prefetch of its copies (L2_PREFETCH)
+    "hint": {"L2 256": (None, 2, 256), "L2 128": (None, 2, 128), "no hint": (None, 2, 0)},
     # against the kernel as it is (no patch): wider key tiles, one block an SM
     "tiles": {"64 keys, 2/SM": (None, 2), "128 keys, 1/SM": (None, 2, None, 128, 1),
               "64 keys, 1/SM": (None, 2, None, 64, 1)},

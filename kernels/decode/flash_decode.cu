@@ -159,9 +159,16 @@ __device__ __forceinline__ long long key_row(int page, int b, int g, int c, int 
 // bytes around it from memory at once. The cache is read once, row after row, so the
 // neighbouring bytes are the next copies' (on an H100, 1-3.5% faster at every shape of the
 // decode sweep: lab/NOTES.md).
+// L2_PREFETCH (-D, default 256) picks the bytes asked for: 256, 128, or 0 for none.
+#ifndef L2_PREFETCH
+#define L2_PREFETCH 256
+#endif
 __device__ __forceinline__ void copy16(unsigned dst, const void* src, bool valid) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= 800 && L2_PREFETCH == 256
     asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;"
+                 :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+#elif __CUDA_ARCH__ >= 800 && L2_PREFETCH == 128
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;"
                  :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
 #else
     cp_async16(dst, src, valid);
