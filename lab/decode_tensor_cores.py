@@ -11,8 +11,9 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
   --set deeper     the 256-byte prefetch with 3 stages, both kinds of products
   --set hint       the kernel as it is, its copies asking L2 for 256 bytes (as committed), 128
                    or none (L2_PREFETCH)
-  --set layout     the kernel as it is (K_j, V_j rows swizzled), with rows padded by 16 bytes
-                   instead (KV_PAD, the layout before), and swizzled without the L2 prefetch
+  --set layout     K_j, V_j rows swizzled by 16-byte chunks (patches/decode_swizzle.diff onto
+                   commit 4b80ab2), padded by 16 bytes as the kernel has them (KV_PAD), and
+                   swizzled without the L2 prefetch
   --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
                    or 64 (two blocks an SM, the auto rule's, or one)
 
@@ -97,7 +98,8 @@ BUILDS = {   # name -> force()'s arguments
                  "TC L2 256": (True, 2, 256), "FFMA L2 256": (False, 2, 256)},
     "deeper": {"FFMA L2 256": (False, 2, 256), "FFMA L2 256 s3": (False, 3, 256),
                "TC L2 256": (True, 2, 256), "TC L2 256 s3": (True, 3, 256)},
-    # against the kernel as it is (no patch): K_j, V_j swizzled (as committed) or padded
+    # with patches/decode_swizzle.diff: K_j, V_j swizzled (the patch) or padded (KV_PAD, the
+    # kernel's layout)
     "layout": {"swizzled": (None, 2), "padded": (None, 2, None, None, None, True),
                "swz no L2": (None, 2, 0)},
     # against the kernel as it is (no patch): the L2 prefetch of its copies (L2_PREFETCH)
