@@ -14,6 +14,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
   --set layout     K_j, V_j rows swizzled by 16-byte chunks (patches/decode_swizzle.diff onto
                    commit 4b80ab2), padded by 16 bytes as the kernel has them (KV_PAD), and
                    swizzled without the L2 prefetch
+  --set warps      the kernel as it is with 4 warps a block (16 keys each of a 64-key tile) or 8
+                   (8 keys each): twice the warps an SM to hide each warp's dependent chain
   --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
                    or 64 (two blocks an SM, the auto rule's, or one)
 
@@ -29,12 +31,13 @@ sys.path[:0] = ["tests", "."]
 
 
 def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
-          padded=False):
+          padded=False, threads=None):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
     patch's TENSOR_CORES and L2_PREFETCH (None: leave them out); stages: its ring of key tiles
     (and the shared memory counted for it); block_k: keys a tile (None: decode_block_k's);
     per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM); padded: K_j and V_j rows
-    padded by 16 bytes (KV_PAD=1, the layout before the swizzle) instead of swizzled."""
+    padded by 16 bytes (KV_PAD=1, the layout before the swizzle) instead of swizzled; threads:
+    threads a block (None: DECODE_THREADS), the warps sharing each key tile."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -51,6 +54,9 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     if prefetch is not None:
         options = launcher.compile_options
         launcher.compile_options = lambda cfg: (*options(cfg), f"-DL2_PREFETCH={prefetch}")
+    if threads is not None:
+        saved[(launcher, "NUM_THREADS")] = launcher.NUM_THREADS
+        launcher.NUM_THREADS = threads
     if padded:
         options2, fits = launcher.compile_options, launcher.check_fits
         saved[(launcher, "check_fits")] = fits
@@ -104,6 +110,8 @@ BUILDS = {   # name -> force()'s arguments
                "swz no L2": (None, 2, 0)},
     # against the kernel as it is (no patch): the L2 prefetch of its copies (L2_PREFETCH)
     "hint": {"L2 256": (None, 2, 256), "L2 128": (None, 2, 128), "no hint": (None, 2, 0)},
+    # against the kernel as it is (no patch): 8 warps a block, each 8 keys of a 64-key tile
+    "warps": {"4 warps": (None, 2), "8 warps": (None, 2, None, None, None, False, 256)},
     # against the kernel as it is (no patch): wider key tiles, one block an SM
     "tiles": {"64 keys, 2/SM": (None, 2), "128 keys, 1/SM": (None, 2, None, 128, 1),
               "64 keys, 1/SM": (None, 2, None, 64, 1)},
