@@ -14,6 +14,7 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
   --set layout     K_j, V_j rows swizzled by 16-byte chunks (patches/decode_swizzle.diff onto
                    commit 4b80ab2), padded by 16 bytes as the kernel has them (KV_PAD), and
                    swizzled without the L2 prefetch
+  --set rings      the kernel as it is with 2 or 3 key tiles in flight (STAGES)
   --set warps      the kernel as it is with 4 warps a block (16 keys each of a 64-key tile) or 8
                    (8 keys each): twice the warps an SM to hide each warp's dependent chain
   --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
@@ -110,6 +111,9 @@ BUILDS = {   # name -> force()'s arguments
                "swz no L2": (None, 2, 0)},
     # against the kernel as it is (no patch): the L2 prefetch of its copies (L2_PREFETCH)
     "hint": {"L2 256": (None, 2, 256), "L2 128": (None, 2, 128), "no hint": (None, 2, 0)},
+    # against the kernel as it is (no patch): 2 or 3 key tiles in flight (the H200's bandwidth
+    # asks for more bytes in flight than the H100's, where 3 were no faster)
+    "rings": {"2 stages": (None, 2), "3 stages": (None, 3)},
     # against the kernel as it is (no patch): 8 warps a block, each 8 keys of a 64-key tile
     "warps": {"4 warps": (None, 2), "8 warps": (None, 2, None, None, None, False, 256)},
     # against the kernel as it is (no patch): wider key tiles, one block an SM
