@@ -14,15 +14,16 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
   --set layout     K_j, V_j rows swizzled by 16-byte chunks (patches/decode_swizzle.diff onto
                    commit 4b80ab2), padded by 16 bytes as the kernel has them (KV_PAD), and
                    swizzled without the L2 prefetch
+  --set tc         products on the CUDA cores or the tensor cores, on the H200 (the patch)
   --set rings      the kernel as it is with 2 or 3 key tiles in flight (STAGES)
   --set warps      the kernel as it is with 4 warps a block (16 keys each of a 64-key tile) or 8
                    (8 keys each): twice the warps an SM to hide each warp's dependent chain
   --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
                    or 64 (two blocks an SM, the auto rule's, or one)
 
-The first three sets need the switches of patches/decode_tensor_cores.diff, made against
-commit f668e29 (git checkout f668e29 && git apply lab/patches/decode_tensor_cores.diff); the
-256-byte prefetch is in the kernel since. Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick]"""
+The first three sets and --set tc need the switches of patches/decode_tensor_cores.diff, first
+made against commit f668e29 and now carried onto 6922d6f (git checkout 6922d6f && git apply
+lab/patches/decode_tensor_cores.diff); the 256-byte prefetch is in the kernel since. Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick]"""
 import argparse
 import sys
 
@@ -111,6 +112,8 @@ BUILDS = {   # name -> force()'s arguments
                "swz no L2": (None, 2, 0)},
     # against the kernel as it is (no patch): the L2 prefetch of its copies (L2_PREFETCH)
     "hint": {"L2 256": (None, 2, 256), "L2 128": (None, 2, 128), "no hint": (None, 2, 0)},
+    # with patches/decode_tensor_cores.diff: products on the CUDA cores or the tensor cores
+    "tc": {"FFMA": (False, 2), "TC": (True, 2)},
     # against the kernel as it is (no patch): 2 or 3 key tiles in flight (the H200's bandwidth
     # asks for more bytes in flight than the H100's, where 3 were no faster)
     "rings": {"2 stages": (None, 2), "3 stages": (None, 3)},
