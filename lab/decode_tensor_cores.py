@@ -15,6 +15,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    commit 4b80ab2), padded by 16 bytes as the kernel has them (KV_PAD), and
                    swizzled without the L2 prefetch
   --set tc         products on the CUDA cores or the tensor cores, on the H200 (the patch)
+  --set lockstep   the warps of a block apart on the key tiles (the kernel) or in step, a block
+                   barrier a tile (patches/decode_lockstep.diff onto d873ddd; prepared, not run)
   --set rings      the kernel as it is with 2 or 3 key tiles in flight (STAGES)
   --set warps      the kernel as it is with 4 warps a block (16 keys each of a 64-key tile) or 8
                    (8 keys each): twice the warps an SM to hide each warp's dependent chain
@@ -33,13 +35,14 @@ sys.path[:0] = ["tests", "."]
 
 
 def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
-          padded=False, threads=None):
+          padded=False, threads=None, defines=()):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
     patch's TENSOR_CORES and L2_PREFETCH (None: leave them out); stages: its ring of key tiles
     (and the shared memory counted for it); block_k: keys a tile (None: decode_block_k's);
     per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM); padded: K_j and V_j rows
     padded by 16 bytes (KV_PAD=1, the layout before the swizzle) instead of swizzled; threads:
-    threads a block (None: DECODE_THREADS), the warps sharing each key tile."""
+    threads a block (None: DECODE_THREADS), the warps sharing each key tile; defines: more
+    -D switches ("NAME=value") for the build."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -56,6 +59,9 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     if prefetch is not None:
         options = launcher.compile_options
         launcher.compile_options = lambda cfg: (*options(cfg), f"-DL2_PREFETCH={prefetch}")
+    if defines:
+        options3 = launcher.compile_options
+        launcher.compile_options = lambda cfg: (*options3(cfg), *(f"-D{x}" for x in defines))
     if threads is not None:
         saved[(launcher, "NUM_THREADS")] = launcher.NUM_THREADS
         launcher.NUM_THREADS = threads
@@ -114,6 +120,10 @@ BUILDS = {   # name -> force()'s arguments
     "hint": {"L2 256": (None, 2, 256), "L2 128": (None, 2, 128), "no hint": (None, 2, 0)},
     # with patches/decode_tensor_cores.diff: products on the CUDA cores or the tensor cores
     "tc": {"FFMA": (False, 2), "TC": (True, 2)},
+    # with patches/decode_lockstep.diff: the warps walk the tiles apart (as the kernel does) or
+    # together (a block barrier a tile), so a tile's copies reach memory at once
+    "lockstep": {"per warp": (None, 2),
+                 "lockstep": (None, 2, None, None, None, False, None, ("LOCKSTEP=1",))},
     # against the kernel as it is (no patch): 2 or 3 key tiles in flight (the H200's bandwidth
     # asks for more bytes in flight than the H100's, where 3 were no faster)
     "rings": {"2 stages": (None, 2), "3 stages": (None, 3)},
