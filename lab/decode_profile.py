@@ -58,7 +58,7 @@ def main():
     if args.prefetch is not None:
         sys.path[:0] = ["lab"]
         from decode_tensor_cores import force
-        force(None, 2, args.prefetch)
+        force(prefetch=args.prefetch)
     torch = torch_module()
     sms = live_gpu().sms
     for batch, seq_k in SHAPES:

@@ -37,15 +37,17 @@ sys.path[:0] = ["tests", "."]
 def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
           padded=False, threads=None, defines=()):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
-    patch's TENSOR_CORES and L2_PREFETCH (None: leave them out); stages: its ring of key tiles
-    (and the shared memory counted for it); block_k: keys a tile (None: decode_block_k's);
-    per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM); padded: K_j and V_j rows
-    padded by 16 bytes (KV_PAD=1, the layout before the swizzle) instead of swizzled; threads:
-    threads a block (None: DECODE_THREADS), the warps sharing each key tile; defines: more
-    -D switches ("NAME=value") for the build."""
+    patch's TENSOR_CORES and the kernel's L2_PREFETCH (None: leave them out); stages: its ring
+    of key tiles (and the shared memory counted for it); block_k: keys a tile (None:
+    decode_block_k's); per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM); padded:
+    K_j and V_j rows padded by 16 bytes (KV_PAD=1 of patches/decode_swizzle.diff) instead of
+    swizzled; threads: threads a block (None: DECODE_THREADS), the warps sharing each key tile;
+    defines: more -D switches ("NAME=value") for the build."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
+             (launcher, "check_fits"): launcher.check_fits,
+             (launcher, "NUM_THREADS"): launcher.NUM_THREADS,
              (launcher, "DECODE_STAGES"): launcher.DECODE_STAGES,
              (dc, "DECODE_STAGES"): dc.DECODE_STAGES,
              (launcher, "decode_block_k"): launcher.decode_block_k,
@@ -56,21 +58,17 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
         saved[(launcher, "uses_tensor_cores")] = orig
         launcher.uses_tensor_cores = lambda cfg: tensor_cores and orig(cfg)
     launcher.DECODE_STAGES = dc.DECODE_STAGES = stages
-    if prefetch is not None:
+    extra = [*defines, *([f"L2_PREFETCH={prefetch}"] if prefetch is not None else []),
+             *(["KV_PAD=1"] if padded else [])]
+    if extra:
         options = launcher.compile_options
-        launcher.compile_options = lambda cfg: (*options(cfg), f"-DL2_PREFETCH={prefetch}")
-    if defines:
-        options3 = launcher.compile_options
-        launcher.compile_options = lambda cfg: (*options3(cfg), *(f"-D{x}" for x in defines))
-    if threads is not None:
-        saved[(launcher, "NUM_THREADS")] = launcher.NUM_THREADS
-        launcher.NUM_THREADS = threads
-    if padded:
-        options2, fits = launcher.compile_options, launcher.check_fits
-        saved[(launcher, "check_fits")] = fits
-        launcher.compile_options = lambda cfg: (*options2(cfg), "-DKV_PAD=1")
+        launcher.compile_options = lambda cfg: (*options(cfg), *(f"-D{x}" for x in extra))
+    if padded:                    # each ring's rows 16 bytes wider than decode_smem_parts counts
+        fits = launcher.check_fits
         launcher.check_fits = lambda cfg, gpu: fits(cfg, gpu) + 2 * stages * dc.decode_block_k(
             cfg.head_dim) * 16
+    if threads is not None:
+        launcher.NUM_THREADS = threads
     if block_k is not None:
         orig_bk = dc.decode_block_k
         launcher.decode_block_k = dc.decode_block_k = (
@@ -84,13 +82,13 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     return undo
 
 
-def check(*build) -> float:
+def check(build: dict) -> float:
     """The worst error against float64 over the GPU tests' shapes (relative, as they measure)."""
     from engine.decode import make_decode_inputs, run_decode
     from reference import decode64, rel_err
     from test_gpu_decode import CASES, OUT_TOL, config, contiguous
     worst = 0.0
-    undo = force(*build)
+    undo = force(**build)
     try:
         for kw in CASES:
             cfg = config(**kw)
@@ -106,32 +104,41 @@ def check(*build) -> float:
     return worst
 
 
+def spec(tc=None, stages=2, **kw) -> dict:
+    """force()'s keyword arguments for one build (tc: tensor_cores)."""
+    return {"tensor_cores": tc, "stages": stages, **kw}
+
+
 BUILDS = {   # name -> force()'s arguments
-    "stages": {"FFMA": (False, 2), "TC": (True, 2), "FFMA s3": (False, 3), "TC s3": (True, 3)},
-    "prefetch": {"FFMA": (False, 2, 0), "TC": (True, 2, 0), "TC L2 128": (True, 2, 128),
-                 "TC L2 256": (True, 2, 256), "FFMA L2 256": (False, 2, 256)},
-    "deeper": {"FFMA L2 256": (False, 2, 256), "FFMA L2 256 s3": (False, 3, 256),
-               "TC L2 256": (True, 2, 256), "TC L2 256 s3": (True, 3, 256)},
+    "stages": {"FFMA": spec(False), "TC": spec(True), "FFMA s3": spec(False, 3),
+               "TC s3": spec(True, 3)},
+    "prefetch": {"FFMA": spec(False, prefetch=0), "TC": spec(True, prefetch=0),
+                 "TC L2 128": spec(True, prefetch=128), "TC L2 256": spec(True, prefetch=256),
+                 "FFMA L2 256": spec(False, prefetch=256)},
+    "deeper": {"FFMA L2 256": spec(False, prefetch=256),
+               "FFMA L2 256 s3": spec(False, 3, prefetch=256),
+               "TC L2 256": spec(True, prefetch=256),
+               "TC L2 256 s3": spec(True, 3, prefetch=256)},
     # with patches/decode_swizzle.diff: K_j, V_j swizzled (the patch) or padded (KV_PAD, the
     # kernel's layout)
-    "layout": {"swizzled": (None, 2), "padded": (None, 2, None, None, None, True),
-               "swz no L2": (None, 2, 0)},
+    "layout": {"swizzled": spec(), "padded": spec(padded=True),
+               "swz no L2": spec(prefetch=0)},
     # against the kernel as it is (no patch): the L2 prefetch of its copies (L2_PREFETCH)
-    "hint": {"L2 256": (None, 2, 256), "L2 128": (None, 2, 128), "no hint": (None, 2, 0)},
+    "hint": {"L2 256": spec(prefetch=256), "L2 128": spec(prefetch=128),
+             "no hint": spec(prefetch=0)},
     # with patches/decode_tensor_cores.diff: products on the CUDA cores or the tensor cores
-    "tc": {"FFMA": (False, 2), "TC": (True, 2)},
+    "tc": {"FFMA": spec(False), "TC": spec(True)},
     # with patches/decode_lockstep.diff: the warps walk the tiles apart (as the kernel does) or
     # together (a block barrier a tile), so a tile's copies reach memory at once
-    "lockstep": {"per warp": (None, 2),
-                 "lockstep": (None, 2, None, None, None, False, None, ("LOCKSTEP=1",))},
+    "lockstep": {"per warp": spec(), "lockstep": spec(defines=("LOCKSTEP=1",))},
     # against the kernel as it is (no patch): 2 or 3 key tiles in flight (the H200's bandwidth
     # asks for more bytes in flight than the H100's, where 3 were no faster)
-    "rings": {"2 stages": (None, 2), "3 stages": (None, 3)},
+    "rings": {"2 stages": spec(), "3 stages": spec(stages=3)},
     # against the kernel as it is (no patch): 8 warps a block, each 8 keys of a 64-key tile
-    "warps": {"4 warps": (None, 2), "8 warps": (None, 2, None, None, None, False, 256)},
+    "warps": {"4 warps": spec(), "8 warps": spec(threads=256)},
     # against the kernel as it is (no patch): wider key tiles, one block an SM
-    "tiles": {"64 keys, 2/SM": (None, 2), "128 keys, 1/SM": (None, 2, None, 128, 1),
-              "64 keys, 1/SM": (None, 2, None, 64, 1)},
+    "tiles": {"64 keys, 2/SM": spec(), "128 keys, 1/SM": spec(block_k=128, per_sm=1),
+              "64 keys, 1/SM": spec(block_k=64, per_sm=1)},
 }
 
 
@@ -147,7 +154,7 @@ def main():
     from engine.model.decode_config import DecodeConfig
     from engine.model.iomodel import decode_kv_bytes
     builds = BUILDS[args.set]
-    ok = {name: check(*b) < 1 for name, b in builds.items()}
+    ok = {name: check(b) < 1 for name, b in builds.items()}
     print("validated:", ok, flush=True)
     if not all(ok.values()):
         raise SystemExit("a build failed its check: nothing is timed")
@@ -167,7 +174,7 @@ def main():
             best = {}
             for _ in range(2):
                 for name, build in builds.items():
-                    undo = force(*build)
+                    undo = force(**build)
                     try:
                         t = float(np.median(time_flash_decode(cfg, auto, inputs, 30, 3)))
                     finally:
