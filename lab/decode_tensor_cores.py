@@ -20,6 +20,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
   --set rings      the kernel as it is with 2 or 3 key tiles in flight (STAGES)
   --set warps      the kernel as it is with 4 warps a block (16 keys each of a 64-key tile) or 8
                    (8 keys each): twice the warps an SM to hide each warp's dependent chain
+  --set tma        the kernel as it is, its K and V rows brought by 16-byte cp.async copies or by
+                   the copy engine (TMA_COPIES, the launcher's choice on Hopper), 2 or 3 stages
   --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
                    or 64 (two blocks an SM, the auto rule's, or one)
 
@@ -35,14 +37,15 @@ sys.path[:0] = ["tests", "."]
 
 
 def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
-          padded=False, threads=None, defines=()):
+          padded=False, threads=None, defines=(), tma=None):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
     patch's TENSOR_CORES and the kernel's L2_PREFETCH (None: leave them out); stages: its ring
     of key tiles (and the shared memory counted for it); block_k: keys a tile (None:
     decode_block_k's); per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM); padded:
     K_j and V_j rows padded by 16 bytes (KV_PAD=1 of patches/decode_swizzle.diff) instead of
     swizzled; threads: threads a block (None: DECODE_THREADS), the warps sharing each key tile;
-    defines: more -D switches ("NAME=value") for the build."""
+    defines: more -D switches ("NAME=value") for the build; tma: the copy engine where the rule
+    allows (True, the launcher's default) or cp.async everywhere (False); None: the launcher's."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -52,7 +55,10 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
              (dc, "DECODE_STAGES"): dc.DECODE_STAGES,
              (launcher, "decode_block_k"): launcher.decode_block_k,
              (dc, "decode_block_k"): dc.decode_block_k,
-             (dc, "AUTO_BLOCKS_PER_SM"): dc.AUTO_BLOCKS_PER_SM}
+             (dc, "AUTO_BLOCKS_PER_SM"): dc.AUTO_BLOCKS_PER_SM,
+             (launcher, "TMA_COPIES"): launcher.TMA_COPIES}
+    if tma is not None:
+        launcher.TMA_COPIES = tma
     if tensor_cores is not None:
         orig = launcher.uses_tensor_cores
         saved[(launcher, "uses_tensor_cores")] = orig
@@ -62,11 +68,12 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
              *(["KV_PAD=1"] if padded else [])]
     if extra:
         options = launcher.compile_options
-        launcher.compile_options = lambda cfg: (*options(cfg), *(f"-D{x}" for x in extra))
+        launcher.compile_options = lambda cfg, *a: (*options(cfg, *a),
+                                                    *(f"-D{x}" for x in extra))
     if padded:                    # each ring's rows 16 bytes wider than decode_smem_parts counts
         fits = launcher.check_fits
-        launcher.check_fits = lambda cfg, gpu: fits(cfg, gpu) + 2 * stages * dc.decode_block_k(
-            cfg.head_dim) * 16
+        launcher.check_fits = lambda cfg, gpu, *a: (
+            fits(cfg, gpu, *a) + 2 * stages * dc.decode_block_k(cfg.head_dim) * 16)
     if threads is not None:
         launcher.NUM_THREADS = threads
     if block_k is not None:
@@ -136,6 +143,10 @@ BUILDS = {   # name -> force()'s arguments
     "rings": {"2 stages": spec(), "3 stages": spec(stages=3)},
     # against the kernel as it is (no patch): 8 warps a block, each 8 keys of a 64-key tile
     "warps": {"4 warps": spec(), "8 warps": spec(threads=256)},
+    # against the kernel as it is (no patch): K and V by 16-byte cp.async from every lane, or
+    # by the copy engine (TMA_COPIES: a warp's rows as 128-byte swizzled boxes, unpadded)
+    "tma": {"cp.async": spec(tma=False), "TMA": spec(tma=True),
+            "TMA s3": spec(stages=3, tma=True)},
     # against the kernel as it is (no patch): wider key tiles, one block an SM
     "tiles": {"64 keys, 2/SM": spec(), "128 keys, 1/SM": spec(block_k=128, per_sm=1),
               "64 keys, 1/SM": spec(block_k=64, per_sm=1)},

@@ -231,6 +231,34 @@ def test_byte_model():
     assert iomodel.decode_trace_bytes(cfg, 3) == 4 * 2 * 32 * (3 * 131 + 2)
 
 
+def test_copy_engine_rule_and_its_shared_memory():
+    """The split kernel's K and V rows come by the copy engine on sm_90 and later, for 16-bit
+    caches of whole 64-column boxes, contiguous or in pages of whole groups of a warp's keys
+    (16 of a 64-key tile at head_dim <= 128, 8 of a 32-key tile at 256) with every split
+    starting on such a group; its rings lose the 16-byte row padding and gain the swizzle's
+    1024-byte alignment and an mbarrier per stage and warp."""
+    from engine.model.decode_config import DECODE_STAGES, decode_tma
+    cfg = DecodeConfig(heads=32, kv_heads=8, seq_k=4089, head_dim=128, dtype="float16")
+    assert decode_tma(cfg, "9.0") and not decode_tma(cfg, "8.9") and not decode_tma(cfg, "7.5")
+    assert not decode_tma(cfg.with_(dtype="float32"), "9.0")
+    assert not decode_tma(cfg.with_(head_dim=32), "9.0")
+    assert decode_tma(cfg.with_(head_dim=256, page_size=8), "9.0", num_splits=1)
+    paged = cfg.with_(page_size=32)
+    assert decode_tma(paged, "9.0", num_splits=8)             # 8 splits of 512 keys
+    assert decode_tma(paged, "9.0", num_splits=1)
+    assert not decode_tma(paged, "9.0", num_splits=7)         # 7 splits of 585 keys
+    assert not decode_tma(cfg.with_(page_size=8), "9.0", num_splits=1)
+    assert decode_tma(cfg, "9.0", num_splits=7)               # contiguous: any split
+    padded = iomodel.decode_smem_parts(cfg, 128)
+    tma = iomodel.decode_smem_parts(cfg, 128, tma=True)
+    ring = DECODE_STAGES * 64 * 128 * 2
+    assert tma[f"K_j ({DECODE_STAGES} stages)"] == ring
+    assert padded[f"K_j ({DECODE_STAGES} stages)"] == ring + DECODE_STAGES * 64 * 16
+    assert tma["alignment to 1024 bytes"] == 1024 and tma["mbarriers"] == 8 * DECODE_STAGES * 4
+    assert sum(tma.values()) - sum(padded.values()) == 1024 + 8 * DECODE_STAGES * 4 - 2 * (
+        DECODE_STAGES * 64 * 16)
+
+
 @st.composite
 def configs(draw):
     nk = draw(st.integers(1, 400))

@@ -144,8 +144,9 @@ def backward_wgmma_examples():
 
 def decode_examples():
     """The Flash-Decoding kernel in float16 and bfloat16 at head_dim 64 and 128 (one query
-    row per block, contiguous; four rows of a GQA group, paged), and the extremes: float32 at
-    head_dim 256 with 32 rows, float16 at head_dim 16 with four query tokens."""
+    row per block, contiguous; four rows of a GQA group, paged), each also as its copy-engine
+    build (TMA_COPIES, which sm_90 takes for these), and the extremes: float32 at head_dim 256
+    with 32 rows, float16 at head_dim 16 with four query tokens."""
     from engine.model.decode_config import DecodeConfig
     from engine.gpu.launchers import decode
     shapes = [dict(head_dim=d, dtype=dt, **layout) for d in (64, 128)
@@ -154,7 +155,9 @@ def decode_examples():
                                                              page_size=16))]
     shapes += [dict(head_dim=256, dtype="float32", heads=32, kv_heads=1, page_size=256),
                dict(head_dim=16, dtype="float16", heads=4, kv_heads=2, seq_q=4, seq_k=64)]
-    return [decode.compile_options(DecodeConfig(**kw)) for kw in shapes]
+    return [decode.compile_options(DecodeConfig(**kw), tma)
+            for kw in shapes for tma in ((False, True) if kw["dtype"] != "float32"
+                                         and kw["head_dim"] % 64 == 0 else (False,))]
 
 
 SM90A_SOURCES = (catalog.WGMMA.source, catalog.BACKWARD_WGMMA.source)
@@ -306,15 +309,18 @@ def test_backward_overflow_message_gives_bytes_and_the_largest_fitting_tiles():
 def test_decode_split_kernel_fits_blocks_per_sm_on_the_issue_shape():
     """heads 32, kv_heads 8, d = 128, float16 (the decode targets on the H200): shared memory and
     registers leave room for BLOCKS_PER_SM blocks on an SM (the auto rule uses at most
-    AUTO_BLOCKS_PER_SM of them)."""
+    AUTO_BLOCKS_PER_SM of them), in the build the H200 runs (the copy engine's) and the
+    cp.async one."""
     from engine.model.decode_config import BLOCKS_PER_SM, DecodeConfig
     from engine.gpu.launchers import decode
     cfg = DecodeConfig(heads=32, kv_heads=8, head_dim=128, dtype="float16")
-    smem = decode.check_fits(cfg, H200)
-    assert BLOCKS_PER_SM * (smem + 1024) <= H200.smem_per_sm
-    done = nvcc(SRC["decode"], (*decode.compile_options(cfg), "-Xptxas", "-v"))
-    assert done.returncode == 0, done.stderr
-    report = done.stderr.split("Function properties for flash_decode_split")[1]
-    regs = int(report.split("Used ")[1].split(" registers")[0])
-    assert BLOCKS_PER_SM * regs * decode.NUM_THREADS <= H200.regs_per_sm
-    assert "0 bytes spill stores" in report.split("ptxas")[0], report
+    assert decode.uses_tma(cfg, H200, cfg.splits_on(H200.sms))
+    for tma in (True, False):
+        smem = decode.check_fits(cfg, H200, tma)
+        assert BLOCKS_PER_SM * (smem + 1024) <= H200.smem_per_sm
+        done = nvcc(SRC["decode"], (*decode.compile_options(cfg, tma), "-Xptxas", "-v"))
+        assert done.returncode == 0, done.stderr
+        report = done.stderr.split("Function properties for flash_decode_split")[1]
+        regs = int(report.split("Used ")[1].split(" registers")[0])
+        assert BLOCKS_PER_SM * regs * decode.NUM_THREADS <= H200.regs_per_sm, (tma, regs)
+        assert "0 bytes spill stores" in report.split("ptxas")[0], (tma, report)

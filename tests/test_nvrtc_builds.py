@@ -96,8 +96,9 @@ def query_stages_on(shape, options, gen) -> int:
 
 def builds_for(kernel, target: str) -> list[tuple]:
     """The build's checked compile options on `target`: every example, less bfloat16 where the
-    generation has none, less the catalogued tiles its shared memory cannot hold, and (the
-    tensor-core backward) with the query buffers the launcher picks there."""
+    generation has none, less the catalogued tiles its shared memory cannot hold, less the
+    decode kernel's copy-engine builds below sm_90 (the launcher never makes them there), and
+    (the tensor-core backward) with the query buffers the launcher picks there."""
     gen = gpu_arch.generation(int(target[3:5]) / 10)
     out = []
     for o in examples_of(kernel.source):
@@ -105,6 +106,8 @@ def builds_for(kernel, target: str) -> list[tuple]:
             continue
         if ("-DFP8=1" in o) != any(dt in FP8_DTYPES for dt in kernel.dtypes):
             continue                       # one source, two rows: each row its own builds
+        if define(o, "TMA_COPIES") == 1 and float(gen.cc) < 9.0:
+            continue
         shape = (define(o, "HEAD_DIM"), define(o, "BLOCK_Q"), define(o, "BLOCK_K"))
         if kernel.shapes and not gpu_arch.shape_fits(kernel, shape, gen.smem_optin):
             continue

@@ -46,6 +46,26 @@ def decode_block_k(head_dim: int) -> int:
     return 32 if head_dim > 128 else 64
 
 
+def decode_tma(cfg: "DecodeConfig", compute_capability: str, threads: int = 128,
+               num_splits: int | None = None) -> bool:
+    """Whether the split kernel's K and V rows come by the copy engine (its TMA_COPIES build)
+    on a GPU of this compute capability: sm_90 and later, a 16-bit cache, head_dim a multiple
+    of 64 (whole 128-byte boxes), and a contiguous cache, or pages of whole groups of a warp's
+    keys (decode_block_k / warps) with every split starting on such a group (num_splits; None:
+    the page size alone), so that no warp's box of keys spans two pages. On the H200 the copy
+    engine read a decode cache faster than 16-byte cp.async copies (lab/NOTES.md, "Decoding:
+    the copy engine")."""
+    major = int(str(compute_capability).split(".")[0])
+    warp_keys = decode_block_k(cfg.head_dim) // (threads // 32)
+    if major < 9 or cfg.itemsize != 2 or cfg.head_dim % 64:
+        return False
+    if not cfg.paged:
+        return True
+    aligned = (num_splits is None or num_splits == 1
+               or split_length(cfg.seq_k, num_splits) % warp_keys == 0)
+    return cfg.page_size % warp_keys == 0 and aligned
+
+
 def split_length(seq_k: int, num_splits: int) -> int:
     """Keys per split: ceil(seq_k / num_splits); the last split holds the rest (ragged)."""
     return -(-seq_k // num_splits)

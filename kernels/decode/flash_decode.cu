@@ -26,6 +26,9 @@
 //               keys c <= seq_k - SEQ_Q + t)
 //   BLOCK_K   = Bc, keys per tile     PAGE_SIZE = rows per page, 0 for a contiguous cache
 //   NUM_THREADS = threads per block (a multiple of 32)   STAGES = key tiles in flight, >= 2
+//   TMA_COPIES = 1: the copy engine brings each warp's rows (sm_90 and later, 16-bit elements,
+//               d a multiple of 64, PAGE_SIZE 0 or a multiple of KW; two more parameters, the
+//               tensor maps of K and V); 0 (default): 16-byte cp.async copies from every lane
 // Launch: flash_decode_split grid (num_splits, kv_heads, batch), num_splits at most
 // MAX_SPLITS, NUM_THREADS threads, dynamic shared memory as laid out below; split_count
 // (batch · kv_heads int32) all 0 before the launch, and 0 again after it.
@@ -39,6 +42,7 @@
 #include "online_softmax.cuh"
 #include "causal_tiles.cuh"
 #include "ticket.cuh"
+#include "tma.cuh"
 
 typedef ELEM_T elem_t;
 
@@ -62,9 +66,21 @@ static_assert(NUM_THREADS % 32 == 0 && Bc % WARPS == 0 && 32 % KW == 0,
 static_assert(DL % 4 == 0 && DL * sizeof(elem_t) % 4 == 0, "Q_i is read 4 floats at a time");
 static_assert(KW % KG == 0 && STAGES >= 2, "key groups split a warp's keys evenly");
 static_assert(R >= 1 && R <= 32 && R % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q, at most 32");
+#ifndef TMA_COPIES
+#define TMA_COPIES 0
+#endif
+// With TMA_COPIES, a warp's KW rows of a tile arrive as BOXES boxes of KW rows × 64 columns
+// (128 bytes), each row's 16-byte chunks swizzled by the copy engine (kv_at), so the rows
+// need no padding; the swizzle's period, 1024 bytes, aligns the rings.
+constexpr int BOXES = d / 64, RING_ROW = TMA_COPIES ? d : KV_STRIDE;
+static_assert(!TMA_COPIES || (sizeof(elem_t) == 2 && d % 64 == 0 && KW % 8 == 0
+                              && (PAGE_SIZE == 0 || PAGE_SIZE % KW == 0)),
+              "the copy engine takes 16-bit rows of whole 64-column boxes, KW rows a page");
+constexpr int FLOATS = 2 * R * d + Bc * R + 2 * WARPS * R + 2 * R;  // Q_i .. l_blk
+static_assert(FLOATS % 2 == 0, "the mbarriers after l_blk are 8-byte aligned");
 // The dynamic shared memory (layout in the kernel), which the merge reuses for its weights.
-constexpr int SMEM_BYTES = 2 * STAGES * Bc * KV_STRIDE * (int)sizeof(elem_t)
-                           + 4 * (2 * R * d + Bc * R + 2 * WARPS * R + 2 * R);
+constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0) + 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t)
+                           + 4 * FLOATS + (TMA_COPIES ? 8 * STAGES * WARPS : 0);
 static_assert(4 * (R * MAX_SPLITS + R + 1) <= SMEM_BYTES,
               "the merge's weights and the ticket's answer fit shared memory");
 // The merge: each thread sums MV consecutive dimensions of one row over the splits, MV as
@@ -110,6 +126,22 @@ __device__ __forceinline__ void load_floats(const elem_t* p, float (&out)[N]) {
     }
 }
 
+// Element (row, col) of stage `stage` of the K_j or V_j ring, row = the tile's key. cp.async:
+// rows of RING_ROW elements. TMA_COPIES: per stage and warp, BOXES boxes of KW rows × 128
+// bytes, where the copy engine put byte b of a row at b ^ (row % 8) · 16 (its 128-byte swizzle:
+// address bits 4-6 xor bits 7-9, the ring 1024-byte aligned); 8 consecutive rows' same chunk
+// then lie in 8 bank groups.
+__device__ __forceinline__ const elem_t* kv_at(const elem_t* ring, int stage, int row, int col) {
+#if TMA_COPIES
+    const int w = row / KW, c = row % KW;           // boxes start on 1024-byte multiples
+    const unsigned off = ((((stage * WARPS + w) * BOXES + col / 64) * KW + c) * 64 + col % 64)
+                         * (unsigned)sizeof(elem_t);
+    return (const elem_t*)((const unsigned char*)ring + (off ^ (c % 8) * 16));
+#else
+    return ring + (stage * Bc + row) * KV_STRIDE + col;
+#endif
+}
+
 // The 16-byte copies one lane makes of a tile's K_j (and as many of V_j): copy i takes chunk
 // (lane + 32 i) mod CHUNKS of the warp's key row (lane + 32 i) / CHUNKS.
 constexpr int COPIES = (KW * CHUNKS + 31) / 32;
@@ -135,8 +167,9 @@ __device__ __forceinline__ void lookup_pages(int (&page)[COPIES],
                                              int k_begin, int k_end, int warp, int lane,
                                              int pages_per_seq) {
 #if PAGE_SIZE > 0
+    // the copy engine needs the page of lane 0's first copy only: the warp's first key
     #pragma unroll
-    for (int i = 0; i < COPIES; ++i) {
+    for (int i = 0; i < (TMA_COPIES ? 1 : COPIES); ++i) {
         const int c = copy_key(i, warp, lane, k0, k_begin, k_end);
         page[i] = k0 < k_end && copy_exists(i, lane)
                   ? block_table[b * pages_per_seq + c / PAGE_SIZE] : 0;
@@ -199,6 +232,52 @@ __device__ __forceinline__ void load_tile(elem_t* K_j, elem_t* V_j, const elem_t
     cp_async_commit();
 }
 
+#if TMA_COPIES
+// The same with the copy engine: lane 0 announces the bytes on the warp's barrier of this
+// stage and copies BOXES boxes of its KW rows of K and of V (tensor maps over (B · kv, seq_k, d)
+// or (pages · kv, PAGE_SIZE, d)). Rows past the cache's end arrive as zeros; rows past k_end
+// inside it (the next split's, or a page's unwritten rows) are zeroed after the wait. A warp
+// whose rows all lie past k_end only arrives; nothing is fetched past the last tile.
+__device__ __forceinline__ void load_tile_tma(elem_t* K_j, elem_t* V_j, unsigned bars,
+                                              const TensorMap* k_map, const TensorMap* v_map,
+                                              const int (&page)[COPIES], int b, int g, int k0,
+                                              int k_end, int stage, int warp, int lane,
+                                              int kv_heads) {
+    if (lane != 0 || k0 >= k_end) return;
+    const unsigned bar = bars + 8 * (stage * WARPS + warp);
+    const int c0 = k0 + warp * KW;
+    if (c0 >= k_end) {
+        mbar_arrive(bar);
+        return;
+    }
+    mbar_expect_bytes(bar, 2 * KW * d * sizeof(elem_t));
+#if PAGE_SIZE > 0
+    const int bh = page[0] * kv_heads + g, row = c0 % PAGE_SIZE;
+#else
+    const int bh = b * kv_heads + g, row = c0;
+#endif
+    #pragma unroll
+    for (int h = 0; h < BOXES; ++h) {
+        const int box = ((stage * WARPS + warp) * BOXES + h) * KW * 64;
+        tma_load(smem_addr(K_j + box), k_map, h * 64, row, bh, bar);
+        tma_load(smem_addr(V_j + box), v_map, h * 64, row, bh, bar);
+    }
+}
+
+// Zero the V_j rows from `first` on of this warp's KW (whole 128-byte box rows, so the swizzle
+// does not matter): their keys are past k_end, P_ij is 0 there, and 0 · V must stay 0 when the
+// rows hold a page's unwritten bytes.
+__device__ __forceinline__ void zero_rows_from(elem_t* V_j, int stage, int warp, int lane,
+                                               int first) {
+    for (int i = lane; i < KW * BOXES * 8; i += 32) {
+        const int c = i / (BOXES * 8), h = i / 8 % BOXES, q = i % 8;
+        if (c >= first)
+            *(uint4*)(V_j + (((stage * WARPS + warp) * BOXES + h) * KW + c) * 64 + q * 8) =
+                make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(NUM_THREADS)
 flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
                    const elem_t* __restrict__ K,        // (B, kv, seq_k, d), or paged
@@ -214,7 +293,12 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
                    float* __restrict__ trace_rescale,   // (B, H, SEQ_Q, S) or NULL
                    float* __restrict__ trace_l_final,   // (B, H, SEQ_Q) or NULL
                    int* __restrict__ split_count,       // (B, kv): splits done; 0 between launches
-                   int seq_k, int split_len, int pages_per_seq, float scale)
+                   int seq_k, int split_len, int pages_per_seq, float scale
+#if TMA_COPIES
+                   , const __grid_constant__ TensorMap k_map,   // (B · kv, seq_k, d) or
+                   const __grid_constant__ TensorMap v_map      // (pages · kv, PAGE_SIZE, d)
+#endif
+                   )
 {
     const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
     const int S = gridDim.x, kv_heads = gridDim.y;
@@ -226,15 +310,23 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
 
     // Dynamic shared memory, in the order engine/model/iomodel.py's decode_smem_parts lists it.
     extern __shared__ __align__(16) unsigned char smem[];
-    elem_t* K_j = (elem_t*)smem;                        // STAGES × Bc × KV_STRIDE
-    elem_t* V_j = K_j + STAGES * Bc * KV_STRIDE;        // STAGES × Bc × KV_STRIDE
-    float* Q_i = (float*)(V_j + STAGES * Bc * KV_STRIDE);   // R × d, in log2 units
+    // TMA_COPIES: the rings from the first 1024-byte boundary (the swizzle's period)
+    unsigned char* ring = smem + (TMA_COPIES ? (1024 - smem_addr(smem) % 1024) % 1024 : 0);
+    elem_t* K_j = (elem_t*)ring;                        // STAGES × Bc × RING_ROW
+    elem_t* V_j = K_j + STAGES * Bc * RING_ROW;         // STAGES × Bc × RING_ROW
+    float* Q_i = (float*)(V_j + STAGES * Bc * RING_ROW);    // R × d, in log2 units
     float* P_ij = Q_i + R * d;                          // Bc × R: warp w's keys at w·KW..
     float* O_acc = P_ij + Bc * R;                       // R × d: the warps' sum
     float* m_w = O_acc + R * d;                         // WARPS × R: each warp's max (log2)
     float* l_w = m_w + WARPS * R;                       // WARPS × R: each warp's sum
     float* m_blk = l_w + WARPS * R;                     // R: the block's max, sum
     float* l_blk = m_blk + R;
+#if TMA_COPIES
+    const unsigned bars = smem_addr(l_blk + R);         // STAGES × WARPS: stage s, warp w's
+    if (tid < STAGES * WARPS) mbar_init(bars + 8 * tid, 1);
+    if (tid == 0) asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();  // the barriers are initialised before any copy completes on them
+#endif
 
     // Start fetching the first STAGES - 1 tiles (each warp its own keys); meanwhile Q_i with
     // scale · log2(e) folded in (the softmax runs in exp2).
@@ -243,8 +335,13 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     for (int j = 0; j < STAGES - 1; ++j) {
         lookup_pages(page, block_table, b, k_begin + j * Bc, k_begin, k_end, warp, lane,
                      pages_per_seq);
+#if TMA_COPIES
+        load_tile_tma(K_j, V_j, bars, &k_map, &v_map, page, b, g, k_begin + j * Bc, k_end, j,
+                      warp, lane, kv_heads);
+#else
         load_tile(K_j, V_j, K, V, page, b, g, k_begin + j * Bc, k_begin, k_end, j, warp, lane,
                   kv_heads, seq_k);
+#endif
     }
     lookup_pages(page, block_table, b, k_begin + (STAGES - 1) * Bc, k_begin, k_end, warp, lane,
                  pages_per_seq);
@@ -267,6 +364,17 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
 
     for (int j = 0; j < n_tiles; ++j) {
         const int k0 = k_begin + j * Bc, stage = j % STAGES;
+#if TMA_COPIES
+        mbar_wait(bars + 8 * (stage * WARPS + warp), (j / STAGES) & 1);
+        if (k0 + warp * KW + KW > k_end)    // the split's last tile: rows past k_end
+            zero_rows_from(V_j, stage, warp, lane, k_end - k0 - warp * KW);
+        __syncwarp();  // tile j has landed (its rows past k_end zeroed), and every lane is
+                       // done with tile j - 1's buffer and P_w before they are overwritten
+        // Keep STAGES - 1 tiles in flight: fetch tile j + STAGES - 1 into tile j - 1's buffer
+        // (its pages looked up one iteration ago), then look up the pages of the tile after.
+        load_tile_tma(K_j, V_j, bars, &k_map, &v_map, page, b, g, k0 + (STAGES - 1) * Bc,
+                      k_end, (j + STAGES - 1) % STAGES, warp, lane, kv_heads);
+#else
         cp_async_wait<STAGES - 2>();
         __syncwarp();  // tile j (every lane's copies) has landed, and every lane is done with
                        // tile j - 1's buffer and P_w before they are overwritten
@@ -274,6 +382,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         // (its pages looked up one iteration ago), then look up the pages of the tile after.
         load_tile(K_j, V_j, K, V, page, b, g, k0 + (STAGES - 1) * Bc, k_begin, k_end,
                   (j + STAGES - 1) % STAGES, warp, lane, kv_heads, seq_k);
+#endif
         lookup_pages(page, block_table, b, k0 + STAGES * Bc, k_begin, k_end, warp, lane,
                      pages_per_seq);
 
@@ -286,11 +395,11 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         for (int r = 0; r < R; ++r) dot[r] = 0.f;
         {
             constexpr int QCH = DL < CHUNK ? DL : CHUNK;
-            const elem_t* k_row = K_j + (stage * Bc + key) * KV_STRIDE + part * DL;
             #pragma unroll
             for (int x = 0; x < DL; x += QCH) {
                 float kx[QCH];
-                load_floats<QCH>(k_row + x, kx);    // 16 bytes; rows 16 bytes apart in banks
+                // 16 bytes; 8 rows' in 8 bank groups (padding or swizzle: kv_at)
+                load_floats<QCH>(kv_at(K_j, stage, key, part * DL + x), kx);
                 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     const float4* qx = (const float4*)(Q_i + r * d + part * DL + x);  // broadcast
@@ -344,7 +453,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         for (int i = 0; i < KW / KG; ++i) {
             const int cc = kg + i * KG;
             float vx[DPL];
-            load_floats<DPL>(V_j + (stage * Bc + warp * KW + cc) * KV_STRIDE + dl * DPL, vx);
+            load_floats<DPL>(kv_at(V_j, stage, warp * KW + cc, dl * DPL), vx);
             float p[R];
             if constexpr (R % 4 == 0) {
                 #pragma unroll
@@ -363,7 +472,9 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             }
         }
     }
+#if !TMA_COPIES
     cp_async_wait<0>();   // no copy is left in flight (the last groups are empty)
+#endif
 
     // The key groups of a warp add up their dimensions; each warp posts its m_i, l_i.
     #pragma unroll

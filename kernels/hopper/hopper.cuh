@@ -30,44 +30,7 @@
 #define MMA_TRANS_RS ", 1"
 #endif
 
-// The driver's tensor map (CUtensorMap), opaque here; passed by value as a kernel parameter.
-struct alignas(128) TensorMap { u64 opaque[16]; };
-
-// ---- mbarriers ----------------------------------------------------------------------------
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bar) : "memory");
-}
-// Arrive and announce the bytes the copies completing on this barrier will bring.
-__device__ __forceinline__ void mbar_expect_bytes(unsigned bar, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                 :: "r"(bar), "r"(bytes) : "memory");
-}
-// Wait until the phase with this parity has completed.
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    asm volatile("{\n"
-                 ".reg .pred done;\n"
-                 "WAIT:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra WAIT;\n"
-                 "}\n" :: "r"(bar), "r"(parity) : "memory");
-}
-
-// Fetch a tensor map into the copy engine's descriptor cache ahead of its first copy.
-__device__ __forceinline__ void prefetch_tensor_map(const TensorMap* map) {
-    asm volatile("prefetch.tensormap [%0];" :: "l"(map) : "memory");
-}
-
-// One box of the (batch·head, seq, d) tensor -> shared memory, completing on `bar`.
-// Coordinates, innermost first: column, row, batch·head.
-__device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int col, int row,
-                                         int bh, unsigned bar) {
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4}], [%5];"
-                 :: "r"(dst), "l"(map), "r"(col), "r"(row), "r"(bh), "r"(bar) : "memory");
-}
+#include "tma.cuh"
 
 // ---- warpgroup MMA ------------------------------------------------------------------------
 // Shared-memory matrix descriptor: start address, leading and stride byte offsets (each
@@ -194,10 +157,4 @@ __device__ __forceinline__ void bulk_wait_read() {
 __device__ __forceinline__ void bulk_wait_all() {
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
 }
-// This thread's generic-proxy writes to shared memory become visible to the async proxy
-// (wgmma operands, bulk copies) of later operations.
-__device__ __forceinline__ void fence_proxy_async() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-
 #endif  // FA_LAB_HOPPER_CUH

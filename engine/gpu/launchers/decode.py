@@ -8,8 +8,10 @@ prepare(cfg, Q, K, V, table, num_splits, trace) -> (run, outputs): CuPy arrays "
 (B, H, seq_q, d) in cfg.dtype, "lse" (B, H, seq_q), "O_part" (B, H, seq_q, S, d), "m_part",
 "l_part" (B, H, seq_q, S), with trace "m_final", "l_final" (B, H, seq_q) and "rescale"
 (B, H, seq_q, S), float32; "split_count" (B, kv_heads) int32, the counters (zero before and
-after every run); and "info", the compile facts of the kernel, the split count and
-"merging_blocks" (batch · kv_heads: the blocks that also merge).
+after every run); and "info", the compile facts of the kernel, the split count,
+"merging_blocks" (batch · kv_heads: the blocks that also merge) and "copies" (how K and V reach
+shared memory: "copy engine" where engine.model.decode_config.decode_tma allows, else
+"cp.async").
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import numpy as np
 
 from ...model.config import ConfigError
 from ...model.decode_config import (DECODE_STAGES, MAX_SPLITS, DecodeConfig, decode_block_k,
-                                    split_length, splits_without_empty)
+                                    decode_tma, split_length, splits_without_empty)
 from ...model.devices import GpuProfile
 from ...model.launch import DECODE_THREADS
 from ...model.iomodel import decode_smem_parts, format_bytes
@@ -26,19 +28,28 @@ from ..runtime import ELEM_TYPES, check_arch, live_gpu
 from . import core
 
 NUM_THREADS = DECODE_THREADS       # NUM_THREADS in the source (engine.model.launch)
+TMA_COPIES = True                  # False: cp.async copies on every GPU (the lab's comparison)
 
 
-def compile_options(cfg: DecodeConfig) -> tuple[str, ...]:
+def uses_tma(cfg: DecodeConfig, gpu: GpuProfile, num_splits: int) -> bool:
+    """Whether cfg's build on gpu takes its K and V rows by the copy engine (TMA_COPIES): where
+    decode_tma allows, and, paged, when every split starts on a warp's group of keys (a box of
+    a warp's keys then never spans two pages)."""
+    return TMA_COPIES and decode_tma(cfg, gpu.compute_capability, NUM_THREADS, num_splits)
+
+
+def compile_options(cfg: DecodeConfig, tma: bool = False) -> tuple[str, ...]:
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DELEM_T={ELEM_TYPES[cfg.dtype]}",
             f"-DQUERY_ROWS={cfg.rows}", f"-DSEQ_Q={cfg.seq_q}",
             f"-DBLOCK_K={decode_block_k(cfg.head_dim)}", f"-DPAGE_SIZE={cfg.page_size or 0}",
             f"-DNUM_THREADS={NUM_THREADS}",
-            f"-DSTAGES={DECODE_STAGES}")
+            f"-DSTAGES={DECODE_STAGES}", f"-DTMA_COPIES={int(tma)}")
 
 
-def check_fits(cfg: DecodeConfig, gpu: GpuProfile) -> int:
-    """Shared memory per block of the split kernel; SharedMemoryError when over the GPU's."""
-    need = sum(decode_smem_parts(cfg, NUM_THREADS).values())
+def check_fits(cfg: DecodeConfig, gpu: GpuProfile, tma: bool = False) -> int:
+    """Shared memory per block of the split kernel (tma: its TMA_COPIES build);
+    SharedMemoryError when over the GPU's."""
+    need = sum(decode_smem_parts(cfg, NUM_THREADS, tma).values())
     if need > gpu.smem_per_block_optin:
         raise core.SharedMemoryError(
             f"The Flash-Decoding split kernel at head_dim {cfg.head_dim}, {cfg.dtype}, "
@@ -49,11 +60,11 @@ def check_fits(cfg: DecodeConfig, gpu: GpuProfile) -> int:
     return need
 
 
-def build(cfg: DecodeConfig, gpu: GpuProfile) -> core.Build:
-    """The split kernel (with its merge) of cfg."""
+def build(cfg: DecodeConfig, gpu: GpuProfile, tma: bool = False) -> core.Build:
+    """The split kernel (with its merge) of cfg; tma: its TMA_COPIES build (uses_tma)."""
     source = decode_build(cfg)
-    return core.Build(source.source, source.function, compile_options(cfg), NUM_THREADS,
-                      check_fits(cfg, gpu))
+    return core.Build(source.source, source.function, compile_options(cfg, tma), NUM_THREADS,
+                      check_fits(cfg, gpu, tma))
 
 
 def outputs(cfg: DecodeConfig, num_splits: int, trace: bool, poison: bool = False) -> dict:
@@ -78,6 +89,16 @@ def split_counters(cfg: DecodeConfig):
     return cupy.zeros((cfg.batch, cfg.kv_heads), dtype=np.int32)
 
 
+def cache_maps(cfg: DecodeConfig, K, V) -> tuple:
+    """The tensor maps of the TMA_COPIES build: each cache as (B · kv_heads, seq_k, d), or paged
+    (pages · kv_heads, page_size, d), read in boxes of a warp's keys × 64 columns (128 bytes,
+    swizzled); rows past a sequence's or page's end read as zeros."""
+    from .wgmma import tensor_map
+    n0, kv, rows, d = cfg.cache_shape
+    warp_keys = decode_block_k(cfg.head_dim) // (NUM_THREADS // 32)
+    return tuple(tensor_map(x.reshape(n0 * kv, rows, d), warp_keys, cfg.dtype) for x in (K, V))
+
+
 def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
             poison: bool = False):
     """(run, outputs): run() enqueues the kernel (the splits and their merge). Q (B, H, seq_q,
@@ -90,7 +111,8 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
         raise ConfigError(f"num_splits must be a whole number from 1 to {MAX_SPLITS} that leaves "
                           f"no split of seq_k={cfg.seq_k} keys empty; got {num_splits!r}.")
     gpu = live_gpu()
-    split_build = build(cfg, gpu)
+    tma = uses_tma(cfg, gpu, num_splits)
+    split_build = build(cfg, gpu, tma)
     core.check_operands(cfg.dtype, Q=(Q, cfg.q_shape), K=(K, cfg.cache_shape),
                         V=(V, cfg.cache_shape))
     if cfg.paged:
@@ -103,14 +125,16 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
     args = (Q, K, V, table if cfg.paged else core.NULL, out["O_part"], out["m_part"],
             out["l_part"], out["O"], out["lse"], *traced, out["split_count"],
             np.int32(cfg.seq_k), np.int32(split_length(cfg.seq_k, num_splits)),
-            np.int32(cfg.pages_per_seq), np.float32(cfg.softmax_scale))
+            np.int32(cfg.pages_per_seq), np.float32(cfg.softmax_scale),
+            *(cache_maps(cfg, K, V) if tma else ()))
 
     def run():
         split_fn(grid, (NUM_THREADS,), args, shared_mem=split_build.smem)
 
     out["info"] = {**split_build.facts(split_fn, grid), "device": gpu.name,
                    "num_splits": num_splits,
-                   "merging_blocks": cfg.batch * cfg.kv_heads}
+                   "merging_blocks": cfg.batch * cfg.kv_heads,
+                   "copies": "copy engine" if tma else "cp.async"}
     return run, out
 
 

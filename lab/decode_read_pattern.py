@@ -1,0 +1,253 @@
+"""Lab: is it the split kernel's way of reading the cache that holds Flash-Decoding at 85% of the
+H200's DRAM bandwidth, where cuDNN's decode kernel reaches 97% with the same grid and bytes?
+
+A read-only kernel on the decode grid (blocks (split, kv head, batch), 128 threads, 64-key tiles
+of K and V, d 128, float16, contiguous cache (B, kv, seq_k, d)) copies every tile to shared
+memory and does a fixed amount of arithmetic on it, in five ways:
+
+  warp cp.async   each warp copies its own 16 keys' rows with 16-byte cp.async (L2::256B), rows
+                  padded by 16 bytes: the split kernel's pattern
+  block cp.async  the 128 threads copy the whole tile together, a block barrier a tile
+  warp bulk row   each lane one 256-byte bulk copy (cp.async.bulk, the copy engine) of one
+                  of its warp's K or V rows into a padded row; a barrier (mbarrier) a warp
+  warp bulk 4K    one lane a warp copies its 16 K rows and 16 V rows as two 4 KB bulk copies
+  block bulk 16K  one thread copies the tile's K and V as two 16 KB bulk copies
+
+each with 2 or 3 tiles in flight (two blocks an SM), and "work" = 0 or n FFMA a lane a tile (the split kernel
+issues about 1,200 instructions a lane a tile; 4 chains). Read bandwidth = K + V bytes over
+the median of 20 launches (events); PyTorch's SDPA on the same cache beside it. No output is
+checked (nothing is computed): this times the reads only.
+Run on a Hopper GPU: python3 lab/decode_read_pattern.py [--quick]"""
+import argparse
+import sys
+
+import numpy as np
+
+SOURCE = r"""
+#define D 128
+#define BC 64
+#define WARPS 4
+#define KW (BC / WARPS)
+#define PAD 8
+typedef unsigned short elem;
+extern "C" __global__ void __launch_bounds__(128)
+read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, int seq_k,
+           int split_len, int work)
+{
+    const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z, kv = gridDim.y;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    const int k_begin = s * split_len, k_end = min(k_begin + split_len, seq_k);
+    const int n_tiles = (k_end - k_begin + BC - 1) / BC;
+    const long long base = ((long long)b * kv + g) * seq_k * D;
+    extern __shared__ __align__(128) unsigned char smem[];
+#if PADDED
+    constexpr int STRIDE = D + PAD;
+#else
+    constexpr int STRIDE = D;
+#endif
+    elem* Ks = (elem*)smem;
+    elem* Vs = Ks + STAGES * BC * STRIDE;
+    unsigned long long* bars = (unsigned long long*)(Vs + STAGES * BC * STRIDE);  // STAGES x WARPS
+    const unsigned bar0 = (unsigned)__cvta_generic_to_shared(bars);
+#if PATTERN >= 2
+    if (tid < STAGES * WARPS)
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar0 + 8 * tid));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();
+#endif
+    auto issue = [&](int j) {
+        if (j >= n_tiles) {
+#if PATTERN < 2
+            asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+            return;
+        }
+        const int k0 = k_begin + j * BC, st = j % STAGES;
+#if PATTERN == 0   // warp cp.async: warp w's 16 rows, lane copy i: row (lane+32i)/16, chunk %16
+        for (int i = 0; i < KW * 16 / 32; ++i) {
+            const int row = warp * KW + (lane + 32 * i) / 16, ch = (lane + 32 * i) % 16;
+            const long long src = base + (long long)(k0 + row) * D + ch * 8;
+            const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + row) * STRIDE + ch * 8);
+            const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + row) * STRIDE + ch * 8);
+            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dk), "l"(K + src));
+            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dv), "l"(V + src));
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+#elif PATTERN == 1   // block cp.async: thread t copy i: chunk t + 128 i of the tile
+        for (int i = 0; i < BC * 16 / 128; ++i) {
+            const int idx = tid + 128 * i, row = idx / 16, ch = idx % 16;
+            const long long src = base + (long long)(k0 + row) * D + ch * 8;
+            const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + row) * STRIDE + ch * 8);
+            const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + row) * STRIDE + ch * 8);
+            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dk), "l"(K + src));
+            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dv), "l"(V + src));
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+#elif PATTERN == 2   // warp bulk row: lane l < 16 K row l of the warp, l >= 16 V row l - 16
+        const unsigned bar = bar0 + 8 * (st * WARPS + warp);
+        if (lane == 0)
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                         :: "r"(bar), "r"(2 * KW * D * 2) : "memory");
+        __syncwarp();
+        const int row = warp * KW + lane % 16;
+        const elem* src = (lane < 16 ? K : V) + base + (long long)(k0 + row) * D;
+        const unsigned dst = (unsigned)__cvta_generic_to_shared((lane < 16 ? Ks : Vs) + (st * BC + row) * STRIDE);
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                     :: "r"(dst), "l"(src), "r"(D * 2), "r"(bar) : "memory");
+#elif PATTERN == 3   // warp bulk 4K: lane 0 two bulk copies of the warp's 16 rows
+        const unsigned bar = bar0 + 8 * (st * WARPS + warp);
+        if (lane == 0) {
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                         :: "r"(bar), "r"(2 * KW * D * 2) : "memory");
+            const long long src = base + (long long)(k0 + warp * KW) * D;
+            const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + warp * KW) * STRIDE);
+            const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + warp * KW) * STRIDE);
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         :: "r"(dk), "l"(K + src), "r"(KW * D * 2), "r"(bar) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         :: "r"(dv), "l"(V + src), "r"(KW * D * 2), "r"(bar) : "memory");
+        }
+#else               // block bulk 16K: thread 0 two bulk copies of the tile, barrier of warp 0
+        const unsigned bar = bar0 + 8 * (st * WARPS);
+        if (tid == 0) {
+            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                         :: "r"(bar), "r"(2 * BC * D * 2) : "memory");
+            const long long src = base + (long long)k0 * D;
+            const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + st * BC * STRIDE);
+            const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + st * BC * STRIDE);
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         :: "r"(dk), "l"(K + src), "r"(BC * D * 2), "r"(bar) : "memory");
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         :: "r"(dv), "l"(V + src), "r"(BC * D * 2), "r"(bar) : "memory");
+        }
+#endif
+    };
+    for (int j = 0; j < STAGES - 1; ++j) issue(j);
+    float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f, acc3 = 0.f;
+    for (int j = 0; j < n_tiles; ++j) {
+        const int st = j % STAGES;
+#if PATTERN == 0
+        asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory");
+        __syncwarp();
+#elif PATTERN == 1
+        asm volatile("cp.async.wait_group %0;" :: "n"(STAGES - 2) : "memory");
+        __syncthreads();
+#else
+        {
+            const unsigned bar = bar0 + 8 * (st * WARPS + (PATTERN == 4 ? 0 : warp));
+            const unsigned parity = (j / STAGES) & 1;
+            asm volatile("{\n.reg .pred done;\nW%=:\n"
+                         "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                         "@!done bra W%=;\n}\n" :: "r"(bar), "r"(parity) : "memory");
+        }
+#if PATTERN == 4
+        __syncthreads();   // every warp is done with the buffer the next copy overwrites
+#else
+        __syncwarp();
+#endif
+#endif
+        issue(j + STAGES - 1);
+        // the arithmetic: each lane reads 16 bytes of K and of V of its warp's rows, then
+        // `work` FFMA in 4 chains
+        const int row = warp * KW + lane % 16, ch = lane / 16;
+        const uint4 kx = *(const uint4*)(Ks + (st * BC + row) * STRIDE + ch * 8);
+        const uint4 vx = *(const uint4*)(Vs + (st * BC + row) * STRIDE + ch * 8);
+        float a = __uint_as_float(kx.x ^ vx.y) * 1e-30f, c = __uint_as_float(kx.z ^ vx.w) * 1e-30f;
+        for (int w = 0; w < work; w += 4) {
+            acc0 = fmaf(acc0, 0.999f, a); acc1 = fmaf(acc1, 0.999f, c);
+            acc2 = fmaf(acc2, 0.998f, a); acc3 = fmaf(acc3, 0.998f, c);
+        }
+    }
+#if PATTERN < 2
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+    const float r = acc0 + acc1 + acc2 + acc3;
+    if (r == 12345.f) out[tid] = r;   // keeps the arithmetic; never true for these inputs
+}
+"""
+
+NAMES = ["warp cp.async", "block cp.async", "warp bulk row", "warp bulk 4K", "block bulk 16K"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    import cupy as cp
+    import torch
+
+    shapes = [(8, 131072, 4), (4, 32768, 8)]
+    kv, d = 8, 128
+    works = [0, 1200]
+    stages_list = [2, 3]   # 4 padded stages leave one block an SM
+    reps = 20
+    out = cp.zeros(128, dtype=cp.float32)
+    mods = {}
+    for pattern in range(5):
+        for stages in stages_list:
+            padded = 1 if pattern in (0, 1, 2) else 0
+            mod = cp.RawModule(code=SOURCE, options=(
+                "-std=c++17", f"-DPATTERN={pattern}", f"-DSTAGES={stages}", f"-DPADDED={padded}"))
+            fn = mod.get_function("read_tiles")
+            stride = d + (8 if padded else 0)
+            smem = 2 * stages * 64 * stride * 2 + 8 * stages * 4
+            fn.max_dynamic_shared_size_bytes = smem
+            mods[(pattern, stages)] = (fn, smem)
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    print(f"{'B':>2} {'seq_k':>7} {'S':>2} {'work':>5} | " +
+          " | ".join(f"{n} s{s}" for n in NAMES for s in stages_list[:1]) + " ... (TB/s)")
+    for B, N, S in shapes:
+        K = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
+        V = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
+        nbytes = 2 * K.nbytes
+        split_len = -(-N // S)
+        split_len = -(-split_len // 64) * 64
+        for work in works:
+            row = {}
+            for (pattern, stages), (fn, smem) in mods.items():
+                times = []
+                for r in range(reps + 3):
+                    start.record()
+                    fn((S, kv, B), (128,), (K, V, out, np.int32(N), np.int32(split_len),
+                                            np.int32(work)), shared_mem=smem)
+                    stop.record()
+                    stop.synchronize()
+                    if r >= 3:
+                        times.append(cp.cuda.get_elapsed_time(start, stop))
+                ms = float(np.median(times))
+                row[(pattern, stages)] = nbytes / ms / 1e9
+            for pattern in range(5):
+                print(f"{B:>2} {N:>7} {S:>2} {work:>5} | {NAMES[pattern]:<15}" +
+                      "".join(f" s{st} {row[(pattern, st)]:5.2f}" for st in stages_list))
+        # SDPA (GQA, one query token) on the same cache, and a device copy of the same bytes
+        q = torch.randn(B, 32, 1, d, device="cuda", dtype=torch.float16)
+        kt = torch.as_tensor(K, device="cuda")
+        vt = torch.as_tensor(V, device="cuda")
+        times = []
+        for r in range(reps + 3):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            torch.nn.functional.scaled_dot_product_attention(q, kt, vt, enable_gqa=True)
+            e1.record()
+            e1.synchronize()
+            if r >= 3:
+                times.append(e0.elapsed_time(e1))
+        ms = float(np.median(times))
+        dst = cp.empty_like(K)
+        ctimes = []
+        for r in range(reps + 3):
+            start.record()
+            dst[...] = K
+            stop.record()
+            stop.synchronize()
+            if r >= 3:
+                ctimes.append(cp.cuda.get_elapsed_time(start, stop))
+        cms = float(np.median(ctimes))
+        print(f"   SDPA {ms * 1e3:8.1f} µs = {nbytes / ms / 1e9:5.2f} TB/s read;"
+              f" device copy of K: {2 * K.nbytes / cms / 1e9:5.2f} TB/s read + written")
+        del K, V, kt, vt, dst
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
