@@ -235,7 +235,7 @@ def test_copy_engine_rule_and_its_shared_memory():
     """The split kernel's K and V rows come by the copy engine on sm_90 and later, for 16-bit
     caches of whole 64-column boxes, contiguous or in pages of whole groups of a warp's keys
     (16 of a 64-key tile at head_dim <= 128, 8 of a 32-key tile at 256) with every split
-    starting on such a group; its rings lose the 16-byte row padding and gain the swizzle's
+    starting on such a group, on grids of enough blocks an SM; its rings lose the 16-byte row padding and gain the swizzle's
     1024-byte alignment and an mbarrier per stage and warp."""
     from engine.model.decode_config import DECODE_STAGES, decode_tma
     cfg = DecodeConfig(heads=32, kv_heads=8, seq_k=4089, head_dim=128, dtype="float16")
@@ -249,6 +249,10 @@ def test_copy_engine_rule_and_its_shared_memory():
     assert not decode_tma(paged, "9.0", num_splits=7)         # 7 splits of 585 keys
     assert not decode_tma(cfg.with_(page_size=8), "9.0", num_splits=1)
     assert decode_tma(cfg, "9.0", num_splits=7)               # contiguous: any split
+    # and a grid of at least TMA_MIN_BLOCKS_PER_SM blocks an SM: 8 KV heads × 25 splits on
+    # 132 SMs are 200 blocks (1.52 an SM); 24 splits 192 (1.45)
+    assert decode_tma(cfg, "9.0", num_splits=25, sms=132)
+    assert not decode_tma(cfg, "9.0", num_splits=24, sms=132)
     padded = iomodel.decode_smem_parts(cfg, 128)
     tma = iomodel.decode_smem_parts(cfg, 128, tma=True)
     ring = DECODE_STAGES * 64 * 128 * 2

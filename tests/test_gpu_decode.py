@@ -79,12 +79,15 @@ def test_output_matches_float64_and_the_emulation_trace(kw):
 @pytest.mark.parametrize("kw", [CASES[1], CASES[4], CASES[10], CASES[11]],
                          ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
 def test_copy_engine_build_gives_the_cp_async_builds_bits(kw, monkeypatch):
-    """On sm_90 the launcher's build takes K and V by the copy engine (TMA_COPIES); it computes
-    the same products in the same order as the cp.async build, so every output and partial
-    state agrees bit for bit (ragged splits, the last page's NaN padding rows included)."""
+    """On sm_90 the launcher's build takes K and V by the copy engine (TMA_COPIES) on grids of
+    enough blocks an SM, forced here on every grid; it computes the same products in the same
+    order as the cp.async build, so every output and partial state agrees bit for bit (ragged
+    splits, the last page's NaN padding rows included)."""
     from engine.gpu.decode_backend import device_inputs
     from engine.gpu.launchers import decode as launcher
     from engine.gpu.runtime import live_gpu
+    from engine.model import decode_config
+    monkeypatch.setattr(decode_config, "TMA_MIN_BLOCKS_PER_SM", 0)
     cfg = config(**kw)
     if not launcher.uses_tma(cfg, live_gpu(), cfg.num_splits):
         pytest.skip("the copy-engine build needs sm_90 or later")

@@ -46,18 +46,30 @@ def decode_block_k(head_dim: int) -> int:
     return 32 if head_dim > 128 else 64
 
 
+# The copy engine's build only where the grid gives the SMs at least this many blocks on
+# average. Measured on the H200 (lab/NOTES.md, "Decoding: the copy engine"): at the auto
+# counts (two blocks an SM) it was level with the cp.async build or up to 4.4% faster in one
+# run; with at most one block an SM (num_splits 1-16 at batch 1-8), where each warp is alone
+# on its scheduler and waits out every tile, its steps took 20-29% longer than the cp.async
+# build's recorded sweep (another run, but ten times the spread between runs). Between one
+# and two blocks an SM was not measured.
+TMA_MIN_BLOCKS_PER_SM = 1.5
+
+
 def decode_tma(cfg: "DecodeConfig", compute_capability: str, threads: int = 128,
-               num_splits: int | None = None) -> bool:
+               num_splits: int | None = None, sms: int | None = None) -> bool:
     """Whether the split kernel's K and V rows come by the copy engine (its TMA_COPIES build)
     on a GPU of this compute capability: sm_90 and later, a 16-bit cache, head_dim a multiple
     of 64 (whole 128-byte boxes), and a contiguous cache, or pages of whole groups of a warp's
-    keys (decode_block_k / warps) with every split starting on such a group (num_splits; None:
-    the page size alone), so that no warp's box of keys spans two pages. On the H200 the copy
-    engine read a decode cache faster than 16-byte cp.async copies (lab/NOTES.md, "Decoding:
-    the copy engine")."""
+    keys (decode_block_k / warps) with every split starting on such a group, so that no warp's
+    box of keys spans two pages; and, given the split count and the GPU's SMs, a grid of at
+    least TMA_MIN_BLOCKS_PER_SM blocks an SM (num_splits, sms None: that part unchecked)."""
     major = int(str(compute_capability).split(".")[0])
     warp_keys = decode_block_k(cfg.head_dim) // (threads // 32)
     if major < 9 or cfg.itemsize != 2 or cfg.head_dim % 64:
+        return False
+    if (num_splits is not None and sms is not None
+            and cfg.batch * cfg.kv_heads * num_splits < TMA_MIN_BLOCKS_PER_SM * sms):
         return False
     if not cfg.paged:
         return True

@@ -32,10 +32,11 @@ TMA_COPIES = True                  # False: cp.async copies on every GPU (the la
 
 
 def uses_tma(cfg: DecodeConfig, gpu: GpuProfile, num_splits: int) -> bool:
-    """Whether cfg's build on gpu takes its K and V rows by the copy engine (TMA_COPIES): where
-    decode_tma allows, and, paged, when every split starts on a warp's group of keys (a box of
-    a warp's keys then never spans two pages)."""
-    return TMA_COPIES and decode_tma(cfg, gpu.compute_capability, NUM_THREADS, num_splits)
+    """Whether cfg's build on gpu with num_splits splits takes its K and V rows by the copy
+    engine (TMA_COPIES): where decode_tma allows (Hopper, 16-bit, whole boxes, pages that a
+    warp's box never spans, a grid of enough blocks an SM)."""
+    return TMA_COPIES and decode_tma(cfg, gpu.compute_capability, NUM_THREADS, num_splits,
+                                     gpu.sms)
 
 
 def compile_options(cfg: DecodeConfig, tma: bool = False) -> tuple[str, ...]:
