@@ -313,8 +313,8 @@ def test_decode_split_kernel_fits_blocks_per_sm_on_the_issue_shape():
     cp.async one."""
     from engine.model.decode_config import BLOCKS_PER_SM, DecodeConfig
     from engine.gpu.launchers import decode
-    cfg = DecodeConfig(heads=32, kv_heads=8, head_dim=128, dtype="float16")
-    assert decode.uses_tma(cfg, H200, cfg.splits_on(H200.sms))
+    cfg = DecodeConfig(heads=32, kv_heads=8, seq_k=32768, head_dim=128, dtype="float16")
+    assert decode.uses_tma(cfg, H200, cfg.splits_on(H200.sms))     # 32 splits, 256 blocks
     for tma in (True, False):
         smem = decode.check_fits(cfg, H200, tma)
         assert BLOCKS_PER_SM * (smem + 1024) <= H200.smem_per_sm
