@@ -70,7 +70,9 @@ if res is None:
     st.stop()
 
 st.subheader("The cache cut into splits")
-where = (f"Measured on the GPU: {s.device.name}, the Flash-Decoding kernel (CuPy)."
+copies = res.info.get("copies")
+where = (f"Measured on the GPU: {s.device.name}, the Flash-Decoding kernel (CuPy)"
+         + (f", K and V brought to shared memory by {copies}." if copies else ".")
          if res.backend == "cupy" else
          f"Computed by the CPU emulation (NumPy) of the Flash-Decoding kernel, emulating "
          f"{gpu.name}.")
