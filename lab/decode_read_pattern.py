@@ -17,7 +17,17 @@ each with 2 or 3 tiles in flight (two blocks an SM), and "work" = 0 or n FFMA a 
 issues about 1,200 instructions a lane a tile; 4 chains). Read bandwidth = K + V bytes over
 the median of 20 launches (events); PyTorch's SDPA on the same cache beside it. No output is
 checked (nothing is computed): this times the reads only.
-Run on a Hopper GPU: python3 lab/decode_read_pattern.py [--quick]"""
+
+--locality (prepared after the first run, not yet run): does it matter which blocks read
+neighbouring bytes at once? (With the copy engine, the split kernel ran 3-7% faster on a paged
+cache than on a contiguous one, lab/NOTES.md.) The warp cp.async and warp bulk 4K copies, 2
+stages, the work, on three ways of laying out and walking the cache:
+  contiguous      (B, kv, seq_k, d), split s walks its own range of keys (the kernel's)
+  interleaved     the same cache, split s walks tiles s, s + S, s + 2S, ... so a KV head's S
+                  blocks read neighbouring tiles at once
+  heads together  (B, seq_k / 64, kv, 64, d): the KV heads' rows of each 64 keys side by side,
+                  as a paged cache of 64-row pages in order holds them; splits as the kernel's
+Run on a Hopper GPU: python3 lab/decode_read_pattern.py [--quick | --locality]"""
 import argparse
 import sys
 
@@ -37,8 +47,21 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
     const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z, kv = gridDim.y;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int k_begin = s * split_len, k_end = min(k_begin + split_len, seq_k);
+#if INTERLEAVE   // split s takes tiles s, s + S, ... (seq_k a multiple of S · BC)
+    const int n_tiles = seq_k / BC / gridDim.x;
+    auto key0 = [&](int j) { return (j * (int)gridDim.x + s) * BC; };
+#else
     const int n_tiles = (k_end - k_begin + BC - 1) / BC;
-    const long long base = ((long long)b * kv + g) * seq_k * D;
+    auto key0 = [&](int j) { return k_begin + j * BC; };
+#endif
+    // element offset of key c's row of KV head g, sequence b
+    auto row_at = [&](int c) -> long long {
+#if HEADS_TOGETHER   // (B, seq_k / 64, kv, 64, D)
+        return ((((long long)b * (seq_k / 64) + c / 64) * kv + g) * 64 + c % 64) * D;
+#else                // (B, kv, seq_k, D)
+        return (((long long)b * kv + g) * seq_k + c) * D;
+#endif
+    };
     extern __shared__ __align__(128) unsigned char smem[];
 #if PADDED
     constexpr int STRIDE = D + PAD;
@@ -62,11 +85,11 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
 #endif
             return;
         }
-        const int k0 = k_begin + j * BC, st = j % STAGES;
+        const int k0 = key0(j), st = j % STAGES;
 #if PATTERN == 0   // warp cp.async: warp w's 16 rows, lane copy i: row (lane+32i)/16, chunk %16
         for (int i = 0; i < KW * 16 / 32; ++i) {
             const int row = warp * KW + (lane + 32 * i) / 16, ch = (lane + 32 * i) % 16;
-            const long long src = base + (long long)(k0 + row) * D + ch * 8;
+            const long long src = row_at(k0 + row) + ch * 8;
             const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + row) * STRIDE + ch * 8);
             const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + row) * STRIDE + ch * 8);
             asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dk), "l"(K + src));
@@ -76,7 +99,7 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
 #elif PATTERN == 1   // block cp.async: thread t copy i: chunk t + 128 i of the tile
         for (int i = 0; i < BC * 16 / 128; ++i) {
             const int idx = tid + 128 * i, row = idx / 16, ch = idx % 16;
-            const long long src = base + (long long)(k0 + row) * D + ch * 8;
+            const long long src = row_at(k0 + row) + ch * 8;
             const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + row) * STRIDE + ch * 8);
             const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + row) * STRIDE + ch * 8);
             asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dk), "l"(K + src));
@@ -90,7 +113,7 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
                          :: "r"(bar), "r"(2 * KW * D * 2) : "memory");
         __syncwarp();
         const int row = warp * KW + lane % 16;
-        const elem* src = (lane < 16 ? K : V) + base + (long long)(k0 + row) * D;
+        const elem* src = (lane < 16 ? K : V) + row_at(k0 + row);
         const unsigned dst = (unsigned)__cvta_generic_to_shared((lane < 16 ? Ks : Vs) + (st * BC + row) * STRIDE);
         asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                      :: "r"(dst), "l"(src), "r"(D * 2), "r"(bar) : "memory");
@@ -99,7 +122,7 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
         if (lane == 0) {
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                          :: "r"(bar), "r"(2 * KW * D * 2) : "memory");
-            const long long src = base + (long long)(k0 + warp * KW) * D;
+            const long long src = row_at(k0 + warp * KW);
             const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + warp * KW) * STRIDE);
             const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + warp * KW) * STRIDE);
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
@@ -112,7 +135,7 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
         if (tid == 0) {
             asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                          :: "r"(bar), "r"(2 * BC * D * 2) : "memory");
-            const long long src = base + (long long)k0 * D;
+            const long long src = row_at(k0);
             const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + st * BC * STRIDE);
             const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + st * BC * STRIDE);
             asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
@@ -172,7 +195,10 @@ NAMES = ["warp cp.async", "block cp.async", "warp bulk row", "warp bulk 4K", "bl
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--locality", action="store_true", help="the layouts and walks (docstring)")
     args = ap.parse_args()
+    if args.locality:
+        return locality()
     import cupy as cp
     import torch
 
@@ -246,6 +272,47 @@ def main():
         print(f"   SDPA {ms * 1e3:8.1f} µs = {nbytes / ms / 1e9:5.2f} TB/s read;"
               f" device copy of K: {2 * K.nbytes / cms / 1e9:5.2f} TB/s read + written")
         del K, V, kt, vt, dst
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def locality():
+    import cupy as cp
+    kv, d, reps, stages, work = 8, 128, 20, 2, 1200
+    walks = {"contiguous": (0, 0), "interleaved": (1, 0), "heads together": (0, 1)}
+    patterns = {"warp cp.async": 0, "warp bulk 4K": 3}
+    out = cp.zeros(128, dtype=cp.float32)
+    fns = {}
+    for walk, (inter, together) in walks.items():
+        for name, pattern in patterns.items():
+            mod = cp.RawModule(code=SOURCE, options=(
+                "-std=c++17", f"-DPATTERN={pattern}", f"-DSTAGES={stages}",
+                f"-DPADDED={1 if pattern == 0 else 0}", f"-DINTERLEAVE={inter}",
+                f"-DHEADS_TOGETHER={together}"))
+            fn = mod.get_function("read_tiles")
+            smem = 2 * stages * 64 * (d + (8 if pattern == 0 else 0)) * 2 + 8 * stages * 4
+            fn.max_dynamic_shared_size_bytes = smem
+            fns[(walk, name)] = (fn, smem)
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    print(f"read TB/s, {stages} stages, {work} FFMA a lane a tile")
+    print(f"{'B':>2} {'seq_k':>7} {'S':>3} | " + " | ".join(f"{w + ', ' + n:>28}" for w, n in fns))
+    for B, N, S in [(8, 131072, 4), (4, 131072, 8), (1, 131072, 32), (4, 32768, 8)]:
+        K = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
+        V = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
+        split_len = N // S
+        rates = []
+        for (fn, smem) in fns.values():
+            times = []
+            for r in range(reps + 3):
+                start.record()
+                fn((S, kv, B), (128,), (K, V, out, np.int32(N), np.int32(split_len),
+                                        np.int32(work)), shared_mem=smem)
+                stop.record()
+                stop.synchronize()
+                if r >= 3:
+                    times.append(cp.cuda.get_elapsed_time(start, stop))
+            rates.append(2 * K.nbytes / float(np.median(times)) / 1e9)
+        print(f"{B:>2} {N:>7} {S:>3} | " + " | ".join(f"{x:>28.2f}" for x in rates), flush=True)
+        del K, V
         cp.get_default_memory_pool().free_all_blocks()
 
 

@@ -21,13 +21,16 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
   --set warps      the kernel as it is with 4 warps a block (16 keys each of a 64-key tile) or 8
                    (8 keys each): twice the warps an SM to hide each warp's dependent chain
   --set tma        the kernel as it is, its K and V rows brought by 16-byte cp.async copies or by
-                   the copy engine (TMA_COPIES, the launcher's choice on Hopper), 2 or 3 stages
+                   the copy engine (TMA_COPIES, the launcher's choice on Hopper at 1.5 blocks an
+                   SM and more; forced here on any grid), 2 or 3 stages
   --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
                    or 64 (two blocks an SM, the auto rule's, or one)
 
 The first three sets and --set tc need the switches of patches/decode_tensor_cores.diff, first
 made against commit f668e29 and now carried onto 6922d6f (git checkout 6922d6f && git apply
-lab/patches/decode_tensor_cores.diff); the 256-byte prefetch is in the kernel since. Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick]"""
+lab/patches/decode_tensor_cores.diff); the 256-byte prefetch is in the kernel since. Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick] [--splits 1,4,16]
+(--splits: those split counts instead of the auto count, where the copy engine's fill rule
+matters; not yet run)"""
 import argparse
 import sys
 
@@ -44,8 +47,9 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     decode_block_k's); per_sm: the auto rule's blocks an SM (None: AUTO_BLOCKS_PER_SM); padded:
     K_j and V_j rows padded by 16 bytes (KV_PAD=1 of patches/decode_swizzle.diff) instead of
     swizzled; threads: threads a block (None: DECODE_THREADS), the warps sharing each key tile;
-    defines: more -D switches ("NAME=value") for the build; tma: the copy engine where the rule
-    allows (True, the launcher's default) or cp.async everywhere (False); None: the launcher's."""
+    defines: more -D switches ("NAME=value") for the build; tma: the copy engine wherever
+    decode_tma allows it but for the grid's fill (True) or cp.async everywhere (False); None:
+    the launcher's choice."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -56,9 +60,11 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
              (launcher, "decode_block_k"): launcher.decode_block_k,
              (dc, "decode_block_k"): dc.decode_block_k,
              (dc, "AUTO_BLOCKS_PER_SM"): dc.AUTO_BLOCKS_PER_SM,
-             (launcher, "TMA_COPIES"): launcher.TMA_COPIES}
-    if tma is not None:
+             (launcher, "TMA_COPIES"): launcher.TMA_COPIES,
+             (dc, "TMA_MIN_BLOCKS_PER_SM"): dc.TMA_MIN_BLOCKS_PER_SM}
+    if tma is not None:           # True: on every grid the rule's other parts allow
         launcher.TMA_COPIES = tma
+        dc.TMA_MIN_BLOCKS_PER_SM = 0
     if tensor_cores is not None:
         orig = launcher.uses_tensor_cores
         saved[(launcher, "uses_tensor_cores")] = orig
@@ -157,6 +163,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="batch 1 and 8 at 32k and 128k only")
     ap.add_argument("--set", choices=sorted(BUILDS), required=True)
+    ap.add_argument("--splits", default="auto",
+                    help="split counts to time, comma-separated (default: the auto count)")
     args = ap.parse_args()
     from engine.decode import make_decode_inputs
     from engine.gpu.decode_bench import time_flash_decode, time_sdpa
@@ -181,22 +189,25 @@ def main():
                                dtype="float16")
             release_memory()
             inputs = make_decode_inputs(cfg)
-            auto = cfg.splits_on(sms)
-            best = {}
-            for _ in range(2):
-                for name, build in builds.items():
-                    undo = force(**build)
-                    try:
-                        t = float(np.median(time_flash_decode(cfg, auto, inputs, 30, 3)))
-                    finally:
-                        undo()
-                    best[name] = min(best.get(name, 1e9), t)
-                t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
-                best["SDPA"] = min(best.get("SDPA", 1e9), t)
-            ours = min(best[k] for k in builds)
-            print(f"{b:>2} {n:>6} {auto:>5} | " + " ".join(f"{best[k] * 1e3:8.1f}" for k in names)
-                  + f" | {best['SDPA'] / ours:6.3f}  {decode_kv_bytes(cfg) / (ours * 1e-3) / 1e12:5.2f}",
-                  flush=True)
+            counts = ([cfg.splits_on(sms)] if args.splits == "auto"
+                      else [int(x) for x in args.splits.split(",")])
+            for count in counts:
+                best = {}
+                for _ in range(2):
+                    for name, build in builds.items():
+                        undo = force(**build)
+                        try:
+                            t = float(np.median(time_flash_decode(cfg, count, inputs, 30, 3)))
+                        finally:
+                            undo()
+                        best[name] = min(best.get(name, 1e9), t)
+                    t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
+                    best["SDPA"] = min(best.get("SDPA", 1e9), t)
+                ours = min(best[k] for k in builds)
+                rate = decode_kv_bytes(cfg) / (ours * 1e-3) / 1e12
+                print(f"{b:>2} {n:>6} {count:>5} | "
+                      + " ".join(f"{best[k] * 1e3:8.1f}" for k in names)
+                      + f" | {best['SDPA'] / ours:6.3f}  {rate:5.2f}", flush=True)
 
 
 if __name__ == "__main__":
