@@ -79,8 +79,9 @@ static_assert(!TMA_COPIES || (sizeof(elem_t) == 2 && d % 64 == 0 && KW % 8 == 0
 constexpr int FLOATS = 2 * R * d + Bc * R + 2 * WARPS * R + 2 * R;  // Q_i .. l_blk
 static_assert(FLOATS % 2 == 0, "the mbarriers after l_blk are 8-byte aligned");
 // The dynamic shared memory (layout in the kernel), which the merge reuses for its weights.
-constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0) + 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t)
-                           + 4 * FLOATS + (TMA_COPIES ? 8 * STAGES * WARPS : 0);
+constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0)
+                           + 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t) + 4 * FLOATS
+                           + (TMA_COPIES ? 8 * STAGES * WARPS : 0);
 static_assert(4 * (R * MAX_SPLITS + R + 1) <= SMEM_BYTES,
               "the merge's weights and the ticket's answer fit shared memory");
 // The merge: each thread sums MV consecutive dimensions of one row over the splits, MV as
@@ -398,7 +399,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             #pragma unroll
             for (int x = 0; x < DL; x += QCH) {
                 float kx[QCH];
-                // 16 bytes; 8 rows' in 8 bank groups (padding or swizzle: kv_at)
+                // 16 bytes; 8 rows' same chunk in 8 bank groups (padding or swizzle: kv_at)
                 load_floats<QCH>(kv_at(K_j, stage, key, part * DL + x), kx);
                 #pragma unroll
                 for (int r = 0; r < R; ++r) {
