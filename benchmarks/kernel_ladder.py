@@ -69,8 +69,10 @@ HEADERS = (
                            "posted (stream-K parts, decode splits), and L2 reads"),
     ("include/stream_k.cuh", "stream-K: the line of key tiles, a block's share and the merge "
                              "of a cut item (both tensor-core forward kernels)"),
-    ("hopper/hopper.cuh", "sm_90a building blocks: tensor maps and TMA copies, mbarriers, "
-                          "shared-memory descriptors, wgmma instructions"),
+    ("include/tma.cuh", "tensor maps, bulk tensor copies (TMA) and the mbarriers they "
+                        "complete on (sm_90 and later): the wgmma kernels' and decode's"),
+    ("hopper/hopper.cuh", "sm_90a building blocks of the wgmma kernels: shared-memory "
+                          "descriptors, wgmma instructions, bulk reductions (with tma.cuh)"),
     ("hopper/pipeline.cuh", "the named barriers and ring positions (stage, phase) between "
                             "the producer and consumer warpgroups of the wgmma kernels"),
     ("baselines/bench_hold.cu", "not a rung: a one-thread kernel that holds the GPU so the "
