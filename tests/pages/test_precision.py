@@ -222,8 +222,11 @@ def test_error_tables_per_tile_and_whole(compared):
     errors, rmse = pd_.error_tables(cfg, {"outliers": by_variant})
     assert len(errors) == len(pd_.VARIANTS) * cfg.Tr and len(rmse) == len(pd_.VARIANTS)
     whole = rmse.set_index("variant").rmse
-    assert whole["fp16"] < whole["bf16"] < whole["FP8 per-tile"]
-    assert whole["FP8 per-tile + rotation"] < whole["FP8 per-tensor"]
+    fp8 = [whole[v] for v in pd_.VARIANTS if v.startswith("FP8")]
+    assert whole["fp16"] < whole["bf16"] < min(fp8)
+    # (which FP8 variant is best is not asserted at this small size: with d 64 and 160 keys,
+    # per tensor beat per tile + rotation for about one seed in ten; tests/test_fp8_numpy.py
+    # checks the rotation's gain at the size FlashAttention-3 measured it)
     # the tiles' RMSE, weighted by their rows, make up the whole output's
     for variant, part in errors.groupby("variant"):
         rows = np.minimum(cfg.block_q, cfg.seq_q - part.tile.to_numpy() * cfg.block_q)
