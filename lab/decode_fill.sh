@@ -5,10 +5,13 @@
 #      (split counts 1-32 at batch 1 and 8), to confirm the gap and place the launcher's
 #      TMA_MIN_BLOCKS_PER_SM; the copy engine with 3 stages beside them;
 #   2. whether reads of neighbouring bytes at once by a KV head's blocks, or by the KV heads'
-#      blocks, raise the read rate (decode_read_pattern.py --locality).
+#      blocks, raise the read rate (decode_read_pattern.py --locality);
+#   3. how 16-byte cp.async copies might read as fast as cuDNN's (decode_read_pattern.py
+#      --copies: L2 prefetch and evict-first hints, stages, 8 warps).
 # Every build is checked against float64 before it is timed (decode_tensor_cores.py).
-# Run from the repository root on a Hopper GPU: bash lab/decode_fill.sh   (about 5 minutes)
+# Run from the repository root on a Hopper GPU: bash lab/decode_fill.sh   (about 6 minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 lab/decode_tensor_cores.py --set tma --quick --splits 1,4,16,32 2>&1 | grep -v "^  ("
 python3 lab/decode_read_pattern.py --locality
+python3 lab/decode_read_pattern.py --copies

@@ -27,7 +27,11 @@ stages, the work, on three ways of laying out and walking the cache:
                   blocks read neighbouring tiles at once
   heads together  (B, seq_k / 64, kv, 64, d): the KV heads' rows of each 64 keys side by side,
                   as a paged cache of 64-row pages in order holds them; splits as the kernel's
-Run on a Hopper GPU: python3 lab/decode_read_pattern.py [--quick | --locality]"""
+--copies (prepared after the first run, not yet run): how 16-byte cp.async copies might reach
+the rate cuDNN's decode kernel (cp.async too, sm_80 code) reads at: no L2 prefetch, the
+256-byte prefetch (the kernel's), the prefetch with an evict-first L2 policy; 2 or 3 stages;
+4 warps or 8 (each half the keys and half the work); the copy engine's 4 KB copies beside.
+Run on a Hopper GPU: python3 lab/decode_read_pattern.py [--quick | --locality | --copies]"""
 import argparse
 import sys
 
@@ -36,11 +40,30 @@ import numpy as np
 SOURCE = r"""
 #define D 128
 #define BC 64
+#ifndef WARPS
 #define WARPS 4
+#endif
+#ifndef HINT
+#define HINT 1
+#endif
 #define KW (BC / WARPS)
 #define PAD 8
 typedef unsigned short elem;
-extern "C" __global__ void __launch_bounds__(128)
+// one 16-byte cp.async: HINT 0 plain, 1 asking L2 for the 256 bytes around it (the kernel's),
+// 2 the same with an evict-first L2 policy (the cache is read once)
+__device__ __forceinline__ void cp16(unsigned dst, const elem* src) {
+#if HINT == 0
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" :: "r"(dst), "l"(src));
+#elif HINT == 1
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dst), "l"(src));
+#else
+    unsigned long long policy;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint.L2::256B [%0], [%1], 16, %2;"
+                 :: "r"(dst), "l"(src), "l"(policy));
+#endif
+}
+extern "C" __global__ void __launch_bounds__(32 * WARPS)
 read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, int seq_k,
            int split_len, int work)
 {
@@ -92,18 +115,18 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
             const long long src = row_at(k0 + row) + ch * 8;
             const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + row) * STRIDE + ch * 8);
             const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + row) * STRIDE + ch * 8);
-            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dk), "l"(K + src));
-            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dv), "l"(V + src));
+            cp16(dk, K + src);
+            cp16(dv, V + src);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
 #elif PATTERN == 1   // block cp.async: thread t copy i: chunk t + 128 i of the tile
-        for (int i = 0; i < BC * 16 / 128; ++i) {
-            const int idx = tid + 128 * i, row = idx / 16, ch = idx % 16;
+        for (int i = 0; i < BC * 16 / (32 * WARPS); ++i) {
+            const int idx = tid + 32 * WARPS * i, row = idx / 16, ch = idx % 16;
             const long long src = row_at(k0 + row) + ch * 8;
             const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + row) * STRIDE + ch * 8);
             const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + row) * STRIDE + ch * 8);
-            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dk), "l"(K + src));
-            asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" :: "r"(dv), "l"(V + src));
+            cp16(dk, K + src);
+            cp16(dv, V + src);
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
 #elif PATTERN == 2   // warp bulk row: lane l < 16 K row l of the warp, l >= 16 V row l - 16
@@ -172,7 +195,7 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
         issue(j + STAGES - 1);
         // the arithmetic: each lane reads 16 bytes of K and of V of its warp's rows, then
         // `work` FFMA in 4 chains
-        const int row = warp * KW + lane % 16, ch = lane / 16;
+        const int row = warp * KW + lane % KW, ch = lane / KW % 8;
         const uint4 kx = *(const uint4*)(Ks + (st * BC + row) * STRIDE + ch * 8);
         const uint4 vx = *(const uint4*)(Vs + (st * BC + row) * STRIDE + ch * 8);
         float a = __uint_as_float(kx.x ^ vx.y) * 1e-30f, c = __uint_as_float(kx.z ^ vx.w) * 1e-30f;
@@ -196,9 +219,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--locality", action="store_true", help="the layouts and walks (docstring)")
+    ap.add_argument("--copies", action="store_true", help="the cp.async variants (docstring)")
     args = ap.parse_args()
     if args.locality:
         return locality()
+    if args.copies:
+        return copies()
     import cupy as cp
     import torch
 
@@ -312,6 +338,48 @@ def locality():
                     times.append(cp.cuda.get_elapsed_time(start, stop))
             rates.append(2 * K.nbytes / float(np.median(times)) / 1e9)
         print(f"{B:>2} {N:>7} {S:>3} | " + " | ".join(f"{x:>28.2f}" for x in rates), flush=True)
+        del K, V
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def copies():
+    import cupy as cp
+    kv, d, reps = 8, 128, 20
+    # name -> (pattern, hint, warps, stages, work a lane a tile)
+    variants = {"no prefetch": (0, 0, 4, 2, 1200), "L2 256 (kernel)": (0, 1, 4, 2, 1200),
+                "L2 256 evict-first": (0, 2, 4, 2, 1200), "L2 256, 3 stages": (0, 1, 4, 3, 1200),
+                "evict-first, 3 st.": (0, 2, 4, 3, 1200), "8 warps": (0, 1, 8, 2, 600),
+                "8 warps evict-first": (0, 2, 8, 2, 600), "copy engine 4K": (3, 1, 4, 2, 1200)}
+    out = cp.zeros(256, dtype=cp.float32)
+    fns = {}
+    for name, (pattern, hint, warps, stages, work) in variants.items():
+        padded = 1 if pattern == 0 else 0
+        mod = cp.RawModule(code=SOURCE, options=(
+            "-std=c++17", f"-DPATTERN={pattern}", f"-DSTAGES={stages}", f"-DPADDED={padded}",
+            f"-DHINT={hint}", f"-DWARPS={warps}"))
+        fn = mod.get_function("read_tiles")
+        smem = 2 * stages * 64 * (d + 8 * padded) * 2 + 8 * stages * warps
+        fn.max_dynamic_shared_size_bytes = smem
+        fns[name] = (fn, smem, 32 * warps, work)
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    print("read TB/s; work: FFMA a lane a tile (half for 8 warps, so a block's work is the same)")
+    print(f"{'B':>2} {'seq_k':>7} {'S':>3} | " + " | ".join(f"{n:>19}" for n in fns))
+    for B, N, S in [(8, 131072, 4), (4, 32768, 8), (1, 32768, 32)]:
+        K = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
+        V = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
+        rates = []
+        for fn, smem, threads, work in fns.values():
+            times = []
+            for r in range(reps + 3):
+                start.record()
+                fn((S, kv, B), (threads,), (K, V, out, np.int32(N), np.int32(N // S),
+                                            np.int32(work)), shared_mem=smem)
+                stop.record()
+                stop.synchronize()
+                if r >= 3:
+                    times.append(cp.cuda.get_elapsed_time(start, stop))
+            rates.append(2 * K.nbytes / float(np.median(times)) / 1e9)
+        print(f"{B:>2} {N:>7} {S:>3} | " + " | ".join(f"{x:>19.2f}" for x in rates), flush=True)
         del K, V
         cp.get_default_memory_pool().free_all_blocks()
 
