@@ -1,7 +1,7 @@
 """Lab: the Hopper backward's P without the mask's tests in the tiles that need none
 (MASK_BRANCH, `patches/backward_mask_branch.diff`, onto commit 4075ea5, whose kernel is
-829f23e's; the kernel has the branch since 9341068, with no switch): P's loop as a function templated on the tests, called with them for
-the masked tiles (causal diagonal, ragged) and without them for every other tile, chosen by
+829f23e's; the kernel has the branch since 9341068, with no switch): P's loop as a function
+templated on the tests, called with them for the masked tiles (causal diagonal, ragged) and without them for every other tile, chosen by
 a warp-uniform branch (1), against the loop of 829f23e with its tests predicated in every
 tile (0; its SASS is identical to 829f23e's at every shape, dtype and SPLIT_P).
 

@@ -13,8 +13,8 @@ memory and does a fixed amount of arithmetic on it, in five ways:
   warp bulk 4K    one lane a warp copies its 16 K rows and 16 V rows as two 4 KB bulk copies
   block bulk 16K  one thread copies the tile's K and V as two 16 KB bulk copies
 
-each with 2 or 3 tiles in flight (two blocks an SM), and "work" = 0 or n FFMA a lane a tile (the split kernel
-issues about 1,200 instructions a lane a tile; 4 chains). Read bandwidth = K + V bytes over
+each with 2 or 3 tiles in flight (two blocks an SM), and "work" = 0 or n FFMA a lane a tile
+(the split kernel issues about 1,200 instructions a lane a tile; 4 chains). Read bandwidth = K + V bytes over
 the median of 20 launches (events); PyTorch's SDPA on the same cache beside it. No output is
 checked (nothing is computed): this times the reads only.
 
@@ -31,6 +31,9 @@ stages, the work, on three ways of laying out and walking the cache:
 the rate cuDNN's decode kernel (cp.async too, sm_80 code) reads at: no L2 prefetch, the
 256-byte prefetch (the kernel's), the prefetch with an evict-first L2 policy; 2 or 3 stages;
 4 warps or 8 (each half the keys and half the work); the copy engine's 4 KB copies beside.
+The 12:03 UTC run (logs/h200_2026-11-28_decode_read_pattern.log) was of the script as it was
+at commit 362647a (`git show 362647a:lab/decode_read_pattern.py`); the same copies have been
+written with helpers since, which moves the address arithmetic, not the copies.
 Run on a Hopper GPU: python3 lab/decode_read_pattern.py [--quick | --locality | --copies]"""
 import argparse
 import sys
@@ -63,6 +66,20 @@ __device__ __forceinline__ void cp16(unsigned dst, const elem* src) {
                  :: "r"(dst), "l"(src), "l"(policy));
 #endif
 }
+__device__ __forceinline__ unsigned sa(const void* p) {
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+// arrive on the mbarrier at `bar`, announcing the bytes the copies completing on it bring
+__device__ __forceinline__ void expect(unsigned bar, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(bar), "r"(bytes) : "memory");
+}
+// one bulk copy (the copy engine) of `bytes` from global to shared, completing on `bar`
+__device__ __forceinline__ void bulk(unsigned dst, const elem* src, unsigned bytes,
+                                     unsigned bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1], %2, [%3];" :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, int seq_k,
            int split_len, int work)
@@ -94,7 +111,7 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
     elem* Ks = (elem*)smem;
     elem* Vs = Ks + STAGES * BC * STRIDE;
     unsigned long long* bars = (unsigned long long*)(Vs + STAGES * BC * STRIDE);  // STAGES x WARPS
-    const unsigned bar0 = (unsigned)__cvta_generic_to_shared(bars);
+    const unsigned bar0 = sa(bars);
 #if PATTERN >= 2
     if (tid < STAGES * WARPS)
         asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(bar0 + 8 * tid));
@@ -109,63 +126,37 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
             return;
         }
         const int k0 = key0(j), st = j % STAGES;
-#if PATTERN == 0   // warp cp.async: warp w's 16 rows, lane copy i: row (lane+32i)/16, chunk %16
-        for (int i = 0; i < KW * 16 / 32; ++i) {
-            const int row = warp * KW + (lane + 32 * i) / 16, ch = (lane + 32 * i) % 16;
+        auto at = [&](elem* ring, int row) { return sa(ring + (st * BC + row) * STRIDE); };
+        // the 16-byte chunk ch of row `row` of K_j and of V_j, by cp.async
+        auto copy_chunk = [&](int row, int ch) {
             const long long src = row_at(k0 + row) + ch * 8;
-            const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + row) * STRIDE + ch * 8);
-            const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + row) * STRIDE + ch * 8);
-            cp16(dk, K + src);
-            cp16(dv, V + src);
-        }
+            cp16(at(Ks, row) + ch * 16, K + src);
+            cp16(at(Vs, row) + ch * 16, V + src);
+        };
+        // `rows` consecutive rows from `row` of K_j and of V_j, one bulk copy each, on `bar`
+        auto copy_rows = [&](int row, int rows, unsigned bar) {
+            expect(bar, 2 * rows * D * 2);
+            bulk(at(Ks, row), K + row_at(k0 + row), rows * D * 2, bar);
+            bulk(at(Vs, row), V + row_at(k0 + row), rows * D * 2, bar);
+        };
+#if PATTERN == 0   // warp cp.async: warp w's 16 rows, lane copy i: row (lane+32i)/16, chunk %16
+        for (int i = 0; i < KW * 16 / 32; ++i)
+            copy_chunk(warp * KW + (lane + 32 * i) / 16, (lane + 32 * i) % 16);
         asm volatile("cp.async.commit_group;" ::: "memory");
 #elif PATTERN == 1   // block cp.async: thread t copy i: chunk t + 128 i of the tile
-        for (int i = 0; i < BC * 16 / (32 * WARPS); ++i) {
-            const int idx = tid + 32 * WARPS * i, row = idx / 16, ch = idx % 16;
-            const long long src = row_at(k0 + row) + ch * 8;
-            const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + row) * STRIDE + ch * 8);
-            const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + row) * STRIDE + ch * 8);
-            cp16(dk, K + src);
-            cp16(dv, V + src);
-        }
+        for (int i = 0; i < BC * 16 / (32 * WARPS); ++i)
+            copy_chunk((tid + 32 * WARPS * i) / 16, (tid + 32 * WARPS * i) % 16);
         asm volatile("cp.async.commit_group;" ::: "memory");
 #elif PATTERN == 2   // warp bulk row: lane l < 16 K row l of the warp, l >= 16 V row l - 16
         const unsigned bar = bar0 + 8 * (st * WARPS + warp);
-        if (lane == 0)
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                         :: "r"(bar), "r"(2 * KW * D * 2) : "memory");
+        if (lane == 0) expect(bar, 2 * KW * D * 2);
         __syncwarp();
         const int row = warp * KW + lane % 16;
-        const elem* src = (lane < 16 ? K : V) + row_at(k0 + row);
-        const unsigned dst = (unsigned)__cvta_generic_to_shared((lane < 16 ? Ks : Vs) + (st * BC + row) * STRIDE);
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     :: "r"(dst), "l"(src), "r"(D * 2), "r"(bar) : "memory");
+        bulk(at(lane < 16 ? Ks : Vs, row), (lane < 16 ? K : V) + row_at(k0 + row), D * 2, bar);
 #elif PATTERN == 3   // warp bulk 4K: lane 0 two bulk copies of the warp's 16 rows
-        const unsigned bar = bar0 + 8 * (st * WARPS + warp);
-        if (lane == 0) {
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                         :: "r"(bar), "r"(2 * KW * D * 2) : "memory");
-            const long long src = row_at(k0 + warp * KW);
-            const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + (st * BC + warp * KW) * STRIDE);
-            const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + (st * BC + warp * KW) * STRIDE);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         :: "r"(dk), "l"(K + src), "r"(KW * D * 2), "r"(bar) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         :: "r"(dv), "l"(V + src), "r"(KW * D * 2), "r"(bar) : "memory");
-        }
+        if (lane == 0) copy_rows(warp * KW, KW, bar0 + 8 * (st * WARPS + warp));
 #else               // block bulk 16K: thread 0 two bulk copies of the tile, barrier of warp 0
-        const unsigned bar = bar0 + 8 * (st * WARPS);
-        if (tid == 0) {
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                         :: "r"(bar), "r"(2 * BC * D * 2) : "memory");
-            const long long src = row_at(k0);
-            const unsigned dk = (unsigned)__cvta_generic_to_shared(Ks + st * BC * STRIDE);
-            const unsigned dv = (unsigned)__cvta_generic_to_shared(Vs + st * BC * STRIDE);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         :: "r"(dk), "l"(K + src), "r"(BC * D * 2), "r"(bar) : "memory");
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         :: "r"(dv), "l"(V + src), "r"(BC * D * 2), "r"(bar) : "memory");
-        }
+        if (tid == 0) copy_rows(0, BC, bar0 + 8 * (st * WARPS));
 #endif
     };
     for (int j = 0; j < STAGES - 1; ++j) issue(j);
@@ -213,6 +204,60 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
 """
 
 NAMES = ["warp cp.async", "block cp.async", "warp bulk row", "warp bulk 4K", "block bulk 16K"]
+KV, D, REPS = 8, 128, 20
+
+
+def build(pattern: int, stages: int, warps: int = 4, **defines):
+    """(function, shared memory, threads) of one variant of SOURCE: rows padded for the
+    patterns that copy rows into padded buffers (0-2), unpadded for the 4 KB and 16 KB copies;
+    defines: more -D switches (HINT, INTERLEAVE, HEADS_TOGETHER)."""
+    import cupy as cp
+    padded = 1 if pattern in (0, 1, 2) else 0
+    switches = {"PATTERN": pattern, "STAGES": stages, "PADDED": padded, "WARPS": warps,
+                **defines}
+    mod = cp.RawModule(code=SOURCE, options=("-std=c++17",
+                                             *(f"-D{k}={v}" for k, v in switches.items())))
+    fn = mod.get_function("read_tiles")
+    smem = 2 * stages * 64 * (D + 8 * padded) * 2 + 8 * stages * warps
+    fn.max_dynamic_shared_size_bytes = smem
+    return fn, smem, 32 * warps
+
+
+def median_ms(launch) -> float:
+    """The median of REPS timed calls of launch() (CUDA events), after 3 untimed."""
+    import cupy as cp
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    times = []
+    for r in range(REPS + 3):
+        start.record()
+        launch()
+        stop.record()
+        stop.synchronize()
+        if r >= 3:
+            times.append(cp.cuda.get_elapsed_time(start, stop))
+    return float(np.median(times))
+
+
+def caches(B: int, N: int):
+    """K and V of the decode grid's shape (B, KV, N, D), float16."""
+    import cupy as cp
+    return [cp.random.random((B, KV, N, D), dtype=cp.float32).astype(cp.float16)
+            for _ in range(2)]
+
+
+def read_rate(variant, K, V, splits: int, split_len: int, work: int) -> float:
+    """TB/s of K and V read by one variant (build's triple) on the grid (splits, KV, B)."""
+    import cupy as cp
+    fn, smem, threads = variant
+    out = cp.zeros(threads, dtype=cp.float32)
+    args = (K, V, out, np.int32(K.shape[2]), np.int32(split_len), np.int32(work))
+    ms = median_ms(lambda: fn((splits, KV, K.shape[0]), (threads,), args, shared_mem=smem))
+    return (K.nbytes + V.nbytes) / ms / 1e9
+
+
+def release():
+    import cupy as cp
+    cp.get_default_memory_pool().free_all_blocks()
 
 
 def main():
@@ -228,160 +273,71 @@ def main():
     import cupy as cp
     import torch
 
-    shapes = [(8, 131072, 4), (4, 32768, 8)]
-    kv, d = 8, 128
     works = [0, 1200]
     stages_list = [2, 3]   # 4 padded stages leave one block an SM
-    reps = 20
-    out = cp.zeros(128, dtype=cp.float32)
-    mods = {}
-    for pattern in range(5):
-        for stages in stages_list:
-            padded = 1 if pattern in (0, 1, 2) else 0
-            mod = cp.RawModule(code=SOURCE, options=(
-                "-std=c++17", f"-DPATTERN={pattern}", f"-DSTAGES={stages}", f"-DPADDED={padded}"))
-            fn = mod.get_function("read_tiles")
-            stride = d + (8 if padded else 0)
-            smem = 2 * stages * 64 * stride * 2 + 8 * stages * 4
-            fn.max_dynamic_shared_size_bytes = smem
-            mods[(pattern, stages)] = (fn, smem)
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    variants = {(p, st): build(p, st) for p in range(5) for st in stages_list}
     print(f"{'B':>2} {'seq_k':>7} {'S':>2} {'work':>5} | " +
           " | ".join(f"{n} s{s}" for n in NAMES for s in stages_list[:1]) + " ... (TB/s)")
-    for B, N, S in shapes:
-        K = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
-        V = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
-        nbytes = 2 * K.nbytes
+    for B, N, S in [(8, 131072, 4), (4, 32768, 8)]:
+        K, V = caches(B, N)
+        nbytes = K.nbytes + V.nbytes
         split_len = -(-N // S)
-        split_len = -(-split_len // 64) * 64
+        split_len = -(-split_len // 64) * 64      # whole 64-key tiles
         for work in works:
-            row = {}
-            for (pattern, stages), (fn, smem) in mods.items():
-                times = []
-                for r in range(reps + 3):
-                    start.record()
-                    fn((S, kv, B), (128,), (K, V, out, np.int32(N), np.int32(split_len),
-                                            np.int32(work)), shared_mem=smem)
-                    stop.record()
-                    stop.synchronize()
-                    if r >= 3:
-                        times.append(cp.cuda.get_elapsed_time(start, stop))
-                ms = float(np.median(times))
-                row[(pattern, stages)] = nbytes / ms / 1e9
+            row = {key: read_rate(v, K, V, S, split_len, work) for key, v in variants.items()}
             for pattern in range(5):
                 print(f"{B:>2} {N:>7} {S:>2} {work:>5} | {NAMES[pattern]:<15}" +
                       "".join(f" s{st} {row[(pattern, st)]:5.2f}" for st in stages_list))
         # SDPA (GQA, one query token) on the same cache, and a device copy of the same bytes
-        q = torch.randn(B, 32, 1, d, device="cuda", dtype=torch.float16)
-        kt = torch.as_tensor(K, device="cuda")
-        vt = torch.as_tensor(V, device="cuda")
-        times = []
-        for r in range(reps + 3):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record()
-            torch.nn.functional.scaled_dot_product_attention(q, kt, vt, enable_gqa=True)
-            e1.record()
-            e1.synchronize()
-            if r >= 3:
-                times.append(e0.elapsed_time(e1))
-        ms = float(np.median(times))
+        q = torch.randn(B, 32, 1, D, device="cuda", dtype=torch.float16)
+        kt, vt = torch.as_tensor(K, device="cuda"), torch.as_tensor(V, device="cuda")
+        ms = median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, kt, vt, enable_gqa=True))
         dst = cp.empty_like(K)
-        ctimes = []
-        for r in range(reps + 3):
-            start.record()
+
+        def copy():
             dst[...] = K
-            stop.record()
-            stop.synchronize()
-            if r >= 3:
-                ctimes.append(cp.cuda.get_elapsed_time(start, stop))
-        cms = float(np.median(ctimes))
+        cms = median_ms(copy)
         print(f"   SDPA {ms * 1e3:8.1f} µs = {nbytes / ms / 1e9:5.2f} TB/s read;"
               f" device copy of K: {2 * K.nbytes / cms / 1e9:5.2f} TB/s read + written")
         del K, V, kt, vt, dst
-        cp.get_default_memory_pool().free_all_blocks()
+        release()
 
 
 def locality():
-    import cupy as cp
-    kv, d, reps, stages, work = 8, 128, 20, 2, 1200
+    stages, work = 2, 1200
     walks = {"contiguous": (0, 0), "interleaved": (1, 0), "heads together": (0, 1)}
     patterns = {"warp cp.async": 0, "warp bulk 4K": 3}
-    out = cp.zeros(128, dtype=cp.float32)
-    fns = {}
-    for walk, (inter, together) in walks.items():
-        for name, pattern in patterns.items():
-            mod = cp.RawModule(code=SOURCE, options=(
-                "-std=c++17", f"-DPATTERN={pattern}", f"-DSTAGES={stages}",
-                f"-DPADDED={1 if pattern == 0 else 0}", f"-DINTERLEAVE={inter}",
-                f"-DHEADS_TOGETHER={together}"))
-            fn = mod.get_function("read_tiles")
-            smem = 2 * stages * 64 * (d + (8 if pattern == 0 else 0)) * 2 + 8 * stages * 4
-            fn.max_dynamic_shared_size_bytes = smem
-            fns[(walk, name)] = (fn, smem)
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    variants = {(walk, name): build(pattern, stages, INTERLEAVE=inter, HEADS_TOGETHER=together)
+                for walk, (inter, together) in walks.items()
+                for name, pattern in patterns.items()}
     print(f"read TB/s, {stages} stages, {work} FFMA a lane a tile")
-    print(f"{'B':>2} {'seq_k':>7} {'S':>3} | " + " | ".join(f"{w + ', ' + n:>28}" for w, n in fns))
+    print(f"{'B':>2} {'seq_k':>7} {'S':>3} | "
+          + " | ".join(f"{w + ', ' + n:>28}" for w, n in variants))
     for B, N, S in [(8, 131072, 4), (4, 131072, 8), (1, 131072, 32), (4, 32768, 8)]:
-        K = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
-        V = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
-        split_len = N // S
-        rates = []
-        for (fn, smem) in fns.values():
-            times = []
-            for r in range(reps + 3):
-                start.record()
-                fn((S, kv, B), (128,), (K, V, out, np.int32(N), np.int32(split_len),
-                                        np.int32(work)), shared_mem=smem)
-                stop.record()
-                stop.synchronize()
-                if r >= 3:
-                    times.append(cp.cuda.get_elapsed_time(start, stop))
-            rates.append(2 * K.nbytes / float(np.median(times)) / 1e9)
+        K, V = caches(B, N)
+        rates = [read_rate(v, K, V, S, N // S, work) for v in variants.values()]
         print(f"{B:>2} {N:>7} {S:>3} | " + " | ".join(f"{x:>28.2f}" for x in rates), flush=True)
         del K, V
-        cp.get_default_memory_pool().free_all_blocks()
+        release()
 
 
 def copies():
-    import cupy as cp
-    kv, d, reps = 8, 128, 20
     # name -> (pattern, hint, warps, stages, work a lane a tile)
-    variants = {"no prefetch": (0, 0, 4, 2, 1200), "L2 256 (kernel)": (0, 1, 4, 2, 1200),
-                "L2 256 evict-first": (0, 2, 4, 2, 1200), "L2 256, 3 stages": (0, 1, 4, 3, 1200),
-                "evict-first, 3 st.": (0, 2, 4, 3, 1200), "8 warps": (0, 1, 8, 2, 600),
-                "8 warps evict-first": (0, 2, 8, 2, 600), "copy engine 4K": (3, 1, 4, 2, 1200)}
-    out = cp.zeros(256, dtype=cp.float32)
-    fns = {}
-    for name, (pattern, hint, warps, stages, work) in variants.items():
-        padded = 1 if pattern == 0 else 0
-        mod = cp.RawModule(code=SOURCE, options=(
-            "-std=c++17", f"-DPATTERN={pattern}", f"-DSTAGES={stages}", f"-DPADDED={padded}",
-            f"-DHINT={hint}", f"-DWARPS={warps}"))
-        fn = mod.get_function("read_tiles")
-        smem = 2 * stages * 64 * (d + 8 * padded) * 2 + 8 * stages * warps
-        fn.max_dynamic_shared_size_bytes = smem
-        fns[name] = (fn, smem, 32 * warps, work)
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    table = {"no prefetch": (0, 0, 4, 2, 1200), "L2 256 (kernel)": (0, 1, 4, 2, 1200),
+             "L2 256 evict-first": (0, 2, 4, 2, 1200), "L2 256, 3 stages": (0, 1, 4, 3, 1200),
+             "evict-first, 3 st.": (0, 2, 4, 3, 1200), "8 warps": (0, 1, 8, 2, 600),
+             "8 warps evict-first": (0, 2, 8, 2, 600), "copy engine 4K": (3, 1, 4, 2, 1200)}
+    variants = {name: (build(pattern, stages, warps, HINT=hint), work)
+                for name, (pattern, hint, warps, stages, work) in table.items()}
     print("read TB/s; work: FFMA a lane a tile (half for 8 warps, so a block's work is the same)")
-    print(f"{'B':>2} {'seq_k':>7} {'S':>3} | " + " | ".join(f"{n:>19}" for n in fns))
+    print(f"{'B':>2} {'seq_k':>7} {'S':>3} | " + " | ".join(f"{n:>19}" for n in variants))
     for B, N, S in [(8, 131072, 4), (4, 32768, 8), (1, 32768, 32)]:
-        K = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
-        V = cp.random.random((B, kv, N, d), dtype=cp.float32).astype(cp.float16)
-        rates = []
-        for fn, smem, threads, work in fns.values():
-            times = []
-            for r in range(reps + 3):
-                start.record()
-                fn((S, kv, B), (threads,), (K, V, out, np.int32(N), np.int32(N // S),
-                                            np.int32(work)), shared_mem=smem)
-                stop.record()
-                stop.synchronize()
-                if r >= 3:
-                    times.append(cp.cuda.get_elapsed_time(start, stop))
-            rates.append(2 * K.nbytes / float(np.median(times)) / 1e9)
+        K, V = caches(B, N)
+        rates = [read_rate(v, K, V, S, N // S, work) for v, work in variants.values()]
         print(f"{B:>2} {N:>7} {S:>3} | " + " | ".join(f"{x:>19.2f}" for x in rates), flush=True)
         del K, V
-        cp.get_default_memory_pool().free_all_blocks()
+        release()
 
 
 if __name__ == "__main__":
