@@ -16,7 +16,7 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    swizzled without the L2 prefetch
   --set tc         products on the CUDA cores or the tensor cores, on the H200 (the patch)
   --set lockstep   the warps of a block apart on the key tiles (the kernel) or in step, a block
-                   barrier a tile (patches/decode_lockstep.diff onto d873ddd; prepared, not run)
+                   barrier a tile (patches/decode_lockstep.diff onto d873ddd; 0.1-1.7% slower)
   --set rings      the kernel as it is with 2 or 3 key tiles in flight (STAGES)
   --set warps      the kernel as it is with 4 warps a block (16 keys each of a 64-key tile) or 8
                    (8 keys each): twice the warps an SM to hide each warp's dependent chain
@@ -28,7 +28,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
 
 The first three sets and --set tc need the switches of patches/decode_tensor_cores.diff, first
 made against commit f668e29 and now carried onto 6922d6f (git checkout 6922d6f && git apply
-lab/patches/decode_tensor_cores.diff); the 256-byte prefetch is in the kernel since. Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick] [--splits 1,4,16]
+lab/patches/decode_tensor_cores.diff); the 256-byte prefetch is in the kernel since.
+Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick] [--splits 1,4,16]
 (--splits: those split counts instead of the auto count, where the copy engine's fill rule
 matters; not yet run)"""
 import argparse

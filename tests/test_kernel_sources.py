@@ -147,7 +147,7 @@ def decode_examples():
     row per block, contiguous; four rows of a GQA group, paged), each also as its copy-engine
     build (TMA_COPIES, which sm_90 takes for these), and the extremes: float32 at head_dim 256
     with 32 rows, float16 at head_dim 16 with four query tokens."""
-    from engine.model.decode_config import DecodeConfig
+    from engine.model.decode_config import DecodeConfig, decode_tma
     from engine.gpu.launchers import decode
     shapes = [dict(head_dim=d, dtype=dt, **layout) for d in (64, 128)
               for dt in ("float16", "bfloat16")
@@ -155,9 +155,9 @@ def decode_examples():
                                                              page_size=16))]
     shapes += [dict(head_dim=256, dtype="float32", heads=32, kv_heads=1, page_size=256),
                dict(head_dim=16, dtype="float16", heads=4, kv_heads=2, seq_q=4, seq_k=64)]
-    return [decode.compile_options(DecodeConfig(**kw), tma)
-            for kw in shapes for tma in ((False, True) if kw["dtype"] != "float32"
-                                         and kw["head_dim"] % 64 == 0 else (False,))]
+    configs = [DecodeConfig(**kw) for kw in shapes]
+    return [decode.compile_options(cfg, tma) for cfg in configs
+            for tma in ((False, True) if decode_tma(cfg, "9.0") else (False,))]
 
 
 SM90A_SOURCES = (catalog.WGMMA.source, catalog.BACKWARD_WGMMA.source)
