@@ -25,6 +25,17 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    SM and more; forced here on any grid), 2 or 3 stages
   --set tiles      the kernel as it is, with 128-key tiles (32 keys a warp, one block an SM)
                    or 64 (two blocks an SM, the auto rule's, or one)
+  --set walk       the copy engine over the contiguous cache, each split its own run of key
+                   tiles (the kernel) or the tiles dealt round the splits (split s: tiles s,
+                   s + S, ...; INTERLEAVE=1 of patches/decode_interleave.diff), and over a
+                   paged cache of 64-key pages (the same keys scattered by the block table),
+                   to see whether the paged cache's lead is its blocks reading neighbouring
+                   bytes at once (no: the interleaved walk ran as fast as the kernel's)
+  --set rotate     the copy engine over the contiguous cache, each block walking its split's
+                   tiles from the first (the kernel) or from its own place, wrapping round
+                   (ROTATE=1 of patches/decode_rotate.diff), and over the paged cache, to see
+                   whether blocks at the same offsets of regions a power of two apart is what
+                   holds the contiguous cache behind the paged one
 
 The first three sets and --set tc need the switches of patches/decode_tensor_cores.diff, first
 made against commit f668e29 and now carried onto 6922d6f (git checkout 6922d6f && git apply
@@ -34,6 +45,7 @@ Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick] [--splits 1,4
 matters; not yet run)"""
 import argparse
 import sys
+from dataclasses import replace
 
 import numpy as np
 
@@ -102,7 +114,7 @@ def check(build: dict) -> float:
     from reference import decode64, rel_err
     from test_gpu_decode import CASES, OUT_TOL, config, contiguous
     worst = 0.0
-    undo = force(**build)
+    undo = force(**{k: v for k, v in build.items() if k != "page_size"})
     try:
         for kw in CASES:
             cfg = config(**kw)
@@ -157,6 +169,14 @@ BUILDS = {   # name -> force()'s arguments
     # against the kernel as it is (no patch): wider key tiles, one block an SM
     "tiles": {"64 keys, 2/SM": spec(), "128 keys, 1/SM": spec(block_k=128, per_sm=1),
               "64 keys, 1/SM": spec(block_k=64, per_sm=1)},
+    # with patches/decode_interleave.diff: the copy engine over a KV head's tiles split by
+    # split (the kernel) or dealt round the splits, and over a paged cache (page_size: main's)
+    "walk": {"by split": spec(tma=True), "interleaved": spec(tma=True, defines=("INTERLEAVE=1",)),
+             "paged 64": spec(tma=True, page_size=64)},
+    # with patches/decode_rotate.diff: each block's walk from its split's first tile or from
+    # a place of its own
+    "rotate": {"by split": spec(tma=True), "rotated": spec(tma=True, defines=("ROTATE=1",)),
+               "paged 64": spec(tma=True, page_size=64)},
 }
 
 
@@ -190,15 +210,19 @@ def main():
                                dtype="float16")
             release_memory()
             inputs = make_decode_inputs(cfg)
+            pages = {b.get("page_size") for b in builds.values()} - {None}
+            paged = {p: (replace(cfg, page_size=p), make_decode_inputs(replace(cfg, page_size=p)))
+                     for p in pages}
             counts = ([cfg.splits_on(sms)] if args.splits == "auto"
                       else [int(x) for x in args.splits.split(",")])
             for count in counts:
                 best = {}
                 for _ in range(2):
                     for name, build in builds.items():
-                        undo = force(**build)
+                        c, x = paged.get(build.get("page_size"), (cfg, inputs))
+                        undo = force(**{k: v for k, v in build.items() if k != "page_size"})
                         try:
-                            t = float(np.median(time_flash_decode(cfg, count, inputs, 30, 3)))
+                            t = float(np.median(time_flash_decode(c, count, x, 30, 3)))
                         finally:
                             undo()
                         best[name] = min(best.get(name, 1e9), t)

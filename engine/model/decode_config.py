@@ -47,12 +47,11 @@ def decode_block_k(head_dim: int) -> int:
 
 
 # The copy engine's build only where the grid gives the SMs at least this many blocks on
-# average. Measured on the H200 (lab/NOTES.md, "Decoding: the copy engine"): at the auto
-# counts (two blocks an SM) it was level with the cp.async build or up to 4.4% faster in one
-# run; with at most one block an SM (num_splits 1-16 at batch 1-8), where each warp is alone
-# on its scheduler and waits out every tile, its steps took 20-29% longer than the cp.async
-# build's recorded sweep (another run, but ten times the spread between runs). Between one
-# and two blocks an SM was not measured.
+# average. Measured on the H200 (lab/NOTES.md, "Decoding: the copy engine" and "Decoding:
+# where the copy engine pays"), both builds in one run: at the auto counts (two blocks an SM)
+# it was level with the cp.async build or up to 4.4% faster; with at most one block an SM
+# (8-128 blocks), where each warp is alone on its scheduler and waits out every tile, the
+# cp.async build was 17-26% faster. Between one and two blocks an SM was not measured.
 TMA_MIN_BLOCKS_PER_SM = 1.5
 
 

@@ -196,6 +196,16 @@ def test_auto_is_explained_where_the_model_prefers_another_count():
     assert decode_data.auto_against_model(targets, H200) == ""
 
 
+def test_the_recorded_step_quoted_is_the_recorded_files():
+    """The step and floor the explanation quotes are the recorded H200 sweep's line at batch 1,
+    seq_k 32,768, the auto split count, contiguous."""
+    data = json.loads((engine.recorded.BENCH_DIR / "decode_h200_2026-11-28.json").read_text())
+    row, = (r for r in data["results"] if r["kernel"] == "flash_decode" and r["batch"] == 1
+            and r["seq_k"] == 32768 and r["auto_splits"] and r["page_size"] is None)
+    assert decode_data.RECORDED_STEP_US == round(row["median_ms"] * 1e3, 1)
+    assert decode_data.RECORDED_FLOOR_US == round(row["floor_ms"] * 1e3, 1)
+
+
 def test_closest_recorded_shape_is_the_configs_own_when_recorded():
     rows = pd.DataFrame({"shape": ["B=1, H=32, kv_heads=8, seq_q=1, seq_k=32768, d=128, float16",
                                    "B=8, H=32, kv_heads=8, seq_q=1, seq_k=131072, d=128, float16",

@@ -19,7 +19,7 @@ FILES = {"timings": ("bench_h200_forward.json", "bench_h100_forward.json"),
          "overview": ("bench_h200_forward.json", "bench_h100_forward.json"),
          "backward": ("bench_h200_backward.json", "bench_h100_backward.json"),
          "tile_sizes": ("tiles_h200_2026-11-23.json", "tiles_h100_2026-11-25.json"),
-         "decoding": ("decode_h200_2026-11-23.json", "decode_h100_2026-11-25.json")}
+         "decoding": ("decode_h200_2026-11-28.json", "decode_h100_2026-11-25.json")}
 OWN = ": the chosen profile itself."
 
 
