@@ -35,7 +35,12 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    tiles from the first (the kernel) or from its own place, wrapping round
                    (ROTATE=1 of patches/decode_rotate.diff), and over the paged cache, to see
                    whether blocks at the same offsets of regions a power of two apart is what
-                   holds the contiguous cache behind the paged one
+                   holds the contiguous cache behind the paged one (no: 5-8% slower)
+  --set order      the kernel as it is (the copy engine) over the contiguous cache and over
+                   paged caches of 64-key pages, their pages scattered by the block table (as
+                   every paged run here) or in order (page j of sequence b at b ·
+                   pages_per_seq + j), to tell the pages' scattering from their eight KV
+                   heads' rows side by side
 
 The first three sets and --set tc need the switches of patches/decode_tensor_cores.diff, first
 made against commit f668e29 and now carried onto 6922d6f (git checkout 6922d6f && git apply
@@ -114,7 +119,7 @@ def check(build: dict) -> float:
     from reference import decode64, rel_err
     from test_gpu_decode import CASES, OUT_TOL, config, contiguous
     worst = 0.0
-    undo = force(**{k: v for k, v in build.items() if k != "page_size"})
+    undo = force(**kernel_args(build))
     try:
         for kw in CASES:
             cfg = config(**kw)
@@ -177,7 +182,32 @@ BUILDS = {   # name -> force()'s arguments
     # a place of its own
     "rotate": {"by split": spec(tma=True), "rotated": spec(tma=True, defines=("ROTATE=1",)),
                "paged 64": spec(tma=True, page_size=64)},
+    # against the kernel as it is (no patch): the paged pool's pages scattered or in order
+    "order": {"contiguous": spec(tma=True), "paged 64": spec(tma=True, page_size=64),
+              "pages in order": spec(tma=True, page_size=64, table="in order")},
 }
+LAYOUT = ("page_size", "table")     # main's keys of a build, not force()'s
+
+
+def kernel_args(build: dict) -> dict:
+    return {k: v for k, v in build.items() if k not in LAYOUT}
+
+
+def table_order(order):
+    """Point the block table at pages in order (order == "in order": sequence b's page j is
+    b · pages_per_seq + j) for inputs made and runs timed until the undo; None: as it is."""
+    import engine.decode as host
+    import engine.gpu.decode_bench as bench
+    saved = host.block_table, bench.block_table
+    if order == "in order":
+        def in_order(cfg):
+            table = saved[0](cfg)
+            return np.arange(table.size, dtype=np.int32).reshape(table.shape)
+        host.block_table = bench.block_table = in_order
+
+    def undo():
+        host.block_table, bench.block_table = saved
+    return undo
 
 
 def main():
@@ -210,20 +240,26 @@ def main():
                                dtype="float16")
             release_memory()
             inputs = make_decode_inputs(cfg)
-            pages = {b.get("page_size") for b in builds.values()} - {None}
-            paged = {p: (replace(cfg, page_size=p), make_decode_inputs(replace(cfg, page_size=p)))
-                     for p in pages}
+            paged = {}
+            for layout in {tuple(b.get(k) for k in LAYOUT) for b in builds.values()}:
+                if layout[0] is not None:
+                    undo = table_order(layout[1])
+                    paged_cfg = replace(cfg, page_size=layout[0])
+                    paged[layout] = (paged_cfg, make_decode_inputs(paged_cfg))
+                    undo()
             counts = ([cfg.splits_on(sms)] if args.splits == "auto"
                       else [int(x) for x in args.splits.split(",")])
             for count in counts:
                 best = {}
                 for _ in range(2):
                     for name, build in builds.items():
-                        c, x = paged.get(build.get("page_size"), (cfg, inputs))
-                        undo = force(**{k: v for k, v in build.items() if k != "page_size"})
+                        c, x = paged.get(tuple(build.get(k) for k in LAYOUT), (cfg, inputs))
+                        undo = force(**kernel_args(build))
+                        undo_table = table_order(build.get("table"))
                         try:
                             t = float(np.median(time_flash_decode(c, count, x, 30, 3)))
                         finally:
+                            undo_table()
                             undo()
                         best[name] = min(best.get(name, 1e9), t)
                     t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
