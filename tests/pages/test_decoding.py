@@ -246,3 +246,25 @@ def test_decoding_metrics_carry_no_notes_as_deltas():
     assert_clean(at)
     assert at.metric and all(not m.proto.delta for m in at.metric), \
         [(m.label, m.proto.delta) for m in at.metric]
+
+
+def test_paged_against_contiguous_compares_like_with_like():
+    """Each paged line over the contiguous one at the same split count; the layout's reason
+    only where every paged line is faster, the block table's cost where one is not, nothing
+    without both kinds of line."""
+    def rows(paged_ms):
+        return pd.DataFrame({
+            "series": ["flash-decoding, contiguous", "flash-decoding, contiguous",
+                       "flash-decoding, pages of 16", "flash-decoding, pages of 64",
+                       "PyTorch SDPA"],
+            "num_splits": [4, 8, 4, 4, None], "ms": [1.0, 1.2, paged_ms, 0.96, 0.95]})
+    faster = decode_data.paged_against_contiguous(rows(0.94))
+    assert "pages of 16 0.94× at 4 splits; pages of 64 0.96× at 4 splits." in faster
+    assert "kv_heads × page_size × head_dim" in faster and "block table" not in faster
+    slower = decode_data.paged_against_contiguous(rows(1.03))
+    assert "pages of 16 1.03× at 4 splits" in slower and "block table" in slower
+    assert "kv_heads × page_size" not in slower
+    only_contiguous = rows(0.9).iloc[[0, 1, 4]]
+    assert decode_data.paged_against_contiguous(only_contiguous) == ""
+    no_match = rows(0.9).assign(num_splits=[2, 8, 4, 4, None])   # no contiguous line at 4
+    assert decode_data.paged_against_contiguous(no_match) == ""

@@ -211,6 +211,29 @@ def _series(record: dict) -> str:
 SHAPE_FIELDS = ("batch", "heads", "kv_heads", "seq_q", "seq_k", "head_dim", "dtype")
 
 
+def paged_against_contiguous(rows: pd.DataFrame) -> str:
+    """For one recorded shape (recorded_table's rows): each paged series' time over the
+    contiguous cache's at the same split count, and why a paged pool can read faster; ""
+    where the shape has no paged line beside a contiguous one."""
+    contiguous_name = _series({"kernel": "flash_decode", "page_size": None})
+    contiguous = rows[rows.series == contiguous_name].set_index("num_splits").ms
+    paged = rows[rows.series.str.startswith("flash-decoding, pages")
+                 & rows.num_splits.isin(contiguous.index)].sort_values(["series", "num_splits"])
+    ratios = [f"{r.series.removeprefix('flash-decoding, ')} {r.ms / contiguous[r.num_splits]:.2f}× "
+              f"at {int(r.num_splits)} splits" for r in paged.itertuples()]
+    if not ratios:
+        return ""
+    text = "Paged against contiguous, time over time: " + "; ".join(ratios) + "."
+    if (paged.ms.to_numpy() < contiguous[paged.num_splits].to_numpy()).all():
+        return text + (" A page holds every KV head's rows of its keys (the pool is pages × "
+                       "kv_heads × page_size × head_dim), so the blocks of one split and "
+                       "sequence read one region of memory together, while a contiguous cache "
+                       "keeps each KV head's rows apart; on an H200 that made paged steps "
+                       "faster whether the pages lay in order or scattered (lab/NOTES.md).")
+    return text + (" A paged step also reads the block table: each lane looks up its pages "
+                   "one key tile ahead of its copies.")
+
+
 def recorded_table(files: list[dict], gpu: GpuProfile | None = None) -> pd.DataFrame:
     """Every recorded decode timing with the fields the charts need, one row each, with its
     file and shape in words; floor_fraction against the page's one HBM floor (floor.py) on

@@ -10,9 +10,11 @@ from app.features.decoding.charts import (bytes_chart, cache_chart, floor_chart,
 from app.core.controls import MAX_DECODE_SEQ_UI, PAGE_CHOICES, SPLIT_CHOICES
 from app.features.decoding.data import (POOL_CAP, POOL_COLUMNS, auto_against_model,
                                         bytes_table, closest_shape, decode_config,
-                                        decode_shape_text, default_kv_heads, floor_sweep, measured_table, pool_cells,
-                                        recorded_table, split_counts, split_states, split_strip,
-                                        splits_model, spread_unsplit, merge_gap)
+                                        decode_shape_text, default_kv_heads, floor_sweep,
+                                        measured_table, merge_gap, paged_against_contiguous,
+                                        pool_cells, recorded_table, split_counts,
+                                        split_states, split_strip, splits_model,
+                                        spread_unsplit)
 from app.core.style import wrap_title
 from app.core.player.component import play_merge
 from app.core.ui import (chart, guarded, linked_choice, linked_number, notes, on_stage, stage,
@@ -125,7 +127,8 @@ if dcfg.paged:
                f"sequence, the last {'ragged' if dcfg.seq_k % dcfg.page_size else 'full'}. "
                f"The block table maps each sequence's logical page to a physical page of the "
                f"pool; it was shuffled, so neighbouring keys sit in scattered pages and a "
-               f"split reads them through the table."
+               f"split reads them through the table. Each page holds the rows of all "
+               f"{dcfg.kv_heads} KV heads for its keys."
                + (f" The first {POOL_CAP:,} pages are drawn." if dcfg.num_pages > POOL_CAP
                   else ""))
     chart(pool_chart, cells, POOL_COLUMNS)
@@ -214,6 +217,9 @@ else:
                   auto)
         st.caption(f"Method: {info.get('method', 'not stated')}")
         st.caption(recorded_floor_note(info, rows[rows["shape"] == shape], gpu))
+        paged_note = paged_against_contiguous(rows[rows["shape"] == shape])
+        if paged_note:
+            st.caption(paged_note)
 why_auto = auto_against_model(dcfg, gpu)
 if why_auto:
     st.markdown(why_auto)
