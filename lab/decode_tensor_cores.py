@@ -47,7 +47,7 @@ made against commit f668e29 and now carried onto 6922d6f (git checkout 6922d6f &
 lab/patches/decode_tensor_cores.diff); the 256-byte prefetch is in the kernel since.
 Run on a GPU: python3 lab/decode_tensor_cores.py --set S [--quick] [--splits 1,4,16]
 (--splits: those split counts instead of the auto count, where the copy engine's fill rule
-matters; not yet run)"""
+matters; run by decode_fill.sh, logs/h200_2026-11-28_decode_fill.log)"""
 import argparse
 import sys
 from dataclasses import replace
