@@ -19,8 +19,8 @@ the median of 20 launches (events); PyTorch's SDPA on the same cache beside it. 
 checked (nothing is computed): this times the reads only.
 
 --locality (run 13:50 UTC, logs/h200_2026-11-28_decode_fill.log: within 1% for the 4 KB
-copies, so this read-only kernel does not show the paged cache's lead): does it matter which blocks read
-neighbouring bytes at once? (With the copy engine, the split kernel ran 3-7% faster on a paged
+copies, so this read-only kernel does not show the paged cache's lead): does it matter which
+blocks read neighbouring bytes at once? (With the copy engine, the split kernel ran 3-7% faster on a paged
 cache than on a contiguous one, lab/NOTES.md.) The warp cp.async and warp bulk 4K copies, 2
 stages, the work, on three ways of laying out and walking the cache:
   contiguous      (B, kv, seq_k, d), split s walks its own range of keys (the kernel's)
