@@ -18,9 +18,9 @@ each with 2 or 3 tiles in flight (two blocks an SM), and "work" = 0 or n FFMA a 
 the median of 20 launches (events); PyTorch's SDPA on the same cache beside it. No output is
 checked (nothing is computed): this times the reads only.
 
---locality (run 13:50 UTC, logs/h200_2026-11-28_decode_fill.log: within 1% for the 4 KB
-copies, so this read-only kernel does not show the paged cache's lead): does it matter which
-blocks read neighbouring bytes at once? (With the copy engine, the split kernel ran 3-7% faster on a paged
+--locality (run 13:50 UTC, logs/h200_2026-11-28_decode_fill.log: within 1% for the 4 KB copies,
+so this read-only kernel does not show the paged cache's lead): does it matter which blocks read
+neighbouring bytes at once? (With the copy engine, the split kernel ran 3-7% faster on a paged
 cache than on a contiguous one, lab/NOTES.md.) The warp cp.async and warp bulk 4K copies, 2
 stages, the work, on three ways of laying out and walking the cache:
   contiguous      (B, kv, seq_k, d), split s walks its own range of keys (the kernel's)
@@ -28,10 +28,11 @@ stages, the work, on three ways of laying out and walking the cache:
                   blocks read neighbouring tiles at once
   heads together  (B, seq_k / 64, kv, 64, d): the KV heads' rows of each 64 keys side by side,
                   as a paged cache of 64-row pages in order holds them; splits as the kernel's
---copies (run 13:50 UTC, same log: none reached the copy engine's rate): how 16-byte cp.async copies might reach
-the rate cuDNN's decode kernel (cp.async too, sm_80 code) reads at: no L2 prefetch, the
-256-byte prefetch (the kernel's), the prefetch with an evict-first L2 policy; 2 or 3 stages;
-4 warps or 8 (each half the keys and half the work); the copy engine's 4 KB copies beside.
+--copies (run 13:50 UTC, same log: none reached the copy engine's rate): how 16-byte cp.async
+copies might reach the rate cuDNN's decode kernel (cp.async too, sm_80 code) reads at: no L2
+prefetch, the 256-byte prefetch (the kernel's), the prefetch with an evict-first L2 policy; 2 or
+3 stages; 4 warps or 8 (each half the keys and half the work); the copy engine's 4 KB copies
+beside.
 The 12:03 UTC run (logs/h200_2026-11-28_decode_read_pattern.log) was of the script as it was
 at commit 362647a (`git show 362647a:lab/decode_read_pattern.py`); the same copies have been
 written with helpers since, which moves the address arithmetic, not the copies.

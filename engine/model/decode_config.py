@@ -51,7 +51,8 @@ def decode_block_k(head_dim: int) -> int:
 # where the copy engine pays"), both builds in one run: at the auto counts (two blocks an SM)
 # it was level with the cp.async build or up to 4.4% faster; with at most one block an SM
 # (8-128 blocks), where each warp is alone on its scheduler and waits out every tile, its
-# steps took 20-27% longer than the cp.async build's. Between one and two blocks an SM was not measured.
+# steps took 20-27% longer than the cp.async build's. Between one and two blocks an SM was
+# not measured.
 TMA_MIN_BLOCKS_PER_SM = 1.5
 
 

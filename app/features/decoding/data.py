@@ -219,8 +219,9 @@ def paged_against_contiguous(rows: pd.DataFrame) -> str:
     contiguous = rows[rows.series == contiguous_name].set_index("num_splits").ms
     paged = rows[rows.series.str.startswith("flash-decoding, pages")
                  & rows.num_splits.isin(contiguous.index)].sort_values(["series", "num_splits"])
-    ratios = [f"{r.series.removeprefix('flash-decoding, ')} {r.ms / contiguous[r.num_splits]:.2f}× "
-              f"at {int(r.num_splits)} splits" for r in paged.itertuples()]
+    ratios = [f"{r.series.removeprefix('flash-decoding, ')} "
+              f"{r.ms / contiguous[r.num_splits]:.2f}× at {int(r.num_splits)} splits"
+              for r in paged.itertuples()]
     if not ratios:
         return ""
     text = "Paged against contiguous, time over time: " + "; ".join(ratios) + "."
