@@ -230,7 +230,8 @@ def paged_against_contiguous(rows: pd.DataFrame) -> str:
                        "kv_heads × page_size × head_dim), so the blocks of one split and "
                        "sequence read one region of memory together, while a contiguous cache "
                        "keeps each KV head's rows apart; on an H200 that made paged steps "
-                       "faster whether the pages lay in order or scattered (lab/NOTES.md).")
+                       "faster whether the pages lay in order or scattered (docs/RESULTS.md, "
+                       "Decoding).")
     return text + (" A paged step also reads the block table: each lane looks up its pages "
                    "one key tile ahead of its copies.")
 
