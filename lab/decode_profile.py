@@ -28,7 +28,17 @@ scoreboard stalls per issued instruction, not as more bytes.
 
 Run on an H200, 2026-11-28 (lab/NOTES.md, "Decoding against SDPA: what the counters show"):
 the same bytes and a lower DRAM throughput (85% of peak against cuDNN's 97%), as predicted;
-but the same resident warps and fewer long-scoreboard stalls, not more."""
+but the same resident warps and fewer long-scoreboard stalls, not more.
+
+--paged P (prepared 2026-11-28, not yet run): ours also on a paged cache of P-key pages in
+order, the layout that read 3-7% faster than the contiguous cache (lab/NOTES.md, "Scattered
+pages or heads side by side?"), profiled beside the contiguous one. Add to the ncu line above
+  --metrics dram__bytes_read.sum,dram__bytes_read.sum.per_second,lts__t_sectors.max,\
+lts__t_sectors.min,dram__bytes_read.max,dram__bytes_read.min
+(the .max/.min rollups compare the L2 slices and the memory partitions). Prediction: the same
+DRAM bytes; if the paged cache's lead is how evenly its reads spread, its max/min ratios are
+nearer 1 than the contiguous cache's; if not, the difference lies below the counters ncu has
+(DRAM rows), and what stays is the layout itself."""
 import argparse
 import sys
 
@@ -46,6 +56,8 @@ def main():
                     help="profile ours built with this L2_PREFETCH (default: as committed)")
     ap.add_argument("--kernels", action="store_true",
                     help="list SDPA's kernels and times with torch.profiler instead")
+    ap.add_argument("--paged", type=int, choices=(16, 64),
+                    help="ours also on a paged cache of this many keys a page, pages in order")
     args = ap.parse_args()
     import cupy
     from engine.decode import make_decode_inputs
@@ -96,6 +108,47 @@ def main():
             sdpa()
         torch.cuda.synchronize()
         del ours, out, sdpa, keep, Q, K, V, T
+        if args.paged:
+            profile_paged(cfg, args.paged, splits, args.launches, got)
+
+
+def profile_paged(cfg, page_size: int, splits: int, launches: int, contiguous_out):
+    """`launches` launches of ours on cfg's cache as pages of page_size keys in order (sequence
+    b's page j at b · pages_per_seq + j), its output first checked against ours on the
+    contiguous cache (contiguous_out, float64, flat: the same keys and values)."""
+    from dataclasses import replace
+
+    import cupy
+    sys.path[:0] = ["lab"]
+    from decode_tensor_cores import table_order
+    from engine.decode import make_decode_inputs
+    from engine.gpu.decode_backend import device_inputs
+    from engine.gpu.launchers import decode as launcher
+    from engine.gpu.torch_reference import release_memory
+    import engine.decode as host
+    paged = replace(cfg, page_size=page_size)
+    release_memory()
+    undo = table_order("in order")
+    try:
+        inputs = make_decode_inputs(paged)
+        table = host.block_table(paged)
+    finally:
+        undo()
+    Q, K, V, T = device_inputs(paged, *inputs, table)
+    run, out = launcher.prepare(paged, Q, K, V, T, splits, trace=False)
+    run()
+    cupy.cuda.get_current_stream().synchronize()
+    got = cupy.asnumpy(out["O"]).astype(np.float64).reshape(-1)
+    err = float(np.abs(got - contiguous_out).max() / max(np.abs(contiguous_out).max(), 1e-30))
+    print(f"  pages of {page_size} in order ({out['info']['copies']}): against the contiguous "
+          f"cache's output {err:.2e}", flush=True)
+    if err > 1e-3:
+        raise SystemExit("ours on the paged cache disagrees with the contiguous cache's output: "
+                         "it is not profiled")
+    for _ in range(launches):
+        run()
+    cupy.cuda.get_current_stream().synchronize()
+    del run, out, Q, K, V, T
 
 
 if __name__ == "__main__":
