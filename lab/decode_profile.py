@@ -30,7 +30,8 @@ Run on an H200, 2026-11-28 (lab/NOTES.md, "Decoding against SDPA: what the count
 the same bytes and a lower DRAM throughput (85% of peak against cuDNN's 97%), as predicted;
 but the same resident warps and fewer long-scoreboard stalls, not more.
 
---paged P (prepared 2026-11-28, not yet run): ours also on a paged cache of P-key pages in
+--paged P (run once, --small, 2026-11-28 14:47 UTC, logs/h200_2026-11-28_decode_ncu_paged.csv:
+the same bytes and balance as the contiguous cache): ours also on a paged cache of P-key pages in
 order, the layout that read 3-7% faster than the contiguous cache (lab/NOTES.md, "Scattered
 pages or heads side by side?"), profiled beside the contiguous one. Add to the ncu line above
   --metrics dram__bytes_read.sum,dram__bytes_read.sum.per_second,lts__t_sectors.max,\
@@ -56,6 +57,7 @@ def main():
                     help="profile ours built with this L2_PREFETCH (default: as committed)")
     ap.add_argument("--kernels", action="store_true",
                     help="list SDPA's kernels and times with torch.profiler instead")
+    ap.add_argument("--small", action="store_true", help="batch 1 / 32k only")
     ap.add_argument("--paged", type=int, choices=(16, 64),
                     help="ours also on a paged cache of this many keys a page, pages in order")
     args = ap.parse_args()
@@ -73,7 +75,7 @@ def main():
         force(prefetch=args.prefetch)
     torch = torch_module()
     sms = live_gpu().sms
-    for batch, seq_k in SHAPES:
+    for batch, seq_k in SHAPES[:1] if args.small else SHAPES:
         cfg = DecodeConfig(batch=batch, heads=32, kv_heads=8, seq_q=1, seq_k=seq_k,
                            head_dim=128, dtype="float16")
         release_memory()
