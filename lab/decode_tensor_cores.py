@@ -40,7 +40,11 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    paged caches of 64-key pages, their pages scattered by the block table (as
                    every paged run here) or in order (page j of sequence b at b ·
                    pages_per_seq + j), to tell the pages' scattering from their eight KV
-                   heads' rows side by side
+                   heads' rows side by side (the heads side by side: in order as fast)
+  --set split_wait the copy engine's K_j and V_j of a warp's stage on one mbarrier (the kernel)
+                   or on one each (SPLIT_WAIT=1 of patches/decode_split_wait.diff), so that S_ij
+                   and the softmax start once K_j has landed and only P_ij V_j waits for V_j;
+                   also on a paged cache
 
 The first three sets and --set tc need the switches of patches/decode_tensor_cores.diff, first
 made against commit f668e29 and now carried onto 6922d6f (git checkout 6922d6f && git apply
@@ -58,7 +62,7 @@ sys.path[:0] = ["tests", "."]
 
 
 def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
-          padded=False, threads=None, defines=(), tma=None):
+          padded=False, threads=None, defines=(), tma=None, extra_smem=0):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
     patch's TENSOR_CORES and the kernel's L2_PREFETCH (None: leave them out); stages: its ring
     of key tiles (and the shared memory counted for it); block_k: keys a tile (None:
@@ -67,7 +71,8 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     swizzled; threads: threads a block (None: DECODE_THREADS), the warps sharing each key tile;
     defines: more -D switches ("NAME=value") for the build; tma: the copy engine wherever
     decode_tma allows it but for the grid's fill (True) or cp.async everywhere (False); None:
-    the launcher's choice."""
+    the launcher's choice; extra_smem: bytes of shared memory a block needs beyond what
+    decode_smem_parts counts (a patch's switch that adds barriers)."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -98,6 +103,9 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
         fits = launcher.check_fits
         launcher.check_fits = lambda cfg, gpu, *a: (
             fits(cfg, gpu, *a) + 2 * stages * dc.decode_block_k(cfg.head_dim) * 16)
+    if extra_smem:
+        fits_now = launcher.check_fits
+        launcher.check_fits = lambda cfg, gpu, *a: fits_now(cfg, gpu, *a) + extra_smem
     if threads is not None:
         launcher.NUM_THREADS = threads
     if block_k is not None:
@@ -185,6 +193,12 @@ BUILDS = {   # name -> force()'s arguments
     # against the kernel as it is (no patch): the paged pool's pages scattered or in order
     "order": {"contiguous": spec(tma=True), "paged 64": spec(tma=True, page_size=64),
               "pages in order": spec(tma=True, page_size=64, table="in order")},
+    # with patches/decode_split_wait.diff: the copy engine's K_j and V_j on one barrier (the
+    # kernel) or on two, P V alone waiting for V_j (8 bytes more a stage and warp)
+    "split_wait": {"one barrier": spec(tma=True),
+                   "K, V apart": spec(tma=True, defines=("SPLIT_WAIT=1",), extra_smem=8 * 2 * 4),
+                   "K, V apart, paged 64": spec(tma=True, defines=("SPLIT_WAIT=1",),
+                                                extra_smem=8 * 2 * 4, page_size=64)},
 }
 LAYOUT = ("page_size", "table")     # main's keys of a build, not force()'s
 
