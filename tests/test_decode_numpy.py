@@ -235,8 +235,8 @@ def test_copy_engine_rule_and_its_shared_memory():
     """The split kernel's K and V rows come by the copy engine on sm_90 and later, for 16-bit
     caches of whole 64-column boxes, contiguous or in pages of whole groups of a warp's keys
     (16 of a 64-key tile at head_dim <= 128, 8 of a 32-key tile at 256) with every split
-    starting on such a group, on grids of enough blocks an SM; its rings lose the 16-byte row padding and gain the swizzle's
-    1024-byte alignment and an mbarrier per stage and warp."""
+    starting on such a group, on grids of enough blocks an SM; its rings lose the 16-byte row
+    padding and gain the swizzle's 1024-byte alignment and an mbarrier per stage and warp."""
     from engine.model.decode_config import DECODE_STAGES, decode_tma
     cfg = DecodeConfig(heads=32, kv_heads=8, seq_k=4089, head_dim=128, dtype="float16")
     assert decode_tma(cfg, "9.0") and not decode_tma(cfg, "8.9") and not decode_tma(cfg, "7.5")

@@ -46,6 +46,12 @@ def decode_block_k(head_dim: int) -> int:
     return 32 if head_dim > 128 else 64
 
 
+def decode_warp_keys(head_dim: int, threads: int = 128) -> int:
+    """Keys of each tile one warp owns (KW in the kernel): the tile's decode_block_k keys
+    shared by the block's warps; the copy engine's box of a warp is this many rows."""
+    return decode_block_k(head_dim) // (threads // 32)
+
+
 # The copy engine's build only where the grid gives the SMs at least this many blocks on
 # average. Measured on the H200 (lab/NOTES.md, "Decoding: the copy engine" and "Decoding:
 # where the copy engine pays"), both builds in one run: at the auto counts (two blocks an SM)
@@ -65,7 +71,7 @@ def decode_tma(cfg: "DecodeConfig", compute_capability: str, threads: int = 128,
     box of keys spans two pages; and, given the split count and the GPU's SMs, a grid of at
     least TMA_MIN_BLOCKS_PER_SM blocks an SM (num_splits, sms None: that part unchecked)."""
     major = int(str(compute_capability).split(".")[0])
-    warp_keys = decode_block_k(cfg.head_dim) // (threads // 32)
+    warp_keys = decode_warp_keys(cfg.head_dim, threads)
     if major < 9 or cfg.itemsize != 2 or cfg.head_dim % 64:
         return False
     if (num_splits is not None and sms is not None

@@ -216,16 +216,16 @@ def paged_against_contiguous(rows: pd.DataFrame) -> str:
     contiguous cache's at the same split count, and why a paged pool can read faster; ""
     where the shape has no paged line beside a contiguous one."""
     contiguous_name = _series({"kernel": "flash_decode", "page_size": None})
-    contiguous = rows[rows.series == contiguous_name].set_index("num_splits").ms
+    contiguous = rows[rows.series == contiguous_name].groupby("num_splits").ms.first()
     paged = rows[rows.series.str.startswith("flash-decoding, pages")
                  & rows.num_splits.isin(contiguous.index)].sort_values(["series", "num_splits"])
-    ratios = [f"{r.series.removeprefix('flash-decoding, ')} "
-              f"{r.ms / contiguous[r.num_splits]:.2f}× at {int(r.num_splits)} splits"
-              for r in paged.itertuples()]
-    if not ratios:
+    if paged.empty:
         return ""
-    text = "Paged against contiguous, time over time: " + "; ".join(ratios) + "."
-    if (paged.ms.to_numpy() < contiguous[paged.num_splits].to_numpy()).all():
+    ratio = paged.ms.to_numpy() / contiguous[paged.num_splits].to_numpy()
+    text = "Paged against contiguous, time over time: " + "; ".join(
+        f"{r.series.removeprefix('flash-decoding, ')} {x:.2f}× at {int(r.num_splits)} splits"
+        for r, x in zip(paged.itertuples(), ratio)) + "."
+    if (ratio < 1).all():
         return text + (" A page holds every KV head's rows of its keys (the pool is pages × "
                        "kv_heads × page_size × head_dim), so the blocks of one split and "
                        "sequence read one region of memory together, while a contiguous cache "

@@ -19,13 +19,15 @@ import numpy as np
 
 from ...model.config import ConfigError
 from ...model.decode_config import (DECODE_STAGES, MAX_SPLITS, DecodeConfig, decode_block_k,
-                                    decode_tma, split_length, splits_without_empty)
+                                    decode_tma, decode_warp_keys, split_length,
+                                    splits_without_empty)
 from ...model.devices import GpuProfile
 from ...model.launch import DECODE_THREADS
 from ...model.iomodel import decode_smem_parts, format_bytes
 from ...model.catalog import decode_build
 from ..runtime import ELEM_TYPES, check_arch, live_gpu
 from . import core
+from .wgmma import tensor_map
 
 NUM_THREADS = DECODE_THREADS       # NUM_THREADS in the source (engine.model.launch)
 TMA_COPIES = True                  # False: cp.async copies on every GPU (the lab's comparison)
@@ -94,9 +96,8 @@ def cache_maps(cfg: DecodeConfig, K, V) -> tuple:
     """The tensor maps of the TMA_COPIES build: each cache as (B · kv_heads, seq_k, d), or paged
     (pages · kv_heads, page_size, d), read in boxes of a warp's keys × 64 columns (128 bytes,
     swizzled); rows past a sequence's or page's end read as zeros."""
-    from .wgmma import tensor_map
     n0, kv, rows, d = cfg.cache_shape
-    warp_keys = decode_block_k(cfg.head_dim) // (NUM_THREADS // 32)
+    warp_keys = decode_warp_keys(cfg.head_dim, NUM_THREADS)
     return tuple(tensor_map(x.reshape(n0 * kv, rows, d), warp_keys, cfg.dtype) for x in (K, V))
 
 

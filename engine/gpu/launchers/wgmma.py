@@ -82,7 +82,8 @@ def cuda_driver():
     try:
         from cuda.bindings import driver
     except ImportError as exc:
-        raise GpuRunError("The wgmma kernels encode their tensor maps with NVIDIA's cuda-bindings "
+        raise GpuRunError("The Hopper kernels (wgmma, and the decode kernel's copy-engine build) "
+                          "encode their tensor maps with NVIDIA's cuda-bindings "
                           "package (cuda.bindings.driver), which is not installed: install "
                           "requirements/gpu.lock (it pins cuda-bindings), or `pip install "
                           f"'cuda-bindings>=13,<14'` ({exc}).") from exc
