@@ -44,7 +44,9 @@ import numpy as np
 
 SOURCE = r"""
 #define D 128
+#ifndef BC
 #define BC 64
+#endif
 #ifndef WARPS
 #define WARPS 4
 #endif
@@ -53,6 +55,9 @@ SOURCE = r"""
 #endif
 #define KW (BC / WARPS)
 #define PAD 8
+#ifndef ENGINE
+#define ENGINE 0
+#endif
 typedef unsigned short elem;
 // one 16-byte cp.async: HINT 0 plain, 1 asking L2 for the 256 bytes around it (the kernel's),
 // 2 the same with an evict-first L2 policy (the cache is read once)
@@ -203,6 +208,81 @@ read_tiles(const elem* __restrict__ K, const elem* __restrict__ V, float* out, i
     const float r = acc0 + acc1 + acc2 + acc3;
     if (r == 12345.f) out[tid] = r;   // keeps the arithmetic; never true for these inputs
 }
+
+// --phased: cuDNN's order in one block. A block-wide tile of BC keys, K and V each in a buffer
+// of their own: wait K_j, start V_j, S's half of the work, start K_{j+1}, wait V_j, P V's half.
+// So the block reads one tensor's BC rows at a time. ENGINE 1: thread 0 copies each tile with
+// one bulk copy (the copy engine), rows unpadded; ENGINE 0: the 128 threads with 16-byte
+// cp.async, rows padded.
+extern "C" __global__ void __launch_bounds__(128)
+read_phased(const elem* __restrict__ K, const elem* __restrict__ V, float* out, int seq_k,
+            int split_len, int work)
+{
+    const int s = blockIdx.x, g = blockIdx.y, b = blockIdx.z, kv = gridDim.y, tid = threadIdx.x;
+    const int k_begin = s * split_len, k_end = min(k_begin + split_len, seq_k);
+    const int n_tiles = (k_end - k_begin) / BC;   // whole tiles (the caller's split lengths)
+    const long long base = ((long long)b * kv + g) * seq_k * D;
+    constexpr int STRIDE = ENGINE ? D : D + PAD;
+    extern __shared__ __align__(128) unsigned char smem[];
+    elem* Ks = (elem*)smem;
+    elem* Vs = Ks + BC * STRIDE;
+    const unsigned kbar = sa(Vs + BC * STRIDE), vbar = kbar + 8;
+#if ENGINE
+    if (tid < 2) asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(kbar + 8 * tid));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    __syncthreads();
+#endif
+    auto load = [&](const elem* T, elem* buf, int j, unsigned bar) {
+        const long long src = base + (long long)(k_begin + j * BC) * D;
+#if ENGINE
+        if (tid == 0) {
+            expect(bar, BC * D * 2);
+            bulk(sa(buf), T + src, BC * D * 2, bar);
+        }
+#else
+        for (int i = 0; i < BC * 16 / 128; ++i) {
+            const int c = tid + 128 * i, row = c / 16, ch = c % 16;
+            cp16(sa(buf + row * STRIDE) + ch * 16, T + src + row * D + ch * 8);
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+    };
+    auto wait = [&](unsigned bar, int j, bool one_more_pending) {
+#if ENGINE
+        asm volatile("{\n.reg .pred done;\nW%=:\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                     "@!done bra W%=;\n}\n" :: "r"(bar), "r"(j & 1) : "memory");
+#else
+        if (one_more_pending) asm volatile("cp.async.wait_group 1;" ::: "memory");
+        else asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+        __syncthreads();   // the tile has landed for every thread
+    };
+    float acc0 = 0.f, acc1 = 0.f, acc2 = 0.f, acc3 = 0.f;
+    auto crunch = [&](const elem* buf) {
+        const int row = tid % BC, ch = tid / BC % 8;
+        const uint4 x = *(const uint4*)(buf + row * STRIDE + ch * 8);
+        float a = __uint_as_float(x.x ^ x.y) * 1e-30f, c = __uint_as_float(x.z ^ x.w) * 1e-30f;
+        for (int w = 0; w < work / 2; w += 4) {
+            acc0 = fmaf(acc0, 0.999f, a); acc1 = fmaf(acc1, 0.999f, c);
+            acc2 = fmaf(acc2, 0.998f, a); acc3 = fmaf(acc3, 0.998f, c);
+        }
+    };
+    if (n_tiles > 0) load(K, Ks, 0, kbar);
+    for (int j = 0; j < n_tiles; ++j) {
+        wait(kbar, j, false);                 // K_j (V_{j-1} was waited for already)
+        load(V, Vs, j, vbar);                 // V_j under S_j
+        crunch(Ks);
+        __syncthreads();                      // every thread is done with K_j
+        const bool next = j + 1 < n_tiles;
+        if (next) load(K, Ks, j + 1, kbar);   // K_{j+1} under P_j V_j
+        wait(vbar, j, next);
+        crunch(Vs);
+        __syncthreads();                      // every thread is done with V_j
+    }
+    const float r = acc0 + acc1 + acc2 + acc3;
+    if (r == 12345.f) out[tid] = r;
+}
 """
 
 NAMES = ["warp cp.async", "block cp.async", "warp bulk row", "warp bulk 4K", "block bulk 16K"]
@@ -223,6 +303,17 @@ def build(pattern: int, stages: int, warps: int = 4, **defines):
     smem = 2 * stages * 64 * (D + 8 * padded) * 2 + 8 * stages * warps
     fn.max_dynamic_shared_size_bytes = smem
     return fn, smem, 32 * warps
+
+
+def build_phased(bc: int, engine: int):
+    """(function, shared memory, threads) of read_phased: BC keys a tile, copy engine or not."""
+    import cupy as cp
+    mod = cp.RawModule(code=SOURCE, options=("-std=c++17", f"-DBC={bc}", f"-DENGINE={engine}",
+                                             "-DSTAGES=2", "-DPATTERN=3", "-DPADDED=0"))
+    fn = mod.get_function("read_phased")
+    smem = 2 * bc * (D + 8 * (1 - engine)) * 2 + 16
+    fn.max_dynamic_shared_size_bytes = smem
+    return fn, smem, 128
 
 
 def median_ms(launch) -> float:
@@ -267,11 +358,14 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--locality", action="store_true", help="the layouts and walks (docstring)")
     ap.add_argument("--copies", action="store_true", help="the cp.async variants (docstring)")
+    ap.add_argument("--phased", action="store_true", help="cuDNN's order (docstring)")
     args = ap.parse_args()
     if args.locality:
         return locality()
     if args.copies:
         return copies()
+    if args.phased:
+        return phased()
     import cupy as cp
     import torch
 
@@ -339,6 +433,30 @@ def copies():
         rates = [read_rate(v, K, V, S, N // S, work) for v, work in variants.values()]
         print(f"{B:>2} {N:>7} {S:>3} | " + " | ".join(f"{x:>19.2f}" for x in rates), flush=True)
         del K, V
+        release()
+
+
+def phased():
+    import torch
+    work = 1200   # a lane's FFMA a 64-key tile, twice that for 128 keys
+    variants = {"warp bulk 4K": (build(3, 2), work), "block bulk 16K": (build(4, 2), work)}
+    for bc in (64, 128):
+        for engine, name in ((1, "engine"), (0, "cp.async")):
+            variants[f"phased {name} {bc}"] = (build_phased(bc, engine), work * bc // 64)
+    print(f"read TB/s, {work} FFMA a lane a 64 keys; SDPA on the same cache")
+    print(f"{'B':>2} {'seq_k':>7} {'S':>3} | " + " | ".join(f"{n:>18}" for n in variants)
+          + " |  SDPA")
+    for B, N, S in [(8, 131072, 4), (4, 131072, 8), (1, 131072, 32), (4, 32768, 8),
+                    (1, 32768, 32)]:
+        K, V = caches(B, N)
+        rates = [read_rate(v, K, V, S, N // S, w) for v, w in variants.values()]
+        q = torch.randn(B, 32, 1, D, device="cuda", dtype=torch.float16)
+        kt, vt = torch.as_tensor(K, device="cuda"), torch.as_tensor(V, device="cuda")
+        ms = median_ms(lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, kt, vt, enable_gqa=True))
+        print(f"{B:>2} {N:>7} {S:>3} | " + " | ".join(f"{x:>18.2f}" for x in rates)
+              + f" | {(K.nbytes + V.nbytes) / ms / 1e9:5.2f}", flush=True)
+        del K, V, kt, vt
         release()
 
 

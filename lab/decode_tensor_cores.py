@@ -62,7 +62,7 @@ sys.path[:0] = ["tests", "."]
 
 
 def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
-          padded=False, threads=None, defines=(), tma=None, extra_smem=0):
+          padded=False, threads=None, defines=(), tma=None, extra_smem=0, box_rows=False):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
     patch's TENSOR_CORES and the kernel's L2_PREFETCH (None: leave them out); stages: its ring
     of key tiles (and the shared memory counted for it); block_k: keys a tile (None:
@@ -72,7 +72,9 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     defines: more -D switches ("NAME=value") for the build; tma: the copy engine wherever
     decode_tma allows it but for the grid's fill (True) or cp.async everywhere (False); None:
     the launcher's choice; extra_smem: bytes of shared memory a block needs beyond what
-    decode_smem_parts counts (a patch's switch that adds barriers)."""
+    decode_smem_parts counts (a patch's switch that adds barriers); box_rows: the contiguous
+    cache's tensor maps in boxes of a whole tile's rows (BLOCK_COPIES of
+    patches/decode_block_copies.diff) instead of a warp's."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -84,7 +86,19 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
              (dc, "decode_block_k"): dc.decode_block_k,
              (dc, "AUTO_BLOCKS_PER_SM"): dc.AUTO_BLOCKS_PER_SM,
              (launcher, "TMA_COPIES"): launcher.TMA_COPIES,
-             (dc, "TMA_MIN_BLOCKS_PER_SM"): dc.TMA_MIN_BLOCKS_PER_SM}
+             (dc, "TMA_MIN_BLOCKS_PER_SM"): dc.TMA_MIN_BLOCKS_PER_SM,
+             (launcher, "cache_maps"): launcher.cache_maps}
+    if box_rows:
+        warp_maps = launcher.cache_maps
+
+        def tile_maps(cfg, K, V):
+            if cfg.paged:
+                return warp_maps(cfg, K, V)
+            n0, kv, rows, d = cfg.cache_shape
+            return tuple(launcher.tensor_map(x.reshape(n0 * kv, rows, d),
+                                             dc.decode_block_k(cfg.head_dim), cfg.dtype)
+                         for x in (K, V))
+        launcher.cache_maps = tile_maps
     if tma is not None:           # True: on every grid the rule's other parts allow
         launcher.TMA_COPIES = tma
         dc.TMA_MIN_BLOCKS_PER_SM = 0
@@ -199,6 +213,11 @@ BUILDS = {   # name -> force()'s arguments
                    "K, V apart": spec(tma=True, defines=("SPLIT_WAIT=1",), extra_smem=8 * 2 * 4),
                    "K, V apart, paged 64": spec(tma=True, defines=("SPLIT_WAIT=1",),
                                                 extra_smem=8 * 2 * 4, page_size=64)},
+    # with patches/decode_block_copies.diff: the copy engine's tile by warps (the kernel) or
+    # by thread 0 in boxes of the tile's 64 rows on one barrier, the warps together
+    "block": {"per warp": spec(tma=True),
+              "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
+              "paged 64": spec(tma=True, page_size=64)},
 }
 LAYOUT = ("page_size", "table")     # main's keys of a build, not force()'s
 
