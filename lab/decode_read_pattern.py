@@ -36,7 +36,12 @@ beside.
 The 12:03 UTC run (logs/h200_2026-11-28_decode_read_pattern.log) was of the script as it was
 at commit 362647a (`git show 362647a:lab/decode_read_pattern.py`); the same copies have been
 written with helpers since, which moves the address arithmetic, not the copies.
-Run on a Hopper GPU: python3 lab/decode_read_pattern.py [--quick | --locality | --copies]"""
+--phased (run 15:38 UTC, logs/h200_2026-11-28_decode_phased.log): cuDNN's order in one block, a
+block-wide tile of 64 or 128 keys with K and V in buffers of their own (wait K_j, start V_j,
+S's half of the work, start K_{j+1}, wait V_j, P V's half), by the copy engine or by cp.async,
+beside the warp bulk 4K and block bulk 16K copies and SDPA on the same cache.
+Run on a Hopper GPU: python3 lab/decode_read_pattern.py [--quick | --locality | --copies |
+--phased]"""
 import argparse
 import sys
 

@@ -45,6 +45,9 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    or on one each (SPLIT_WAIT=1 of patches/decode_split_wait.diff), so that S_ij
                    and the softmax start once K_j has landed and only P_ij V_j waits for V_j;
                    also on a paged cache
+  --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
+                   by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
+                   rows), and a paged cache; the kernel copies whole tiles since
 
 The first three sets and --set tc need the switches of patches/decode_tensor_cores.diff, first
 made against commit f668e29 and now carried onto 6922d6f (git checkout 6922d6f && git apply
@@ -213,8 +216,9 @@ BUILDS = {   # name -> force()'s arguments
                    "K, V apart": spec(tma=True, defines=("SPLIT_WAIT=1",), extra_smem=8 * 2 * 4),
                    "K, V apart, paged 64": spec(tma=True, defines=("SPLIT_WAIT=1",),
                                                 extra_smem=8 * 2 * 4, page_size=64)},
-    # with patches/decode_block_copies.diff: the copy engine's tile by warps (the kernel) or
-    # by thread 0 in boxes of the tile's 64 rows on one barrier, the warps together
+    # with patches/decode_block_copies.diff on commit 11b5938: the copy engine's tile by warps
+    # (the kernel then) or by thread 0 in boxes of the tile's 64 rows on one barrier, the warps
+    # together (the kernel since, so on it both builds are the same)
     "block": {"per warp": spec(tma=True),
               "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
               "paged 64": spec(tma=True, page_size=64)},

@@ -263,6 +263,7 @@ def test_paged_against_contiguous_compares_like_with_like():
     assert "kv_heads × page_size × head_dim" in faster and "block table" not in faster
     slower = decode_data.paged_against_contiguous(rows(1.03))
     assert "pages of 16 1.03× at 4 splits" in slower and "block table" in slower
+    assert "warp by warp" in slower and "warp by warp" not in faster
     assert "kv_heads × page_size" not in slower
     only_contiguous = rows(0.9).iloc[[0, 1, 4]]
     assert decode_data.paged_against_contiguous(only_contiguous) == ""

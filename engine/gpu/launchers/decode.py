@@ -93,12 +93,14 @@ def split_counters(cfg: DecodeConfig):
 
 
 def cache_maps(cfg: DecodeConfig, K, V) -> tuple:
-    """The tensor maps of the TMA_COPIES build: each cache as (B · kv_heads, seq_k, d), or paged
-    (pages · kv_heads, page_size, d), read in boxes of a warp's keys × 64 columns (128 bytes,
-    swizzled); rows past a sequence's or page's end read as zeros."""
+    """The tensor maps of the TMA_COPIES build: each cache as (B · kv_heads, seq_k, d), read in
+    boxes of a tile's keys (decode_block_k) × 64 columns (128 bytes, swizzled), or paged as
+    (pages · kv_heads, page_size, d) in boxes of a warp's keys (a tile may span pages); rows
+    past a sequence's or page's end read as zeros."""
     n0, kv, rows, d = cfg.cache_shape
-    warp_keys = decode_warp_keys(cfg.head_dim, NUM_THREADS)
-    return tuple(tensor_map(x.reshape(n0 * kv, rows, d), warp_keys, cfg.dtype) for x in (K, V))
+    box_rows = (decode_warp_keys(cfg.head_dim, NUM_THREADS) if cfg.paged
+                else decode_block_k(cfg.head_dim))
+    return tuple(tensor_map(x.reshape(n0 * kv, rows, d), box_rows, cfg.dtype) for x in (K, V))
 
 
 def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
