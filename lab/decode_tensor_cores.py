@@ -45,6 +45,10 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    or on one each (SPLIT_WAIT=1 of patches/decode_split_wait.diff), so that S_ij
                    and the softmax start once K_j has landed and only P_ij V_j waits for V_j;
                    also on a paged cache
+  --set merge      the merge's loads of O_s, 8 (the kernel), 16 or 32 in flight a thread
+                   (the kernel's MERGE_IN_FLIGHT)
+  --set promotion  the copy engine's tensor maps with L2 promotion 128 bytes (the launcher's),
+                   256 or none
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since
@@ -65,7 +69,8 @@ sys.path[:0] = ["tests", "."]
 
 
 def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
-          padded=False, threads=None, defines=(), tma=None, extra_smem=0, box_rows=False):
+          padded=False, threads=None, defines=(), tma=None, extra_smem=0, box_rows=False,
+          promotion=None):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
     patch's TENSOR_CORES and the kernel's L2_PREFETCH (None: leave them out); stages: its ring
     of key tiles (and the shared memory counted for it); block_k: keys a tile (None:
@@ -77,7 +82,8 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     the launcher's choice; extra_smem: bytes of shared memory a block needs beyond what
     decode_smem_parts counts (a patch's switch that adds barriers); box_rows: the contiguous
     cache's tensor maps in boxes of a whole tile's rows (BLOCK_COPIES of
-    patches/decode_block_copies.diff) instead of a warp's."""
+    patches/decode_block_copies.diff) instead of a warp's; promotion: the tensor maps' L2
+    promotion in bytes (0, 64, 128 or 256; None: the launcher's 128)."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -91,6 +97,15 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
              (launcher, "TMA_COPIES"): launcher.TMA_COPIES,
              (dc, "TMA_MIN_BLOCKS_PER_SM"): dc.TMA_MIN_BLOCKS_PER_SM,
              (launcher, "cache_maps"): launcher.cache_maps}
+    if promotion is not None:
+        from engine.gpu.launchers import wgmma
+        saved[(wgmma, "tiled_map_args")] = map_args = wgmma.tiled_map_args
+        kinds = wgmma.cuda_driver().CUtensorMapL2promotion
+        chosen = {0: kinds.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                  64: kinds.CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+                  128: kinds.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                  256: kinds.CU_TENSOR_MAP_L2_PROMOTION_L2_256B}[promotion]
+        wgmma.tiled_map_args = lambda *a, **k: map_args(*a, **k)._replace(l2_promotion=chosen)
     if box_rows:
         warp_maps = launcher.cache_maps
 
@@ -219,6 +234,14 @@ BUILDS = {   # name -> force()'s arguments
     # with patches/decode_block_copies.diff on commit 11b5938: the copy engine's tile by warps
     # (the kernel then) or by thread 0 in boxes of the tile's 64 rows on one barrier, the warps
     # together (the kernel since, so on it both builds are the same)
+    # against the kernel as it is (its MERGE_IN_FLIGHT switch): the merging block's loads of
+    # the splits' O_s, 8 (the kernel), 16 or 32 in flight a thread; the launcher's copies
+    "merge": {"8 in flight": spec(), "16 in flight": spec(defines=("MERGE_IN_FLIGHT=16",)),
+              "32 in flight": spec(defines=("MERGE_IN_FLIGHT=32",))},
+    # against the kernel as it is: the copy engine's tensor maps with an L2 promotion of 128
+    # bytes (the launcher's), 256, or none; the launcher's copies
+    "promotion": {"L2 128B": spec(), "L2 256B": spec(promotion=256),
+                  "none": spec(promotion=0)},
     "block": {"per warp": spec(tma=True),
               "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
               "paged 64": spec(tma=True, page_size=64)},

@@ -78,6 +78,10 @@ static_assert(R >= 1 && R <= 32 && R % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q,
 // rows (lab/NOTES.md). A paged tile may span pages, so there each warp copies its own rows (KW
 // rows a box, within one page) onto a barrier of its own.
 #define TILE_COPIES (TMA_COPIES && PAGE_SIZE == 0)
+// The merge's loads of O_s in flight at once, per thread (a lab switch; 8 by default).
+#ifndef MERGE_IN_FLIGHT
+#define MERGE_IN_FLIGHT 8
+#endif
 constexpr int BOXES = d / 64, RING_ROW = TMA_COPIES ? d : KV_STRIDE;
 static_assert(!TMA_COPIES || (sizeof(elem_t) == 2 && d % 64 == 0 && KW % 8 == 0
                               && (PAGE_SIZE == 0 || PAGE_SIZE % KW == 0)),
@@ -609,8 +613,8 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     __syncthreads();  // every row's weights and l_final are in shared memory before the sums
 
     // O = Σ_s weight_s · O_s / l_final: each thread MV dimensions of one row over all splits,
-    // IN_FLIGHT splits' loads issued before their sums.
-    constexpr int IN_FLIGHT = 8;
+    // MERGE_IN_FLIGHT splits' loads issued before their sums.
+    constexpr int IN_FLIGHT = MERGE_IN_FLIGHT;
     for (int item = tid; item < R * d / MV; item += NUM_THREADS) {
         const int r = item / (d / MV), x = item % (d / MV) * MV;
         const float* O_s = O_part + (row0 + r) * S * d + x;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Lab: after the whole-tile copies (lab/NOTES.md, "Decoding: the whole tile in one copy") the
+# decode step is 0.96-1.00x SDPA on a contiguous cache, furthest behind at batch 1 (32 splits),
+# where a fixed cost a block shows. Three tries in one GPU call, each build checked against
+# float64 before it is timed (decode_tensor_cores.py), at batch 1 and 8, 32k and 128k keys:
+#   1. --set merge: the merging block's loads of the splits' O_s 8 (the kernel), 16 or 32 in
+#      flight a thread. With 32 splits the merge waits out 4 rounds of L2 latency at 8.
+#      Prediction: 1-2 us less at batch 1 (2-5% at 32k), nothing at batch 8 (4 splits);
+#   2. --set promotion: the tensor maps' L2 promotion 128 bytes (the launcher's), 256 or none.
+#      Prediction: within 1% (cp.async's 256-byte prefetch gained 1-3.5% on an H100);
+#   3. --set tma --splits 2,4,16,32: the copy engine (now whole tiles) against cp.async at
+#      about one and two blocks an SM (16, 32 splits at batch 1; 2, 4 at batch 8), for the
+#      launcher's fill rule, which was measured with the warps' own copies. Prediction: the
+#      copy engine's gap at one block an SM smaller than the 17-21% measured then.
+# Run from the repository root on a Hopper GPU: bash lab/decode_b1.sh   (about 8 minutes)
+# Prepared 2026-11-28, not yet run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 lab/decode_tensor_cores.py --set merge --quick 2>&1 | grep -v "^  {"
+python3 lab/decode_tensor_cores.py --set promotion --quick 2>&1 | grep -v "^  {"
+python3 lab/decode_tensor_cores.py --set tma --quick --splits 2,4,16,32 2>&1 | grep -v "^  {"
