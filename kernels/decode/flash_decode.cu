@@ -352,7 +352,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
 #if TMA_COPIES
     const unsigned bars = smem_addr(l_blk + R);         // stage_barrier: STAGES (contiguous)
     if (tid < STAGES * WARPS) mbar_init(bars + 8 * tid, 1);  // or STAGES × WARPS (paged)
-    if (tid == 0) asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    if (tid == 0) mbar_init_fence();
     __syncthreads();  // the barriers are initialised before any copy completes on them
 #endif
 

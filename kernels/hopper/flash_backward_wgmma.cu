@@ -167,7 +167,7 @@ flash_backward_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_consta
             mbar_init(full(s), 1 + 32);            // thread 0's copies and warp 1's lanes
             mbar_init(empty(s), CONSUMERS * 128);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();  // the mbarriers are initialised before any thread waits on them
 

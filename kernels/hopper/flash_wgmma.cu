@@ -255,7 +255,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             mbar_init(k_empty(s), CONSUMERS * 128);
             mbar_init(v_empty(s), CONSUMERS * 128);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();  // the mbarriers are initialised before any thread waits on them
 
