@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Lab: after the whole-tile copies (lab/NOTES.md, "Decoding: the whole tile in one copy") the
 # decode step is 0.96-1.00x SDPA on a contiguous cache, furthest behind at batch 1 (32 splits),
-# where a fixed cost a block shows. Three tries in one GPU call, each build checked against
+# where a fixed cost a block shows. Four tries in one GPU call, each build checked against
 # float64 before it is timed (decode_tensor_cores.py), at batch 1 and 8, 32k and 128k keys:
 #   1. --set merge: the merging block's loads of the splits' O_s 8 (the kernel), 16 or 32 in
 #      flight a thread. With 32 splits the merge waits out 4 rounds of L2 latency at 8.
@@ -11,11 +11,20 @@
 #   3. --set tma --splits 2,4,16,32: the copy engine (now whole tiles) against cp.async at
 #      about one and two blocks an SM (16, 32 splits at batch 1; 2, 4 at batch 8), for the
 #      launcher's fill rule, which was measured with the warps' own copies. Prediction: the
-#      copy engine's gap at one block an SM smaller than the 17-21% measured then.
-# Run from the repository root on a Hopper GPU: bash lab/decode_b1.sh   (about 8 minutes)
+#      copy engine's gap at one block an SM smaller than the 17-21% measured then;
+#   4. --set paged_tiles with patches/decode_paged_tiles.diff (applied for the run, taken back
+#      after): pages of 64 rows copied a whole tile at a time, as the contiguous cache is, or
+#      each warp its rows (the kernel). With the warps' copies the paged cache read 3-7%
+#      faster than the contiguous one. Prediction: whole tiles 3-7% faster than the warps'
+#      on pages, at or above the contiguous cache.
+# Run from the repository root on a Hopper GPU: bash lab/decode_b1.sh   (about 10 minutes;
+# the tries run in the order 1, 2, 4, 3, the longest last)
 # Prepared 2026-11-28, not yet run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 lab/decode_tensor_cores.py --set merge --quick 2>&1 | grep -v "^  {"
 python3 lab/decode_tensor_cores.py --set promotion --quick 2>&1 | grep -v "^  {"
+git apply lab/patches/decode_paged_tiles.diff
+python3 lab/decode_tensor_cores.py --set paged_tiles --quick 2>&1 | grep -v "^  {" || true
+git apply -R lab/patches/decode_paged_tiles.diff
 python3 lab/decode_tensor_cores.py --set tma --quick --splits 2,4,16,32 2>&1 | grep -v "^  {"

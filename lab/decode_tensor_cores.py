@@ -49,6 +49,9 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    (the kernel's MERGE_IN_FLIGHT)
   --set promotion  the copy engine's tensor maps with L2 promotion 128 bytes (the launcher's),
                    256 or none
+  --set paged_tiles  a paged cache (pages of 64) copied a whole tile at a time
+                   (patches/decode_paged_tiles.diff) or each warp its rows, beside the
+                   contiguous cache
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since
@@ -70,7 +73,7 @@ sys.path[:0] = ["tests", "."]
 
 def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_sm=None,
           padded=False, threads=None, defines=(), tma=None, extra_smem=0, box_rows=False,
-          promotion=None):
+          promotion=None, paged_tiles=None):
     """Point the decode launcher at one build; returns the undo. tensor_cores, prefetch: the
     patch's TENSOR_CORES and the kernel's L2_PREFETCH (None: leave them out); stages: its ring
     of key tiles (and the shared memory counted for it); block_k: keys a tile (None:
@@ -83,7 +86,9 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     decode_smem_parts counts (a patch's switch that adds barriers); box_rows: the contiguous
     cache's tensor maps in boxes of a whole tile's rows (BLOCK_COPIES of
     patches/decode_block_copies.diff) instead of a warp's; promotion: the tensor maps' L2
-    promotion in bytes (0, 64, 128 or 256; None: the launcher's 128)."""
+    promotion in bytes (0, 64, 128 or 256; None: the launcher's 128); paged_tiles: False to keep
+    each warp's copies on a paged cache where patches/decode_paged_tiles.diff's rule
+    (decode_tile_copies) would copy whole tiles (None: the rule)."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -106,12 +111,16 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
                   128: kinds.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                   256: kinds.CU_TENSOR_MAP_L2_PROMOTION_L2_256B}[promotion]
         wgmma.tiled_map_args = lambda *a, **k: map_args(*a, **k)._replace(l2_promotion=chosen)
+    if paged_tiles is not None:
+        saved[(launcher, "decode_tile_copies")] = rule = launcher.decode_tile_copies
+        launcher.decode_tile_copies = lambda cfg, n: rule(cfg, n) and (paged_tiles
+                                                                       or not cfg.paged)
     if box_rows:
         warp_maps = launcher.cache_maps
 
-        def tile_maps(cfg, K, V):
+        def tile_maps(cfg, K, V, *tiles):
             if cfg.paged:
-                return warp_maps(cfg, K, V)
+                return warp_maps(cfg, K, V, *tiles)
             n0, kv, rows, d = cfg.cache_shape
             return tuple(launcher.tensor_map(x.reshape(n0 * kv, rows, d),
                                              dc.decode_block_k(cfg.head_dim), cfg.dtype)
@@ -242,6 +251,11 @@ BUILDS = {   # name -> force()'s arguments
     # bytes (the launcher's), 256, or none; the launcher's copies
     "promotion": {"L2 128B": spec(), "L2 256B": spec(promotion=256),
                   "none": spec(promotion=0)},
+    # with patches/decode_paged_tiles.diff: a paged cache of 64-row pages copied a whole tile
+    # at a time (the patch's rule) or each warp its rows (the kernel), the contiguous cache
+    # beside them; the launcher's copies
+    "paged_tiles": {"contiguous": spec(), "paged 64, whole tiles": spec(page_size=64),
+                    "paged 64, warps": spec(page_size=64, paged_tiles=False)},
     "block": {"per warp": spec(tma=True),
               "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
               "paged 64": spec(tma=True, page_size=64)},
