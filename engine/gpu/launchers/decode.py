@@ -10,8 +10,8 @@ prepare(cfg, Q, K, V, table, num_splits, trace) -> (run, outputs): CuPy arrays "
 (B, H, seq_q, S), float32; "split_count" (B, kv_heads) int32, the counters (zero before and
 after every run); and "info", the compile facts of the kernel, the split count,
 "merging_blocks" (batch · kv_heads: the blocks that also merge) and "copies" (how K and V reach
-shared memory: "copy engine" where engine.model.decode_config.decode_tma allows, else
-"cp.async").
+shared memory: "the copy engine, ..." where engine.model.decode_config.decode_tma allows,
+saying whether a whole tile or each warp's rows a copy, else "16-byte cp.async copies").
 """
 from __future__ import annotations
 
@@ -138,7 +138,9 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
     out["info"] = {**split_build.facts(split_fn, grid), "device": gpu.name,
                    "num_splits": num_splits,
                    "merging_blocks": cfg.batch * cfg.kv_heads,
-                   "copies": "copy engine" if tma else "cp.async"}
+                   "copies": ("16-byte cp.async copies" if not tma
+                              else "the copy engine, each warp's rows a copy" if cfg.paged
+                              else "the copy engine, a whole key tile a copy")}
     return run, out
 
 
