@@ -252,7 +252,8 @@ __device__ __forceinline__ void load_tile(elem_t* K_j, elem_t* V_j, const elem_t
 // the warp's KW rows on its own barrier of the stage; a warp whose rows all lie past k_end
 // only arrives. Rows past the cache's end arrive as zeros; rows past k_end inside it (the next
 // split's, or a page's unwritten rows) are zeroed after the wait. Nothing is fetched past the
-// split's last tile.
+// split's last tile. The barrier of a stage (and warp): with TILE_COPIES one a stage, the
+// first STAGES of the STAGES × WARPS the kernel sets up; else one a stage and warp.
 __device__ __forceinline__ unsigned stage_barrier(unsigned bars, int stage, int warp) {
     return bars + 8 * (TILE_COPIES ? stage : stage * WARPS + warp);
 }
@@ -350,14 +351,14 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     float* m_blk = l_w + WARPS * R;                     // R: the block's max, sum
     float* l_blk = m_blk + R;
 #if TMA_COPIES
-    const unsigned bars = smem_addr(l_blk + R);         // stage_barrier: STAGES (contiguous)
-    if (tid < STAGES * WARPS) mbar_init(bars + 8 * tid, 1);  // or STAGES × WARPS (paged)
+    const unsigned bars = smem_addr(l_blk + R);         // STAGES × WARPS (stage_barrier)
+    if (tid < STAGES * WARPS) mbar_init(bars + 8 * tid, 1);
     if (tid == 0) mbar_init_fence();
     __syncthreads();  // the barriers are initialised before any copy completes on them
 #endif
 
-    // Start fetching the first STAGES - 1 tiles; meanwhile Q_i with
-    // scale · log2(e) folded in (the softmax runs in exp2).
+    // Start fetching the first STAGES - 1 tiles; meanwhile Q_i with scale · log2(e) folded in
+    // (the softmax runs in exp2).
     int page[COPIES];   // paged cache: the block-table entries of the next tile to fetch
     #pragma unroll
     for (int j = 0; j < STAGES - 1; ++j) {
