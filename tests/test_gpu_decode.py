@@ -52,6 +52,8 @@ CASES = [
     dict(heads=4, kv_heads=2, seq_q=3, num_splits=9, dtype="float32", page_size=8),
     dict(heads=4, kv_heads=4, seq_q=2, num_splits=2, head_dim=256, page_size=256),
     dict(heads=16, kv_heads=1, seq_q=2, num_splits=128, head_dim=16, seq_k=20000),
+    # head_dim 256 on a contiguous cache: the copy engine's whole tiles of 32 keys, 4 boxes a row
+    dict(heads=8, kv_heads=2, seq_q=2, num_splits=3, head_dim=256, dtype="bfloat16"),
     # pages the copy engine reads on sm_90 (8 splits of 512 keys), ragged and NaN-padded last page
     dict(num_splits=8, seq_k=4089, page_size=32, head_dim=128),
     dict(heads=16, kv_heads=2, num_splits=1, seq_k=1000, page_size=64, dtype="bfloat16"),
@@ -76,7 +78,7 @@ def test_output_matches_float64_and_the_emulation_trace(kw):
         assert rel_err(gpu_value, cpu_value) < TRACE_TOL, (name, cfg)
 
 
-@pytest.mark.parametrize("kw", [CASES[1], CASES[4], CASES[10], CASES[11]],
+@pytest.mark.parametrize("kw", [CASES[1], CASES[4], CASES[10], CASES[11], CASES[12]],
                          ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
 def test_copy_engine_build_gives_the_cp_async_builds_bits(kw, monkeypatch):
     """On sm_90 the launcher's build takes K and V by the copy engine (TMA_COPIES) on grids of
