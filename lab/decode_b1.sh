@@ -17,11 +17,15 @@
 #      each warp its rows (the kernel). With the warps' copies the paged cache read 3-7%
 #      faster than the contiguous one. Prediction: whole tiles 3-7% faster than the warps'
 #      on pages, at or above the contiguous cache.
-# Run from the repository root on a Hopper GPU: bash lab/decode_b1.sh   (about 10 minutes;
+# Run from the repository root on a Hopper GPU: bash lab/decode_b1.sh   (about 11 minutes;
 # the tries run in the order 1, 2, 4, 3, the longest last)
 # Prepared 2026-11-28, not yet run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# first the GPU decode tests, which include a case not yet run on a GPU (head_dim 256, whole
+# tiles of 32 keys from a contiguous cache)
+python3 -m pytest -q -rs -p no:cacheprovider -m gpu tests/test_gpu_decode.py 2>&1 | tail -5 \
+    || echo "the GPU decode tests failed (above); the tries below go on"
 python3 lab/decode_tensor_cores.py --set merge --quick 2>&1 | grep -v "^  {"
 python3 lab/decode_tensor_cores.py --set promotion --quick 2>&1 | grep -v "^  {"
 git apply lab/patches/decode_paged_tiles.diff
