@@ -263,6 +263,20 @@ def test_copy_engine_rule_and_its_shared_memory():
         DECODE_STAGES * 64 * 16)
 
 
+def test_whole_tile_copies_on_a_contiguous_cache_only():
+    """One rule says which copy the copy-engine build makes, and the launcher's compile
+    options follow it: the whole tile on a contiguous cache, each warp's rows on a paged one
+    (a tile may span pages); never without the copy engine."""
+    from engine.gpu.launchers import decode
+    from engine.model.decode_config import decode_tile_copies
+    cfg = DecodeConfig(heads=32, kv_heads=8, seq_k=4096, head_dim=128, dtype="float16")
+    paged = cfg.with_(page_size=64)
+    assert decode_tile_copies(cfg) and not decode_tile_copies(paged)
+    assert "-DTILE_COPIES=1" in decode.compile_options(cfg, True)
+    assert "-DTILE_COPIES=0" in decode.compile_options(paged, True)
+    assert "-DTILE_COPIES=0" in decode.compile_options(cfg, False)
+
+
 @st.composite
 def configs(draw):
     nk = draw(st.integers(1, 400))

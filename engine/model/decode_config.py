@@ -52,6 +52,13 @@ def decode_warp_keys(head_dim: int, threads: int = 128) -> int:
     return decode_block_k(head_dim) // (threads // 32)
 
 
+def decode_tile_copies(cfg: "DecodeConfig") -> bool:
+    """Whether the copy-engine build (decode_tma) brings each key tile whole, thread 0 copying
+    decode_block_k rows a box onto one barrier a stage (the kernel's TILE_COPIES), rather than
+    each warp its decode_warp_keys rows: on a contiguous cache; a paged tile may span pages."""
+    return not cfg.paged
+
+
 # The copy engine's build only where the grid gives the SMs at least this many blocks on
 # average. Measured on the H200 (lab/NOTES.md, "Decoding: the copy engine" and "Decoding:
 # where the copy engine pays"), both builds in one run: at the auto counts (two blocks an SM)

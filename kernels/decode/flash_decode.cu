@@ -72,12 +72,17 @@ static_assert(R >= 1 && R <= 32 && R % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q,
 #endif
 // With TMA_COPIES, a tile's rows arrive as BOXES column boxes of 64 columns (128 bytes), each
 // row's 16-byte chunks swizzled by the copy engine (kv_at), so the rows need no padding; the
-// swizzle's period, 1024 bytes, aligns the rings. On a contiguous cache (TILE_COPIES) thread 0
-// copies the whole tile, Bc rows a box, onto one barrier a stage, and the warps wait for it
-// together: on the H200 these steps took 4.5-8.3% less time than each warp copying its own KW
-// rows (lab/NOTES.md). A paged tile may span pages, so there each warp copies its own rows (KW
-// rows a box, within one page) onto a barrier of its own.
+// swizzle's period, 1024 bytes, aligns the rings. With TILE_COPIES (the launcher's, from
+// decode_config.decode_tile_copies: a contiguous cache) thread 0 copies the whole tile, Bc rows
+// a box, onto one barrier a stage, and the warps wait for it together: on the H200 these steps
+// took 4.5-8.3% less time than each warp copying its own KW rows (lab/NOTES.md). A paged tile
+// may span pages, so there each warp copies its own rows (KW rows a box, within one page) onto
+// a barrier of its own.
+#ifndef TILE_COPIES
 #define TILE_COPIES (TMA_COPIES && PAGE_SIZE == 0)
+#endif
+static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE == 0),
+              "whole-tile copies: the copy engine's, from a contiguous cache");
 // The merge's loads of O_s in flight at once, per thread (a lab switch; 8 by default).
 #ifndef MERGE_IN_FLIGHT
 #define MERGE_IN_FLIGHT 8

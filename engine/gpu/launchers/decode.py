@@ -19,8 +19,8 @@ import numpy as np
 
 from ...model.config import ConfigError
 from ...model.decode_config import (DECODE_STAGES, MAX_SPLITS, DecodeConfig, decode_block_k,
-                                    decode_tma, decode_warp_keys, split_length,
-                                    splits_without_empty)
+                                    decode_tile_copies, decode_tma, decode_warp_keys,
+                                    split_length, splits_without_empty)
 from ...model.devices import GpuProfile
 from ...model.launch import DECODE_THREADS
 from ...model.iomodel import decode_smem_parts, format_bytes
@@ -46,7 +46,8 @@ def compile_options(cfg: DecodeConfig, tma: bool = False) -> tuple[str, ...]:
             f"-DQUERY_ROWS={cfg.rows}", f"-DSEQ_Q={cfg.seq_q}",
             f"-DBLOCK_K={decode_block_k(cfg.head_dim)}", f"-DPAGE_SIZE={cfg.page_size or 0}",
             f"-DNUM_THREADS={NUM_THREADS}",
-            f"-DSTAGES={DECODE_STAGES}", f"-DTMA_COPIES={int(tma)}")
+            f"-DSTAGES={DECODE_STAGES}", f"-DTMA_COPIES={int(tma)}",
+            f"-DTILE_COPIES={int(tma and decode_tile_copies(cfg))}")
 
 
 def check_fits(cfg: DecodeConfig, gpu: GpuProfile, tma: bool = False) -> int:
@@ -93,13 +94,13 @@ def split_counters(cfg: DecodeConfig):
 
 
 def cache_maps(cfg: DecodeConfig, K, V) -> tuple:
-    """The tensor maps of the TMA_COPIES build: each cache as (B · kv_heads, seq_k, d), read in
-    boxes of a tile's keys (decode_block_k) × 64 columns (128 bytes, swizzled), or paged as
-    (pages · kv_heads, page_size, d) in boxes of a warp's keys (a tile may span pages); rows
-    past a sequence's or page's end read as zeros."""
+    """The tensor maps of the TMA_COPIES build: each cache as (B · kv_heads, seq_k, d), or paged
+    as (pages · kv_heads, page_size, d), read in boxes of 64 columns (128 bytes, swizzled) × a
+    tile's keys where decode_tile_copies, else a warp's; rows past a sequence's or page's end
+    read as zeros."""
     n0, kv, rows, d = cfg.cache_shape
-    box_rows = (decode_warp_keys(cfg.head_dim, NUM_THREADS) if cfg.paged
-                else decode_block_k(cfg.head_dim))
+    box_rows = (decode_block_k(cfg.head_dim) if decode_tile_copies(cfg)
+                else decode_warp_keys(cfg.head_dim, NUM_THREADS))
     return tuple(tensor_map(x.reshape(n0 * kv, rows, d), box_rows, cfg.dtype) for x in (K, V))
 
 
@@ -139,8 +140,9 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
                    "num_splits": num_splits,
                    "merging_blocks": cfg.batch * cfg.kv_heads,
                    "copies": ("16-byte cp.async copies" if not tma
-                              else "the copy engine, each warp's rows a copy" if cfg.paged
-                              else "the copy engine, a whole key tile a copy")}
+                              else "the copy engine, a whole key tile a copy"
+                              if decode_tile_copies(cfg)
+                              else "the copy engine, each warp's rows a copy")}
     return run, out
 
 
