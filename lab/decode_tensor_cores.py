@@ -49,8 +49,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    (the kernel's MERGE_IN_FLIGHT)
   --set promotion  the copy engine's tensor maps with L2 promotion 128 bytes (the launcher's),
                    256 or none
-  --set paged_tiles  a paged cache (pages of 64) copied a whole tile at a time
-                   (patches/decode_paged_tiles.diff) or each warp its rows, beside the
+  --set paged_tiles  a paged cache (pages of 64) copied a whole tile at a time (the kernel
+                   since 2026-11-28, decode_tile_copies) or each warp its rows, beside the
                    contiguous cache
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
@@ -87,8 +87,8 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
     cache's tensor maps in boxes of a whole tile's rows (BLOCK_COPIES of
     patches/decode_block_copies.diff) instead of a warp's; promotion: the tensor maps' L2
     promotion in bytes (0, 64, 128 or 256; None: the launcher's 128); paged_tiles: False to keep
-    each warp's copies on a paged cache where patches/decode_paged_tiles.diff's rule
-    (decode_tile_copies) would copy whole tiles (None: the rule)."""
+    each warp's copies on a paged cache where the rule (decode_tile_copies) copies whole
+    tiles (None: the rule)."""
     from engine.gpu.launchers import decode as launcher
     from engine.model import decode_config as dc
     saved = {(launcher, "compile_options"): launcher.compile_options,
@@ -251,9 +251,9 @@ BUILDS = {   # name -> force()'s arguments
     # bytes (the launcher's), 256, or none; the launcher's copies
     "promotion": {"L2 128B": spec(), "L2 256B": spec(promotion=256),
                   "none": spec(promotion=0)},
-    # with patches/decode_paged_tiles.diff: a paged cache of 64-row pages copied a whole tile
-    # at a time (the patch's rule) or each warp its rows (the kernel), the contiguous cache
-    # beside them; the launcher's copies
+    # a paged cache of 64-row pages copied a whole tile at a time (the rule, the kernel since
+    # the run of lab/logs/h200_2026-11-28_decode_paged_tiles.log, made with the patch it came
+    # from) or each warp its rows, the contiguous cache beside them; the launcher's copies
     "paged_tiles": {"contiguous": spec(), "paged 64, whole tiles": spec(page_size=64),
                     "paged 64, warps": spec(page_size=64, paged_tiles=False)},
     "block": {"per warp": spec(tma=True),

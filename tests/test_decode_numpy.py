@@ -270,10 +270,17 @@ def test_whole_tile_copies_on_a_contiguous_cache_only():
     from engine.gpu.launchers import decode
     from engine.model.decode_config import decode_tile_copies
     cfg = DecodeConfig(heads=32, kv_heads=8, seq_k=4096, head_dim=128, dtype="float16")
-    paged = cfg.with_(page_size=64)
+    paged = cfg.with_(page_size=32)
     assert decode_tile_copies(cfg) and not decode_tile_copies(paged)
     assert "-DTILE_COPIES=1" in decode.compile_options(cfg, True)
     assert "-DTILE_COPIES=0" in decode.compile_options(paged, True)
+    tiles = cfg.with_(seq_k=3837, page_size=64)
+    assert decode_tile_copies(tiles, 5)                   # 5 splits of 768 keys
+    assert decode_tile_copies(tiles, 4)                   # 4 splits of 960 keys
+    assert not decode_tile_copies(tiles, 3)               # 3 splits of 1,279 keys
+    assert not decode_tile_copies(tiles.with_(page_size=32), 1)
+    assert decode_tile_copies(tiles.with_(head_dim=256, page_size=32), 1)
+    assert "-DTILE_COPIES=1" in decode.compile_options(tiles, True, 5)
     assert "-DTILE_COPIES=0" in decode.compile_options(cfg, False)
 
 

@@ -57,6 +57,9 @@ CASES = [
     # pages the copy engine reads on sm_90 (8 splits of 512 keys), ragged and NaN-padded last page
     dict(num_splits=8, seq_k=4089, page_size=32, head_dim=128),
     dict(heads=16, kv_heads=2, num_splits=1, seq_k=1000, page_size=64, dtype="bfloat16"),
+    # pages of whole tiles, splits of 768 keys: the copy engine's whole-tile copies from pages,
+    # a ragged last split and a NaN-padded last page
+    dict(num_splits=5, seq_k=3837, page_size=64, head_dim=128),
 ]
 
 

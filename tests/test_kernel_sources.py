@@ -153,6 +153,7 @@ def decode_examples():
               for dt in ("float16", "bfloat16")
               for layout in (dict(heads=8, kv_heads=8), dict(heads=32, kv_heads=8,
                                                              page_size=16))]
+    shapes += [dict(head_dim=128, dtype="float16", heads=32, kv_heads=8, page_size=64)]
     shapes += [dict(head_dim=256, dtype="float32", heads=32, kv_heads=1, page_size=256),
                dict(head_dim=16, dtype="float16", heads=4, kv_heads=2, seq_q=4, seq_k=64)]
     configs = [DecodeConfig(**kw) for kw in shapes]

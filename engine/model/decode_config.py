@@ -52,11 +52,16 @@ def decode_warp_keys(head_dim: int, threads: int = 128) -> int:
     return decode_block_k(head_dim) // (threads // 32)
 
 
-def decode_tile_copies(cfg: "DecodeConfig") -> bool:
+def decode_tile_copies(cfg: "DecodeConfig", num_splits: int = 1) -> bool:
     """Whether the copy-engine build (decode_tma) brings each key tile whole, thread 0 copying
     decode_block_k rows a box onto one barrier a stage (the kernel's TILE_COPIES), rather than
-    each warp its decode_warp_keys rows: on a contiguous cache; a paged tile may span pages."""
-    return not cfg.paged
+    each warp its decode_warp_keys rows: on a contiguous cache, or on pages of whole tiles
+    with every split starting on a tile, so that no tile spans two pages."""
+    block_k = decode_block_k(cfg.head_dim)
+    if not cfg.paged:
+        return True
+    return cfg.page_size % block_k == 0 and (
+        num_splits == 1 or split_length(cfg.seq_k, num_splits) % block_k == 0)
 
 
 # The copy engine's build only where the grid gives the SMs at least this many blocks on

@@ -73,16 +73,17 @@ static_assert(R >= 1 && R <= 32 && R % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q,
 // With TMA_COPIES, a tile's rows arrive as BOXES column boxes of 64 columns (128 bytes), each
 // row's 16-byte chunks swizzled by the copy engine (kv_at), so the rows need no padding; the
 // swizzle's period, 1024 bytes, aligns the rings. With TILE_COPIES (the launcher's, from
-// decode_config.decode_tile_copies: a contiguous cache) thread 0 copies the whole tile, Bc rows
-// a box, onto one barrier a stage, and the warps wait for it together: on the H200 these steps
-// took 4.5-8.3% less time than each warp copying its own KW rows (lab/NOTES.md). A paged tile
-// may span pages, so there each warp copies its own rows (KW rows a box, within one page) onto
-// a barrier of its own.
+// decode_config.decode_tile_copies: a contiguous cache, or pages of whole tiles with every
+// split starting on a tile) thread 0 copies the whole tile, Bc rows a box, onto one barrier a
+// stage, and the warps wait for it together: on the H200 these steps took 4.5-8.3% less time
+// than each warp copying its own KW rows, and 0.8-3.7% less on pages of 64 (lab/NOTES.md).
+// Otherwise a paged tile may span pages, so each warp copies its own rows (KW rows a box,
+// within one page) onto a barrier of its own.
 #ifndef TILE_COPIES
 #define TILE_COPIES (TMA_COPIES && PAGE_SIZE == 0)
 #endif
-static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE == 0),
-              "whole-tile copies: the copy engine's, from a contiguous cache");
+static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
+              "whole-tile copies: the copy engine's, from a contiguous cache or pages of tiles");
 // The merge's loads of O_s in flight at once, per thread (a lab switch; 8 by default).
 #ifndef MERGE_IN_FLIGHT
 #define MERGE_IN_FLIGHT 8
@@ -271,10 +272,15 @@ __device__ __forceinline__ void load_tile_tma(elem_t* K_j, elem_t* V_j, unsigned
     if (warp != 0 || lane != 0 || k0 >= k_end) return;
     const unsigned bar = stage_barrier(bars, stage, 0);
     mbar_expect_bytes(bar, 2 * Bc * d * sizeof(elem_t));
+#if PAGE_SIZE > 0
+    const int bh = page[0] * kv_heads + g, row = k0 % PAGE_SIZE;    // the tile's one page
+#else
+    const int bh = b * kv_heads + g, row = k0;
+#endif
     #pragma unroll
     for (int h = 0; h < BOXES; ++h) {
-        tma_load(smem_addr(K_j + box_at(stage, h, 0)), k_map, h * 64, k0, b * kv_heads + g, bar);
-        tma_load(smem_addr(V_j + box_at(stage, h, 0)), v_map, h * 64, k0, b * kv_heads + g, bar);
+        tma_load(smem_addr(K_j + box_at(stage, h, 0)), k_map, h * 64, row, bh, bar);
+        tma_load(smem_addr(V_j + box_at(stage, h, 0)), v_map, h * 64, row, bh, bar);
     }
 #else
     if (lane != 0 || k0 >= k_end) return;

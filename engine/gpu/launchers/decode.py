@@ -41,13 +41,14 @@ def uses_tma(cfg: DecodeConfig, gpu: GpuProfile, num_splits: int) -> bool:
                                      gpu.sms)
 
 
-def compile_options(cfg: DecodeConfig, tma: bool = False) -> tuple[str, ...]:
+def compile_options(cfg: DecodeConfig, tma: bool = False,
+                    num_splits: int = 1) -> tuple[str, ...]:
     return ("--std=c++17", f"-DHEAD_DIM={cfg.head_dim}", f"-DELEM_T={ELEM_TYPES[cfg.dtype]}",
             f"-DQUERY_ROWS={cfg.rows}", f"-DSEQ_Q={cfg.seq_q}",
             f"-DBLOCK_K={decode_block_k(cfg.head_dim)}", f"-DPAGE_SIZE={cfg.page_size or 0}",
             f"-DNUM_THREADS={NUM_THREADS}",
             f"-DSTAGES={DECODE_STAGES}", f"-DTMA_COPIES={int(tma)}",
-            f"-DTILE_COPIES={int(tma and decode_tile_copies(cfg))}")
+            f"-DTILE_COPIES={int(tma and decode_tile_copies(cfg, num_splits))}")
 
 
 def check_fits(cfg: DecodeConfig, gpu: GpuProfile, tma: bool = False) -> int:
@@ -64,11 +65,13 @@ def check_fits(cfg: DecodeConfig, gpu: GpuProfile, tma: bool = False) -> int:
     return need
 
 
-def build(cfg: DecodeConfig, gpu: GpuProfile, tma: bool = False) -> core.Build:
-    """The split kernel (with its merge) of cfg; tma: its TMA_COPIES build (uses_tma)."""
+def build(cfg: DecodeConfig, gpu: GpuProfile, tma: bool = False,
+          num_splits: int = 1) -> core.Build:
+    """The split kernel (with its merge) of cfg; tma: its TMA_COPIES build (uses_tma), which
+    copies whole tiles where decode_tile_copies(cfg, num_splits)."""
     source = decode_build(cfg)
-    return core.Build(source.source, source.function, compile_options(cfg, tma), NUM_THREADS,
-                      check_fits(cfg, gpu, tma))
+    return core.Build(source.source, source.function, compile_options(cfg, tma, num_splits),
+                      NUM_THREADS, check_fits(cfg, gpu, tma))
 
 
 def outputs(cfg: DecodeConfig, num_splits: int, trace: bool, poison: bool = False) -> dict:
@@ -93,13 +96,13 @@ def split_counters(cfg: DecodeConfig):
     return cupy.zeros((cfg.batch, cfg.kv_heads), dtype=np.int32)
 
 
-def cache_maps(cfg: DecodeConfig, K, V) -> tuple:
+def cache_maps(cfg: DecodeConfig, K, V, num_splits: int) -> tuple:
     """The tensor maps of the TMA_COPIES build: each cache as (B · kv_heads, seq_k, d), or paged
     as (pages · kv_heads, page_size, d), read in boxes of 64 columns (128 bytes, swizzled) × a
     tile's keys where decode_tile_copies, else a warp's; rows past a sequence's or page's end
     read as zeros."""
     n0, kv, rows, d = cfg.cache_shape
-    box_rows = (decode_block_k(cfg.head_dim) if decode_tile_copies(cfg)
+    box_rows = (decode_block_k(cfg.head_dim) if decode_tile_copies(cfg, num_splits)
                 else decode_warp_keys(cfg.head_dim, NUM_THREADS))
     return tuple(tensor_map(x.reshape(n0 * kv, rows, d), box_rows, cfg.dtype) for x in (K, V))
 
@@ -117,7 +120,7 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
                           f"no split of seq_k={cfg.seq_k} keys empty; got {num_splits!r}.")
     gpu = live_gpu()
     tma = uses_tma(cfg, gpu, num_splits)
-    split_build = build(cfg, gpu, tma)
+    split_build = build(cfg, gpu, tma, num_splits)
     core.check_operands(cfg.dtype, Q=(Q, cfg.q_shape), K=(K, cfg.cache_shape),
                         V=(V, cfg.cache_shape))
     if cfg.paged:
@@ -131,7 +134,7 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
             out["l_part"], out["O"], out["lse"], *traced, out["split_count"],
             np.int32(cfg.seq_k), np.int32(split_length(cfg.seq_k, num_splits)),
             np.int32(cfg.pages_per_seq), np.float32(cfg.softmax_scale),
-            *(cache_maps(cfg, K, V) if tma else ()))
+            *(cache_maps(cfg, K, V, num_splits) if tma else ()))
 
     def run():
         split_fn(grid, (NUM_THREADS,), args, shared_mem=split_build.smem)
@@ -141,7 +144,7 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
                    "merging_blocks": cfg.batch * cfg.kv_heads,
                    "copies": ("16-byte cp.async copies" if not tma
                               else "the copy engine, a whole key tile a copy"
-                              if decode_tile_copies(cfg)
+                              if decode_tile_copies(cfg, num_splits)
                               else "the copy engine, each warp's rows a copy")}
     return run, out
 
