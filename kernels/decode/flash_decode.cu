@@ -84,6 +84,11 @@ static_assert(R >= 1 && R <= 32 && R % SEQ_Q == 0, "QUERY_ROWS = group · SEQ_Q,
 #endif
 static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
               "whole-tile copies: the copy engine's, from a contiguous cache or pages of tiles");
+// A lab switch: SKIP_MERGE=1 writes each split's state and merges nothing (the output stays
+// unwritten), to time the split phase alone; 0 in every build the launcher makes.
+#ifndef SKIP_MERGE
+#define SKIP_MERGE 0
+#endif
 // The merge's loads of O_s in flight at once, per thread (a lab switch; 8 by default).
 #ifndef MERGE_IN_FLIGHT
 #define MERGE_IN_FLIGHT 8
@@ -583,6 +588,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     float* l_fin = weight + R * S;                      // R
     volatile int* const merges = (volatile int*)(l_fin + R);
 
+    if (SKIP_MERGE) return;
     // Take a ticket once the state is visible device-wide: the block that draws S - 1 is the
     // last of (b, g) to finish, and merges; the others are done.
     if (!take_ticket(split_count + b * kv_heads + g, S - 1, merges, tid == 0,

@@ -12,10 +12,17 @@
 // part: each thread fences (release), `sync` gathers them, then `leader` takes the ticket from
 // *counter; true in every thread of the block when this part drew the last one
 // (last_ticket = parts - 1) and so merges. *flag: a shared int that carries the answer.
+// A lab switch: LEADER_FENCE_ONLY=1 leaves out each thread's own fence before the barrier and
+// keeps only the leader's after it, which is cumulative over what the barrier ordered before
+// it (PTX memory model); 0 in every build the launchers make.
+#ifndef LEADER_FENCE_ONLY
+#define LEADER_FENCE_ONLY 0
+#endif
 template <typename Sync>
 __device__ __forceinline__ bool take_ticket(int* counter, int last_ticket, volatile int* flag,
                                             bool leader, Sync sync) {
-    __threadfence();  // release: this thread's part reaches the whole GPU first
+    if (!LEADER_FENCE_ONLY)
+        __threadfence();  // release: this thread's part reaches the whole GPU first
     sync();           // every thread has fenced its part before the ticket is taken
     if (leader) {
         __threadfence();  // the leader's fence after the barrier orders the block's writes
