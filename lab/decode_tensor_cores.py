@@ -58,6 +58,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    merge's at the batch-1 shapes, where ours trails SDPA by 1-3 us
   --set ticket     the kernel, its ticket with the leader's fence only (LEADER_FENCE_ONLY=1 of
                    ticket.cuh: no fence in each thread before the barrier), and no merge
+  --set merge_prefetch  the kernel, the leader's fence only, that and the merge's first
+                   O_s loads issued with m_s and l_s (MERGE_PREFETCH=1), and no merge
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since
@@ -270,6 +272,12 @@ BUILDS = {   # name -> force()'s arguments
     # of ticket.cuh), and no merge at all (timed unchecked) for the merge's whole cost
     "ticket": {"kernel": spec(), "leader fence": spec(defines=("LEADER_FENCE_ONLY=1",)),
                "no merge": spec(defines=("SKIP_MERGE=1",), unchecked=True)},
+    # against the kernel as it is: the leader's fence (as in "ticket"), then with it the
+    # merge's first O_s loads issued with m_s and l_s (MERGE_PREFETCH), and no merge
+    "merge_prefetch": {
+        "kernel": spec(), "leader fence": spec(defines=("LEADER_FENCE_ONLY=1",)),
+        "fence+prefetch": spec(defines=("LEADER_FENCE_ONLY=1", "MERGE_PREFETCH=1")),
+        "no merge": spec(defines=("SKIP_MERGE=1",), unchecked=True)},
     "block": {"per warp": spec(tma=True),
               "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
               "paged 64": spec(tma=True, page_size=64)},
