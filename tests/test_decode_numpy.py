@@ -263,10 +263,11 @@ def test_copy_engine_rule_and_its_shared_memory():
         DECODE_STAGES * 64 * 16)
 
 
-def test_whole_tile_copies_on_a_contiguous_cache_only():
+def test_whole_tile_copies_where_no_tile_spans_two_pages():
     """One rule says which copy the copy-engine build makes, and the launcher's compile
-    options follow it: the whole tile on a contiguous cache, each warp's rows on a paged one
-    (a tile may span pages); never without the copy engine."""
+    options follow it: the whole tile on a contiguous cache or on pages of whole tiles with
+    every split starting on a tile, each warp's rows where a tile may span pages; never
+    without the copy engine."""
     from engine.gpu.launchers import decode
     from engine.model.decode_config import decode_tile_copies
     cfg = DecodeConfig(heads=32, kv_heads=8, seq_k=4096, head_dim=128, dtype="float16")

@@ -28,8 +28,8 @@
 //   NUM_THREADS = threads per block (a multiple of 32)   STAGES = key tiles in flight, >= 2
 //   TMA_COPIES = 1: the copy engine brings the tiles (sm_90 and later, 16-bit elements, d a
 //               multiple of 64, PAGE_SIZE 0 or a multiple of KW; two more parameters, the
-//               tensor maps of K and V, in boxes of Bc rows on a contiguous cache and of KW rows
-//               on a paged one); 0 (default): 16-byte cp.async copies from every lane
+//               tensor maps of K and V, in boxes of Bc rows with TILE_COPIES and of KW rows
+//               without); 0 (default): 16-byte cp.async copies from every lane
 // Launch: flash_decode_split grid (num_splits, kv_heads, batch), num_splits at most
 // MAX_SPLITS, NUM_THREADS threads, dynamic shared memory as laid out below; split_count
 // (batch · kv_heads int32) all 0 before the launch, and 0 again after it.
@@ -155,7 +155,7 @@ __device__ __forceinline__ void load_floats(const elem_t* p, float (&out)[N]) {
 
 // Element (row, col) of stage `stage` of the K_j or V_j ring, row = the tile's key. cp.async:
 // rows of RING_ROW elements. TMA_COPIES: per stage, BOXES boxes of Bc rows × 128 bytes (a
-// warp's KW rows of each a box of its own on a paged cache, 1024-byte aligned as KW % 8 == 0),
+// warp's KW rows of each a box of its own without TILE_COPIES, 1024-byte aligned: KW % 8 == 0),
 // where the copy engine put byte b of a row at b ^ (row % 8) · 16 (its 128-byte swizzle:
 // address bits 4-6 xor bits 7-9, the ring 1024-byte aligned); 8 consecutive rows' same chunk
 // then lie in 8 bank groups.
@@ -262,13 +262,13 @@ __device__ __forceinline__ void load_tile(elem_t* K_j, elem_t* V_j, const elem_t
 }
 
 #if TMA_COPIES
-// The same with the copy engine (tensor maps over (B · kv, seq_k, d) or (pages · kv,
-// PAGE_SIZE, d)). Contiguous cache: thread 0 announces the tile's bytes on the stage's barrier
-// and copies BOXES boxes of its Bc rows of K and of V. Paged: lane 0 of each warp does so for
-// the warp's KW rows on its own barrier of the stage; a warp whose rows all lie past k_end
-// only arrives. Rows past the cache's end arrive as zeros; rows past k_end inside it (the next
-// split's, or a page's unwritten rows) are zeroed after the wait. Nothing is fetched past the
-// split's last tile. The barrier of a stage (and warp): with TILE_COPIES one a stage, the
+// The same with the copy engine (tensor maps over (B · kv, seq_k, d) or (pages · kv, PAGE_SIZE,
+// d)). TILE_COPIES: thread 0 announces the tile's bytes on the stage's barrier and copies BOXES
+// boxes of its Bc rows of K and of V, from the tile's one page where paged. Else lane 0 of each
+// warp does so for the warp's KW rows on its own barrier of the stage; a warp whose rows all lie
+// past k_end only arrives. Rows past the cache's end arrive as zeros; rows past k_end inside it
+// (the next split's, or a page's unwritten rows) are zeroed after the wait. Nothing is fetched
+// past the split's last tile. The barrier of a stage (and warp): with TILE_COPIES one a stage, the
 // first STAGES of the STAGES × WARPS the kernel sets up; else one a stage and warp.
 __device__ __forceinline__ unsigned stage_barrier(unsigned bars, int stage, int warp) {
     return bars + 8 * (TILE_COPIES ? stage : stage * WARPS + warp);

@@ -96,13 +96,13 @@ def split_counters(cfg: DecodeConfig):
     return cupy.zeros((cfg.batch, cfg.kv_heads), dtype=np.int32)
 
 
-def cache_maps(cfg: DecodeConfig, K, V, num_splits: int) -> tuple:
+def cache_maps(cfg: DecodeConfig, K, V, tiles: bool) -> tuple:
     """The tensor maps of the TMA_COPIES build: each cache as (B · kv_heads, seq_k, d), or paged
     as (pages · kv_heads, page_size, d), read in boxes of 64 columns (128 bytes, swizzled) × a
-    tile's keys where decode_tile_copies, else a warp's; rows past a sequence's or page's end
-    read as zeros."""
+    tile's keys where the build copies whole tiles (tiles: decode_tile_copies), else a warp's;
+    rows past a sequence's or page's end read as zeros."""
     n0, kv, rows, d = cfg.cache_shape
-    box_rows = (decode_block_k(cfg.head_dim) if decode_tile_copies(cfg, num_splits)
+    box_rows = (decode_block_k(cfg.head_dim) if tiles
                 else decode_warp_keys(cfg.head_dim, NUM_THREADS))
     return tuple(tensor_map(x.reshape(n0 * kv, rows, d), box_rows, cfg.dtype) for x in (K, V))
 
@@ -120,6 +120,7 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
                           f"no split of seq_k={cfg.seq_k} keys empty; got {num_splits!r}.")
     gpu = live_gpu()
     tma = uses_tma(cfg, gpu, num_splits)
+    tiles = tma and decode_tile_copies(cfg, num_splits)    # the build's TILE_COPIES
     split_build = build(cfg, gpu, tma, num_splits)
     core.check_operands(cfg.dtype, Q=(Q, cfg.q_shape), K=(K, cfg.cache_shape),
                         V=(V, cfg.cache_shape))
@@ -134,7 +135,7 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
             out["l_part"], out["O"], out["lse"], *traced, out["split_count"],
             np.int32(cfg.seq_k), np.int32(split_length(cfg.seq_k, num_splits)),
             np.int32(cfg.pages_per_seq), np.float32(cfg.softmax_scale),
-            *(cache_maps(cfg, K, V, num_splits) if tma else ()))
+            *(cache_maps(cfg, K, V, tiles) if tma else ()))
 
     def run():
         split_fn(grid, (NUM_THREADS,), args, shared_mem=split_build.smem)
@@ -143,8 +144,7 @@ def prepare(cfg: DecodeConfig, Q, K, V, table, num_splits: int, trace: bool,
                    "num_splits": num_splits,
                    "merging_blocks": cfg.batch * cfg.kv_heads,
                    "copies": ("16-byte cp.async copies" if not tma
-                              else "the copy engine, a whole key tile a copy"
-                              if decode_tile_copies(cfg, num_splits)
+                              else "the copy engine, a whole key tile a copy" if tiles
                               else "the copy engine, each warp's rows a copy")}
     return run, out
 
