@@ -9,29 +9,40 @@
 #define FA_LAB_TICKET_CUH
 
 // The ticket of a posted part, after every thread of the block has stored its share of the
-// part: each thread fences (release), `sync` gathers them, then `leader` takes the ticket from
+// part: `sync` gathers the threads, then `leader` fences (release) and takes the ticket from
 // *counter; true in every thread of the block when this part drew the last one
 // (last_ticket = parts - 1) and so merges. *flag: a shared int that carries the answer.
-// A lab switch: LEADER_FENCE_ONLY=1 leaves out each thread's own fence before the barrier and
-// keeps only the leader's after it, which is cumulative over what the barrier ordered before
-// it (PTX memory model); 0 in every build the launchers make.
-#ifndef LEADER_FENCE_ONLY
-#define LEADER_FENCE_ONLY 0
+// One fence, the leader's, after the barrier: it is cumulative over every write the barrier
+// ordered before it (PTX memory model), as in a grid-wide barrier.
+// A lab switch: TICKET_ACQ_REL=1 takes the ticket as one acquire-release atomic at GPU scope
+// (MEMBAR.ALL.GPU before it) in place of the fences (MEMBAR.SC.GPU) before and after it;
+// 0 in every build the launchers make.
+#ifndef TICKET_ACQ_REL
+#define TICKET_ACQ_REL 0
 #endif
+__device__ __forceinline__ int atomic_add_acq_rel_gpu(int* counter, int value) {
+    int old;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;"
+                 : "=r"(old) : "l"(counter), "r"(value) : "memory");
+    return old;
+}
 template <typename Sync>
 __device__ __forceinline__ bool take_ticket(int* counter, int last_ticket, volatile int* flag,
                                             bool leader, Sync sync) {
-    if (!LEADER_FENCE_ONLY)
-        __threadfence();  // release: this thread's part reaches the whole GPU first
-    sync();           // every thread has fenced its part before the ticket is taken
+    sync();           // every thread has stored its share of the part
     if (leader) {
-        __threadfence();  // the leader's fence after the barrier orders the block's writes
-                          // (cumulatively) before the ticket
-        const int merges = atomicAdd(counter, 1) == last_ticket;
-        if (merges) {
-            __threadfence();      // acquire: the other parts, fenced before their tickets,
-            *counter = 0;         // are visible; all tickets are drawn
+        int merges;
+        if (TICKET_ACQ_REL) {
+            // release: the block's part before the ticket; acquire: the other parts after it
+            merges = atomic_add_acq_rel_gpu(counter, 1) == last_ticket;
+        } else {
+            __threadfence();  // release: the block's writes (cumulatively) before the ticket
+            merges = atomicAdd(counter, 1) == last_ticket;
+            if (merges)
+                __threadfence();  // acquire: the other parts, fenced before their tickets
         }
+        if (merges)
+            *counter = 0;     // all tickets are drawn: the next launch finds 0
         *flag = merges;
     }
     sync();           // the answer is in shared memory before the threads read it
