@@ -11,7 +11,9 @@
 # Then the stream-K forward's and the decode kernel's gpu-marked tests with the acquire-release
 # ticket forced on (the ticket is theirs too), for making it the kernel.
 # Run from the repository root on a Hopper GPU: bash lab/decode_acq_rel.sh   (about 5 minutes)
-# Prepared 2026-11-28, not yet run.
+# Prepared 2026-11-28; run 20:00-20:05 UTC (H200): logs/h200_2026-11-28_decode_acq_rel.log.
+# The acquire-release ticket has been the kernel's since (the switch is gone), so its second
+# half no longer runs as written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 lab/decode_tensor_cores.py --set acq_rel --quick 2>&1 | grep -v "^  {"

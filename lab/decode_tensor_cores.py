@@ -66,7 +66,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
   --set acq_rel    the kernel (the leader's fence.sc before its atomicAdd, another after it in
                    the merging block) and the ticket as one acquire-release atomic at GPU
                    scope (TICKET_ACQ_REL=1 of ticket.cuh: MEMBAR.ALL.GPU before it, no fence
-                   after), and no merge
+                   after), and no merge; the acquire-release ticket is the kernel's since
+                   2026-11-28 20:10 UTC and the switch is gone, so both builds are the same
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since

@@ -9,17 +9,14 @@
 #define FA_LAB_TICKET_CUH
 
 // The ticket of a posted part, after every thread of the block has stored its share of the
-// part: `sync` gathers the threads, then `leader` fences (release) and takes the ticket from
-// *counter; true in every thread of the block when this part drew the last one
-// (last_ticket = parts - 1) and so merges. *flag: a shared int that carries the answer.
-// One fence, the leader's, after the barrier: it is cumulative over every write the barrier
-// ordered before it (PTX memory model), as in a grid-wide barrier.
-// A lab switch: TICKET_ACQ_REL=1 takes the ticket as one acquire-release atomic at GPU scope
-// (MEMBAR.ALL.GPU before it) in place of the fences (MEMBAR.SC.GPU) before and after it;
-// 0 in every build the launchers make.
-#ifndef TICKET_ACQ_REL
-#define TICKET_ACQ_REL 0
-#endif
+// part: `sync` gathers the threads, then `leader` takes the ticket from *counter with one
+// acquire-release atomic at GPU scope; true in every thread of the block when this part drew
+// the last one (last_ticket = parts - 1) and so merges. *flag: a shared int that carries the
+// answer. The atomic's release is cumulative over every write the barrier ordered before it
+// (PTX memory model), as in a grid-wide barrier; its acquire makes the other parts, released
+// by their own tickets, visible to the merging block (after the second barrier, to all its
+// threads). nvcc 13.0, sm_90a: one MEMBAR.ALL.GPU before the atomic and none after it, where
+// __threadfence() before and after an atomicAdd is a MEMBAR.SC.GPU each.
 __device__ __forceinline__ int atomic_add_acq_rel_gpu(int* counter, int value) {
     int old;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;"
@@ -29,18 +26,9 @@ __device__ __forceinline__ int atomic_add_acq_rel_gpu(int* counter, int value) {
 template <typename Sync>
 __device__ __forceinline__ bool take_ticket(int* counter, int last_ticket, volatile int* flag,
                                             bool leader, Sync sync) {
-    sync();           // every thread has stored its share of the part
+    sync();           // every thread has stored its share of the part before the release
     if (leader) {
-        int merges;
-        if (TICKET_ACQ_REL) {
-            // release: the block's part before the ticket; acquire: the other parts after it
-            merges = atomic_add_acq_rel_gpu(counter, 1) == last_ticket;
-        } else {
-            __threadfence();  // release: the block's writes (cumulatively) before the ticket
-            merges = atomicAdd(counter, 1) == last_ticket;
-            if (merges)
-                __threadfence();  // acquire: the other parts, fenced before their tickets
-        }
+        const int merges = atomic_add_acq_rel_gpu(counter, 1) == last_ticket;
         if (merges)
             *counter = 0;     // all tickets are drawn: the next launch finds 0
         *flag = merges;
