@@ -58,16 +58,16 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    merge's at the batch-1 shapes, where ours trails SDPA by 1-3 us
   --set ticket     the kernel, its ticket with the leader's fence only (LEADER_FENCE_ONLY=1 of
                    ticket.cuh: no fence in each thread before the barrier), and no merge;
-                   the leader's fence is the kernel's since 2026-11-28 19:55 UTC and the
+                   the leader's fence is the kernel's since commit 3c202ce and the
                    switch is gone, so both builds are now the same
   --set merge_prefetch  the kernel, the leader's fence only, that and the merge's first
                    O_s loads issued with m_s and l_s (MERGE_PREFETCH=1), and no merge (the
                    first two the same build since, as in --set ticket)
-  --set acq_rel    the kernel (the leader's fence.sc before its atomicAdd, another after it in
+  --set acq_rel    the kernel of 3c202ce (the leader's fence.sc before its atomicAdd, one after in
                    the merging block) and the ticket as one acquire-release atomic at GPU
                    scope (TICKET_ACQ_REL=1 of ticket.cuh: MEMBAR.ALL.GPU before it, no fence
                    after), and no merge; the acquire-release ticket is the kernel's since
-                   2026-11-28 20:10 UTC and the switch is gone, so both builds are the same
+                   commit cd9ec1f and the switch is gone, so both builds are the same
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since
