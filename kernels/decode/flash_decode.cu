@@ -98,6 +98,30 @@ static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
 #ifndef MERGE_PREFETCH
 #define MERGE_PREFETCH 0
 #endif
+// A lab switch: PHASE_CLOCK=n (n > 0) has thread 0 of each of the grid's first n blocks
+// (block order: split fastest, then KV head, then sequence) stamp its phases into
+// phase_clock, PHASE_SLOTS u64 a block: %globaltimer at its start and end (ns), clock64 at
+// its start, first tile landed, main loop done, state written, ticket drawn and end, and its
+// SM (lab/decode_phases.py reads it); 0 in every build the launcher makes.
+#ifndef PHASE_CLOCK
+#define PHASE_CLOCK 0
+#endif
+enum Phase { START, FIRST_TILE, LOOP_DONE, STATE_WRITTEN, TICKET_DRAWN, END };
+#if PHASE_CLOCK
+constexpr int PHASE_SLOTS = 9;      // 2 timers, 6 clocks, the SM
+__device__ u64 phase_clock[PHASE_CLOCK * PHASE_SLOTS];
+__device__ __forceinline__ void phase_stamp(Phase phase) {
+    const long long blk = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x
+                          + blockIdx.x;
+    if (threadIdx.x != 0 || blk >= PHASE_CLOCK) return;
+    u64* const slot = phase_clock + blk * PHASE_SLOTS;
+    if (phase == START) { slot[0] = global_timer(); slot[8] = sm_index(); }
+    if (phase == END) slot[1] = global_timer();
+    slot[2 + phase] = clock64();
+}
+#else
+__device__ __forceinline__ void phase_stamp(Phase) {}
+#endif
 constexpr int BOXES = d / 64, RING_ROW = TMA_COPIES ? d : KV_STRIDE;
 static_assert(!TMA_COPIES || (sizeof(elem_t) == 2 && d % 64 == 0 && KW % 8 == 0
                               && (PAGE_SIZE == 0 || PAGE_SIZE % KW == 0)),
@@ -357,6 +381,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     const int n_tiles = tile_count(k_end - k_begin, Bc);
     // The R rows of KV head g are contiguous in Q: heads g·group.., SEQ_Q tokens each.
     const long long row0 = ((long long)b * kv_heads + g) * R;
+    phase_stamp(START);
 
     // Dynamic shared memory, in the order engine/model/iomodel.py's decode_smem_parts lists it.
     extern __shared__ __align__(16) unsigned char smem[];
@@ -438,6 +463,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         load_tile(K_j, V_j, K, V, page, b, g, k0 + (STAGES - 1) * Bc, k_begin, k_end,
                   (j + STAGES - 1) % STAGES, warp, lane, kv_heads, seq_k);
 #endif
+        if (j == 0) phase_stamp(FIRST_TILE);
         lookup_pages(page, block_table, b, k0 + STAGES * Bc, k_begin, k_end, warp, lane,
                      pages_per_seq);
 
@@ -527,6 +553,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             }
         }
     }
+    phase_stamp(LOOP_DONE);
 #if !TMA_COPIES
     cp_async_wait<0>();   // no copy is left in flight (the last groups are empty)
 #endif
@@ -593,12 +620,17 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     float* l_fin = weight + R * S;                      // R
     volatile int* const merges = (volatile int*)(l_fin + R);
 
+    phase_stamp(STATE_WRITTEN);
     if (SKIP_MERGE) return;
     // Take a ticket once the state is visible device-wide: the block that draws S - 1 is the
     // last of (b, g) to finish, and merges; the others are done.
-    if (!take_ticket(split_count + b * kv_heads + g, S - 1, merges, tid == 0,
-                     [] { __syncthreads(); }))
+    const bool last = take_ticket(split_count + b * kv_heads + g, S - 1, merges, tid == 0,
+                                  [] { __syncthreads(); });
+    phase_stamp(TICKET_DRAWN);
+    if (!last) {
+        phase_stamp(END);
         return;
+    }
 
     // The merge of the R rows of (b, g).
     // MERGE_PREFETCH: the first IN_FLIGHT O_s of each thread's first item, which need no
@@ -678,4 +710,5 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         #pragma unroll
         for (int e = 0; e < MV; ++e) store_as(O + (row0 + r) * d + x + e, o[e] / l_final);
     }
+    phase_stamp(END);
 }
