@@ -8,7 +8,7 @@ tile count explains). Which phase holds those 10 us: the blocks' start, the firs
 arrival, the main loop's spread over the SMs, writing the state, the ticket, or the merge?
 
 What it does: the kernel's PHASE_CLOCK build (kernels/decode/flash_decode.cu: thread 0 of each
-block stamps %globaltimer at its start and end and clock64 at six points, and its SM), first
+block stamps %globaltimer at its start and end and clock64 at nine points, and its SM), first
 checked against float64 over the GPU tests' decode cases (decode_tensor_cores.check), then
 run at batch 1 / 32k and 128k and batch 8 / 32k (heads 32, kv_heads 8, d 128, float16,
 contiguous, the auto split count), the L2 flushed before each run as the timing harness does,
@@ -25,7 +25,11 @@ after a block starts; the main loop's maximum over the blocks is 2-4 us above it
 (the SMs that hold two blocks against the eight that hold one), and that spread, not any
 fixed phase, is most of the 10 us.
 
-Run on a Hopper GPU: python3 lab/decode_phases.py [--reps 5]   (about 2 minutes)
+Run on a Hopper GPU: python3 lab/decode_phases.py [--reps 5]   (about 1 minute)
+Run on an H200, 2026-11-28 20:38 and 20:40 UTC (logs/h200_2026-11-28_decode_phases_first.log,
+logs/h200_2026-11-28_decode_phases.log; lab/NOTES.md, "Decoding: a batch-1 step block by
+block"): the starts spread 0.26 us and the first tile lands after 2.8; the loop's maximum is
+2.4-7.8 us above its median; the end of a split took 1.6 us, 1.0 of it the warps' merge.
 """
 import argparse
 import sys
@@ -37,8 +41,10 @@ sys.path[:0] = ["lab", "tests", "."]
 from decode_tensor_cores import check, force, kernel_args, spec  # noqa: E402
 
 BLOCKS = 4096            # PHASE_CLOCK: the blocks that stamp (the grids here have 256)
-SLOTS = 9                # the kernel's PHASE_SLOTS
-PHASES = ("start", "first tile", "loop done", "state written", "ticket drawn", "end")
+PHASES = ("start", "Q ready", "first tile", "loop done", "warps met", "O merged",
+          "state written", "ticket drawn", "end")     # the kernel's Phase
+SLOTS = len(PHASES) + 3  # the kernel's PHASE_SLOTS: 2 timers, a clock a phase, the SM
+LOOP = PHASES.index("loop done") - 1    # the main loop's column of the lengths
 SHAPES = ((1, 32768), (1, 131072), (8, 32768))
 BUILD = spec(defines=(f"PHASE_CLOCK={BLOCKS}",))
 
@@ -79,10 +85,11 @@ def phases(run: np.ndarray, blocks: int) -> dict:
     """One run's stamps as µs: each block's start (from the first block's), each phase's
     length, and the step."""
     r = run[:blocks].astype(np.float64)
-    t0, t1, cyc, sm = r[:, 0], r[:, 1], r[:, 2:8], r[:, 8]
-    ghz = np.median((cyc[:, 5] - cyc[:, 0]) / np.maximum(t1 - t0, 1.0))   # clock64 per ns
-    lengths = np.diff(cyc, axis=1) / ghz / 1e3                            # µs, 5 phases
-    merging = lengths[:, 4] > 0.2        # a block that did not merge stamps its end at once
+    n = len(PHASES)
+    t0, t1, cyc, sm = r[:, 0], r[:, 1], r[:, 2:2 + n], r[:, 2 + n]
+    ghz = np.median((cyc[:, -1] - cyc[:, 0]) / np.maximum(t1 - t0, 1.0))  # clock64 per ns
+    lengths = np.diff(cyc, axis=1) / ghz / 1e3                            # µs, n - 1 phases
+    merging = lengths[:, -1] > 0.2       # a block that did not merge stamps its end at once
     return {"step": (t1.max() - t0.min()) / 1e3, "start spread": (t0.max() - t0.min()) / 1e3,
             "lengths": lengths, "merging": merging, "ghz": ghz, "last": int(np.argmax(t1)),
             "sm": sm, "starts": (t0 - t0.min()) / 1e3}
@@ -138,8 +145,8 @@ def main():
               f"started at {p['starts'][last]:.2f}, phases "
               + " ".join(f"{x:.2f}" for x in p["lengths"][last])
               + f"; loop on SMs with one block / more: "
-              f"{np.median(p['lengths'][~shared, 1]) if (~shared).any() else float('nan'):.2f}"
-              f" / {np.median(p['lengths'][shared, 1]):.2f}", flush=True)
+              f"{np.median(p['lengths'][~shared, LOOP]) if (~shared).any() else np.nan:.2f}"
+              f" / {np.median(p['lengths'][shared, LOOP]):.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -68,6 +68,11 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    scope (TICKET_ACQ_REL=1 of ticket.cuh: MEMBAR.ALL.GPU before it, no fence
                    after), and no merge; the acquire-release ticket is the kernel's since
                    commit cd9ec1f and the switch is gone, so both builds are the same
+  --set warp_merge the kernel, and the warps' O_i merged at the end of a split in one step
+                   (WARP_MERGE_PARALLEL=1 of flash_decode.cu: each warp's scaled O_i to its
+                   slice of the free ring, one barrier, each thread summing its dimensions
+                   over the warps) instead of a warp at a time, a barrier each (1.0 us of a
+                   block's end in decode_phases.py's run)
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since
@@ -290,6 +295,9 @@ BUILDS = {   # name -> force()'s arguments
     # of ticket.cuh) in place of the leader's two fences, and no merge (timed unchecked)
     "acq_rel": {"kernel": spec(), "acq_rel atomic": spec(defines=("TICKET_ACQ_REL=1",)),
                 "no merge": spec(defines=("SKIP_MERGE=1",), unchecked=True)},
+    # against the kernel as it is: the warps' O_i merged in one step (WARP_MERGE_PARALLEL)
+    "warp_merge": {"kernel": spec(),
+                   "one-step warp merge": spec(defines=("WARP_MERGE_PARALLEL=1",))},
     "block": {"per warp": spec(tma=True),
               "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
               "paged 64": spec(tma=True, page_size=64)},

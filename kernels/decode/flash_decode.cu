@@ -101,21 +101,29 @@ static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
 // A lab switch: PHASE_CLOCK=n (n > 0) has thread 0 of each of the grid's first n blocks
 // (block order: split fastest, then KV head, then sequence) stamp its phases into
 // phase_clock, PHASE_SLOTS u64 a block: %globaltimer at its start and end (ns), clock64 at
-// its start, first tile landed, main loop done, state written, ticket drawn and end, and its
-// SM (lab/decode_phases.py reads it); 0 in every build the launcher makes.
+// each Phase below, and its SM (lab/decode_phases.py reads it); 0 in every build the
+// launcher makes.
 #ifndef PHASE_CLOCK
 #define PHASE_CLOCK 0
 #endif
-enum Phase { START, FIRST_TILE, LOOP_DONE, STATE_WRITTEN, TICKET_DRAWN, END };
+// A lab switch: WARP_MERGE_PARALLEL=1 merges the warps' O_i at the end of a split in one
+// step (each warp's scaled O_i to a slice of the free ring, one barrier, each thread summing
+// its dimensions over the warps) instead of one warp at a time into O_acc (a barrier a
+// warp); 0 in every build the launcher makes.
+#ifndef WARP_MERGE_PARALLEL
+#define WARP_MERGE_PARALLEL 0
+#endif
+enum Phase { START, Q_READY, FIRST_TILE, LOOP_DONE, WARPS_MET, O_MERGED, STATE_WRITTEN,
+             TICKET_DRAWN, END, PHASES };
 #if PHASE_CLOCK
-constexpr int PHASE_SLOTS = 9;      // 2 timers, 6 clocks, the SM
+constexpr int PHASE_SLOTS = PHASES + 3;     // 2 timers, a clock a phase, the SM
 __device__ u64 phase_clock[PHASE_CLOCK * PHASE_SLOTS];
 __device__ __forceinline__ void phase_stamp(Phase phase) {
     const long long blk = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x
                           + blockIdx.x;
     if (threadIdx.x != 0 || blk >= PHASE_CLOCK) return;
     u64* const slot = phase_clock + blk * PHASE_SLOTS;
-    if (phase == START) { slot[0] = global_timer(); slot[8] = sm_index(); }
+    if (phase == START) { slot[0] = global_timer(); slot[PHASES + 2] = sm_index(); }
     if (phase == END) slot[1] = global_timer();
     slot[2 + phase] = clock64();
 }
@@ -132,6 +140,9 @@ static_assert(FLOATS % 2 == 0, "the mbarriers after l_blk are 8-byte aligned");
 constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0)
                            + 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t) + 4 * FLOATS
                            + (TMA_COPIES ? 8 * STAGES * WARPS : 0);
+static_assert(!WARP_MERGE_PARALLEL
+              || WARPS * R * d * 4 <= 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t),
+              "the warps' O_i fit the ring");
 static_assert(4 * (R * MAX_SPLITS + R + 1) <= SMEM_BYTES,
               "the merge's weights and the ticket's answer fit shared memory");
 // The merge: each thread sums MV consecutive dimensions of one row over the splits, MV as
@@ -423,6 +434,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     for (int idx = tid; idx < R * d; idx += NUM_THREADS)
         Q_i[idx] = to_f32(Q[row0 * d + idx]) * (scale * LOG2E);
     __syncthreads();  // Q_i is in shared memory before any warp's dot products read it
+    phase_stamp(Q_READY);
 
     // The warp's running state: m_i, l_i per row (the same in every lane) and O_i, the lane's
     // DPL dimensions of every row over its key group's keys.
@@ -570,6 +582,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         if (lane == 0) { m_w[warp * R + r] = m_i[r]; l_w[warp * R + r] = l_i[r]; }
     }
     __syncthreads();  // every warp's m_i, l_i are in shared memory before the merge reads them
+    phase_stamp(WARPS_MET);
 
     // Merge the warps (a fixed order): the block's max m_s = max_w m_w, each warp's O_i scaled
     // by exp2(m_w - m_s) and summed in O_acc one warp at a time, l_s = Σ_w exp2(m_w - m_s) l_w.
@@ -588,6 +601,30 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             l_blk[r] = l_s;
         }
     }
+#if WARP_MERGE_PARALLEL
+    // Each warp's O_i scaled by own into a slice of its own in the ring, free now (every copy
+    // has landed, and the barrier above follows every warp's last read of it); then each
+    // thread sums the warps' slices of its dimensions in warp order.
+    float* const O_w = (float*)ring;                    // WARPS × R × d
+    if (kg == 0) {
+        #pragma unroll
+        for (int r = 0; r < R; ++r) {
+            float* o = O_w + (warp * R + r) * d + dl * DPL;
+            #pragma unroll
+            for (int e = 0; e < DPL; ++e) o[e] = own[r] * acc[r][e];
+        }
+    }
+    __syncthreads();  // every warp's slice (and l_blk) is in shared memory before the sums
+    phase_stamp(O_MERGED);
+    for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
+        const int r = idx / d, x = idx % d;
+        float o = 0.f;
+        #pragma unroll
+        for (int w = 0; w < WARPS; ++w) o += O_w[(w * R + r) * d + x];
+        const float l = l_blk[r];
+        O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? o / l : 0.f;
+    }
+#else
     for (int w = 0; w < WARPS; ++w) {
         if (warp == w && kg == 0) {
             #pragma unroll
@@ -600,6 +637,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         }
         __syncthreads();  // warp w has added its part before warp w + 1 reads O_acc
     }
+    phase_stamp(O_MERGED);
 
     // Write the split's state: O_s = O_acc / l_s (0 for a row that saw no key of the split),
     // m_s in natural-log units, l_s.
@@ -608,6 +646,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         const float l = l_blk[r];
         O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? O_acc[idx] / l : 0.f;
     }
+#endif
     if (tid < R) {
         m_part[(row0 + tid) * S + s] = m_blk[tid] * LN2;
         l_part[(row0 + tid) * S + s] = l_blk[tid];
