@@ -18,4 +18,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 lab/decode_tensor_cores.py --set acq_rel --quick 2>&1 | grep -v "^  {"
 # the acquire-release ticket in every launcher's build, for the tests only (taken back after)
-bash lab/ticket_tests_with.sh TICKET_ACQ_REL
+bash lab/switch_tests.sh kernels/include/ticket.cuh TICKET_ACQ_REL tests/test_gpu_decode.py \
+    tests/test_gpu_wgmma.py tests/test_gpu_tensorcore.py tests/test_gpu_launchers.py

@@ -22,4 +22,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 lab/decode_tensor_cores.py --set merge_prefetch --quick 2>&1 | grep -v "^  {"
 # the leader's fence in every build the launchers make, for the tests only (taken back after)
-bash lab/ticket_tests_with.sh LEADER_FENCE_ONLY
+bash lab/switch_tests.sh kernels/include/ticket.cuh LEADER_FENCE_ONLY tests/test_gpu_decode.py \
+    tests/test_gpu_wgmma.py tests/test_gpu_tensorcore.py tests/test_gpu_launchers.py

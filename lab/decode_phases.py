@@ -25,7 +25,8 @@ after a block starts; the main loop's maximum over the blocks is 2-4 us above it
 (the SMs that hold two blocks against the eight that hold one), and that spread, not any
 fixed phase, is most of the 10 us.
 
-Run on a Hopper GPU: python3 lab/decode_phases.py [--reps 5]   (about 1 minute)
+Run on a Hopper GPU: python3 lab/decode_phases.py [--reps 5] [--with A=1,B=1]   (about 1 minute;
+--with: more -D switches of the kernel in the stamped build)
 Run on an H200, 2026-11-28 20:38 and 20:40 UTC (logs/h200_2026-11-28_decode_phases_first.log,
 logs/h200_2026-11-28_decode_phases.log; lab/NOTES.md, "Decoding: a batch-1 step block by
 block"): the starts spread 0.26 us and the first tile lands after 2.8; the loop's maximum is
@@ -46,7 +47,12 @@ PHASES = ("start", "Q ready", "first tile", "loop done", "warps met", "O merged"
 SLOTS = len(PHASES) + 3  # the kernel's PHASE_SLOTS: 2 timers, a clock a phase, the SM
 LOOP = PHASES.index("loop done") - 1    # the main loop's column of the lengths
 SHAPES = ((1, 32768), (1, 131072), (8, 32768))
-BUILD = spec(defines=(f"PHASE_CLOCK={BLOCKS}",))
+
+
+def build(switches: str) -> dict:
+    """force()'s arguments of the PHASE_CLOCK build with more -D switches ("A=1,B=1")."""
+    more = tuple(x for x in switches.split(",") if x)
+    return spec(defines=(f"PHASE_CLOCK={BLOCKS}", *more))
 
 
 def stamps(cfg, splits: int, inputs: tuple, reps: int) -> list:
@@ -98,14 +104,19 @@ def phases(run: np.ndarray, blocks: int) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--with", dest="switches", default="",
+                    help="more switches of the kernel for the stamped build, e.g. "
+                         "WARP_MERGE_PARALLEL=1,MERGE_BULK=1")
     args = ap.parse_args()
+    stamped = build(args.switches)
     from engine.decode import make_decode_inputs
     from engine.gpu.decode_bench import time_flash_decode
     from engine.gpu.runtime import live_gpu
     from engine.gpu.torch_reference import release_memory
     from engine.model.decode_config import DecodeConfig
-    worst = check(BUILD)
-    print(f"PHASE_CLOCK build against float64: worst {worst:.2f} of the limit", flush=True)
+    worst = check(stamped)
+    print(f"PHASE_CLOCK build {args.switches} against float64: worst {worst:.2f} of the "
+          "limit", flush=True)
     if worst >= 1:
         raise SystemExit("the instrumented build failed its check: nothing is read")
     sms = live_gpu().sms
@@ -119,7 +130,7 @@ def main():
         splits = cfg.splits_on(sms)
         blocks = splits * cfg.kv_heads * cfg.batch
         kernel_ms = float(np.median(time_flash_decode(cfg, splits, inputs, 30, 3)))
-        undo = force(**kernel_args(BUILD))
+        undo = force(**kernel_args(stamped))
         try:
             stamped_ms = float(np.median(time_flash_decode(cfg, splits, inputs, 30, 3)))
             runs = [phases(r, blocks) for r in stamps(cfg, splits, inputs, args.reps)]

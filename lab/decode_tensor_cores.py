@@ -73,6 +73,10 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    slice of the free ring, one barrier, each thread summing its dimensions
                    over the warps) instead of a warp at a time, a barrier each (1.0 us of a
                    block's end in decode_phases.py's run)
+  --set merge_bulk the kernel; the warps' O_i merged in one step (as in --set warp_merge);
+                   the merging block's O_s brought by one bulk copy into the free ring and
+                   summed from shared memory (MERGE_BULK=1 of flash_decode.cu: one L2 round
+                   trip instead of four rounds of 8 loads a thread at 32 splits); and both
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since
@@ -298,6 +302,12 @@ BUILDS = {   # name -> force()'s arguments
     # against the kernel as it is: the warps' O_i merged in one step (WARP_MERGE_PARALLEL)
     "warp_merge": {"kernel": spec(),
                    "one-step warp merge": spec(defines=("WARP_MERGE_PARALLEL=1",))},
+    # against the kernel as it is: the one-step warp merge, the bulk-copied merge (MERGE_BULK,
+    # whole-tile builds only), and both
+    "merge_bulk": {"kernel": spec(),
+                   "one-step warp merge": spec(defines=("WARP_MERGE_PARALLEL=1",)),
+                   "bulk merge": spec(defines=("MERGE_BULK=1",)),
+                   "both": spec(defines=("WARP_MERGE_PARALLEL=1", "MERGE_BULK=1"))},
     "block": {"per warp": spec(tma=True),
               "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
               "paged 64": spec(tma=True, page_size=64)},
