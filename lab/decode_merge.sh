@@ -16,8 +16,8 @@
 # forced on (the ticket is theirs too), for making it the kernel.
 # Run from the repository root on a Hopper GPU: bash lab/decode_merge.sh   (about 5 minutes)
 # Prepared 2026-11-28; run 19:49-19:55 UTC (H200): logs/h200_2026-11-28_decode_merge_prefetch.log.
-# The leader's fence has been the kernel's since (the switch is gone), so its second half no
-# longer runs as written.
+# The leader's fence has been the kernel's since (the switch is gone), and MERGE_PREFETCH is
+# lab/patches/decode_merge_prefetch.diff now, so the script no longer runs as written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 lab/decode_tensor_cores.py --set merge_prefetch --quick 2>&1 | grep -v "^  {"

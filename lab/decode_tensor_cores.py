@@ -62,7 +62,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    switch is gone, so both builds are now the same
   --set merge_prefetch  the kernel, the leader's fence only, that and the merge's first
                    O_s loads issued with m_s and l_s (MERGE_PREFETCH=1), and no merge (the
-                   first two the same build since, as in --set ticket)
+                   first two the same build since, as in --set ticket; MERGE_PREFETCH left
+                   the kernel after its run: git apply patches/decode_merge_prefetch.diff)
   --set acq_rel    the kernel of 3c202ce (the leader's fence.sc before its atomicAdd, one after in
                    the merging block) and the ticket as one acquire-release atomic at GPU
                    scope (TICKET_ACQ_REL=1 of ticket.cuh: MEMBAR.ALL.GPU before it, no fence

@@ -93,11 +93,6 @@ static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
 #ifndef MERGE_IN_FLIGHT
 #define MERGE_IN_FLIGHT 8
 #endif
-// A lab switch: MERGE_PREFETCH=1 issues each thread's first MERGE_IN_FLIGHT loads of O_s
-// together with the loads of m_s and l_s, instead of after the weights; 0 by default.
-#ifndef MERGE_PREFETCH
-#define MERGE_PREFETCH 0
-#endif
 // A lab switch: PHASE_CLOCK=n (n > 0) has thread 0 of each of the grid's first n blocks
 // (block order: split fastest, then KV head, then sequence) stamp its phases into
 // phase_clock, PHASE_SLOTS u64 a block: %globaltimer at its start and end (ns), clock64 at
@@ -703,16 +698,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         bulk_load(smem_addr(O_slab), O_part + row0 * S * d, R * S * d * 4, bulk_bar);
     }
 #endif
-    // MERGE_PREFETCH: the first IN_FLIGHT O_s of each thread's first item, which need no
-    // weight, on their way while the weights are computed.
-    constexpr int IN_FLIGHT = MERGE_IN_FLIGHT;
-    float first[IN_FLIGHT][MV];
-    if (MERGE_PREFETCH && tid < R * d / MV) {
-        const int r = tid / (d / MV), x = tid % (d / MV) * MV;
-        #pragma unroll
-        for (int j = 0; j < IN_FLIGHT; ++j)
-            if (j < S) ldcg<MV>(O_part + ((row0 + r) * S + j) * d + x, first[j]);
-    }
     // m_final, each split's rescale and weight, l_final: one warp per row, each lane its
     // splits s ≡ lane (mod 32), all read at once.
     for (int r = warp; r < R; r += WARPS) {
@@ -779,6 +764,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
 
     // O = Σ_s weight_s · O_s / l_final: each thread MV dimensions of one row over all splits,
     // MERGE_IN_FLIGHT splits' loads issued before their sums.
+    constexpr int IN_FLIGHT = MERGE_IN_FLIGHT;
     for (int item = tid; item < R * d / MV; item += NUM_THREADS) {
         const int r = item / (d / MV), x = item % (d / MV) * MV;
         const float* O_s = O_part + (row0 + r) * S * d + x;
@@ -788,16 +774,9 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         for (int e = 0; e < MV; ++e) o[e] = 0.f;
         for (int s0 = 0; s0 < S; s0 += IN_FLIGHT) {
             float v[IN_FLIGHT][MV];
-            const bool loaded = MERGE_PREFETCH && s0 == 0 && item == tid;
             #pragma unroll
-            for (int j = 0; j < IN_FLIGHT; ++j) {
-                if (loaded) {
-                    #pragma unroll
-                    for (int e = 0; e < MV; ++e) v[j][e] = first[j][e];
-                } else if (s0 + j < S) {
-                    ldcg<MV>(O_s + (long long)(s0 + j) * d, v[j]);
-                }
-            }
+            for (int j = 0; j < IN_FLIGHT; ++j)
+                if (s0 + j < S) ldcg<MV>(O_s + (long long)(s0 + j) * d, v[j]);
             #pragma unroll
             for (int j = 0; j < IN_FLIGHT; ++j) {
                 if (s0 + j < S) {
