@@ -140,12 +140,12 @@ static_assert(!TMA_COPIES || (sizeof(elem_t) == 2 && d % 64 == 0 && KW % 8 == 0
               "the copy engine takes 16-bit rows of whole 64-column boxes, KW rows a page");
 constexpr int FLOATS = 2 * R * d + Bc * R + 2 * WARPS * R + 2 * R;  // Q_i .. l_blk
 static_assert(FLOATS % 2 == 0, "the mbarriers after l_blk are 8-byte aligned");
+// The rings of K_j and V_j, in bytes, free once the main loop is done.
+constexpr int RING_BYTES = 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t);
 // The dynamic shared memory (layout in the kernel), which the merge reuses for its weights.
-constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0)
-                           + 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t) + 4 * FLOATS
+constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0) + RING_BYTES + 4 * FLOATS
                            + (TMA_COPIES ? 8 * STAGES * WARPS : 0);
-static_assert(!WARP_MERGE_PARALLEL
-              || WARPS * R * d * 4 <= 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t),
+static_assert(!WARP_MERGE_PARALLEL || WARPS * R * d * 4 <= RING_BYTES,
               "the warps' O_i fit the ring");
 static_assert(4 * (R * MAX_SPLITS + R + 1) <= SMEM_BYTES,
               "the merge's weights and the ticket's answer fit shared memory");
@@ -662,7 +662,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     // MERGE_BULK: the O_s of the block's rows in the ring, the weights after it (from Q_i,
     // free too, where they fit: Q_i, P_ij and O_acc hold 2 · R · d + Bc · R floats).
 #if MERGE_BULK && TILE_COPIES
-    constexpr int RING_BYTES = 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t);
     const bool bulk = WARPS > 1 && R * S * d * 4 <= RING_BYTES
                       && R * S + R + 1 <= 2 * R * d + Bc * R;
 #else
@@ -687,9 +686,10 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     // The merge of the R rows of (b, g).
 #if MERGE_BULK && TILE_COPIES
     // One bulk copy of the R rows' O_s (R · S · d floats, contiguous in O_part) into the ring,
-    // on stage 0's barrier of warp 1, which whole-tile copies never use (phase 0), issued by
-    // the thread that drew the ticket, after its acquire and a proxy fence.
-    const unsigned bulk_bar = smem_addr(l_blk + R) + 8 * STAGES;    // stage_barrier(bars, 0, 1)
+    // on the first barrier past the stages' (whole-tile copies use one a stage: this one is
+    // in phase 0), issued by the thread that drew the ticket, after its acquire and a proxy
+    // fence.
+    const unsigned bulk_bar = bars + 8 * STAGES;
     float* const O_slab = (float*)ring;
     if (bulk && tid == 0) {
         fence_proxy_async_global();   // the acquired O_s, for the copy engine's reads
