@@ -108,15 +108,6 @@ static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
 #ifndef WARP_MERGE_PARALLEL
 #define WARP_MERGE_PARALLEL 0
 #endif
-// A lab switch: MERGE_BULK=1 has the merging block bring its rows' O_s of every split into
-// the ring (free by then) with one bulk copy, issued as soon as its ticket is drawn, beside
-// the loads of m_s and l_s, and sum them from shared memory, instead of 8 L2 loads in
-// flight a thread, round after round. Builds that copy whole tiles only (it takes an
-// mbarrier those builds leave unused), and only where R · S · d floats fit the ring; 0 in
-// every build the launcher makes.
-#ifndef MERGE_BULK
-#define MERGE_BULK 0
-#endif
 enum Phase { START, Q_READY, FIRST_TILE, LOOP_DONE, WARPS_MET, O_MERGED, STATE_WRITTEN,
              TICKET_DRAWN, END, PHASES };
 #if PHASE_CLOCK
@@ -659,15 +650,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     // The merge's shared memory, free once every thread has written its part of the split's
     // state (take_ticket's first barrier): the weights rescale_s · l_s, l_final, and the
     // ticket's answer, which the leader writes after that barrier.
-    // MERGE_BULK: the O_s of the block's rows in the ring, the weights after it (from Q_i,
-    // free too, where they fit: Q_i, P_ij and O_acc hold 2 · R · d + Bc · R floats).
-#if MERGE_BULK && TILE_COPIES
-    const bool bulk = WARPS > 1 && R * S * d * 4 <= RING_BYTES
-                      && R * S + R + 1 <= 2 * R * d + Bc * R;
-#else
-    const bool bulk = false;
-#endif
-    float* weight = bulk ? Q_i : (float*)smem;          // R × S
+    float* const weight = (float*)smem;                 // R × S
     float* l_fin = weight + R * S;                      // R
     volatile int* const merges = (volatile int*)(l_fin + R);
 
@@ -684,20 +667,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     }
 
     // The merge of the R rows of (b, g).
-#if MERGE_BULK && TILE_COPIES
-    // One bulk copy of the R rows' O_s (R · S · d floats, contiguous in O_part) into the ring,
-    // on the first barrier past the stages' (whole-tile copies use one a stage: this one is
-    // in phase 0), issued by the thread that drew the ticket, after its acquire and a proxy
-    // fence.
-    const unsigned bulk_bar = bars + 8 * STAGES;
-    float* const O_slab = (float*)ring;
-    if (bulk && tid == 0) {
-        fence_proxy_async_global();   // the acquired O_s, for the copy engine's reads
-        fence_proxy_async();          // the ring's last generic accesses, before its writes
-        mbar_expect_bytes(bulk_bar, R * S * d * 4);
-        bulk_load(smem_addr(O_slab), O_part + row0 * S * d, R * S * d * 4, bulk_bar);
-    }
-#endif
     // m_final, each split's rescale and weight, l_final: one warp per row, each lane its
     // splits s ≡ lane (mod 32), all read at once.
     for (int r = warp; r < R; r += WARPS) {
@@ -731,36 +700,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         }
     }
     __syncthreads();  // every row's weights and l_final are in shared memory before the sums
-#if MERGE_BULK && TILE_COPIES
-    if (bulk) {
-        mbar_wait(bulk_bar, 0);   // every split's O_s has landed
-        for (int item = tid; item < R * d / MV; item += NUM_THREADS) {
-            const int r = item / (d / MV), x = item % (d / MV) * MV;
-            const float* O_s = O_slab + r * S * d + x;
-            const float* w = weight + r * S;
-            float o[MV];
-            #pragma unroll
-            for (int e = 0; e < MV; ++e) o[e] = 0.f;
-            for (int sp = 0; sp < S; ++sp) {
-                float v[MV];
-                if constexpr (MV == 4) {
-                    const float4 t = *(const float4*)(O_s + sp * d);
-                    v[0] = t.x; v[1] = t.y; v[2] = t.z; v[3] = t.w;
-                } else {
-                    #pragma unroll
-                    for (int e = 0; e < MV; ++e) v[e] = O_s[sp * d + e];
-                }
-                #pragma unroll
-                for (int e = 0; e < MV; ++e) o[e] += w[sp] * v[e];
-            }
-            const float l_final = l_fin[r];
-            #pragma unroll
-            for (int e = 0; e < MV; ++e) store_as(O + (row0 + r) * d + x + e, o[e] / l_final);
-        }
-        phase_stamp(END);
-        return;
-    }
-#endif
 
     // O = Σ_s weight_s · O_s / l_final: each thread MV dimensions of one row over all splits,
     // MERGE_IN_FLIGHT splits' loads issued before their sums.

@@ -48,21 +48,6 @@ __device__ __forceinline__ void tma_load(unsigned dst, const TensorMap* map, int
                  :: "r"(dst), "l"(map), "r"(col), "r"(row), "r"(bh), "r"(bar) : "memory");
 }
 
-// `bytes` contiguous bytes of global memory -> shared memory, one bulk copy completing on
-// `bar` (both addresses 16-byte aligned, bytes a multiple of 16).
-__device__ __forceinline__ void bulk_load(unsigned dst, const void* src, unsigned bytes,
-                                          unsigned bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
-                 " [%0], [%1], %2, [%3];"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
-// Global memory this thread has acquired (other blocks' generic-proxy writes) is seen as such
-// by its later async-proxy reads (bulk copies).
-__device__ __forceinline__ void fence_proxy_async_global() {
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-}
-
 // This thread's generic-proxy writes to shared memory become visible to the async proxy
 // (wgmma operands, bulk copies) of later operations.
 __device__ __forceinline__ void fence_proxy_async() {
