@@ -13,9 +13,10 @@
 #   2. decode_phases.py --with both switches: the merging block's merge and the end of a split
 #      phase by phase (predicted: the merge 2.5 -> 1.0-1.5 us, the end of a split 1.6 -> 0.8).
 #   3. the decode kernel's gpu-marked tests with both switches set (the kernel is theirs only).
-# Run from the repository root on a Hopper GPU: bash lab/decode_merge_bulk.sh (about 4 minutes)
-# Prepared 2026-11-28, compile-checked (nvcc 13.0, sm_90a: d 128 contiguous 96-98 registers,
-# no spills); not yet run.
+# Needs the switch of patches/decode_merge_bulk.diff (git apply it onto commit ca1d399); run
+# from the repository root on a Hopper GPU: bash lab/decode_merge_bulk.sh (about 4 minutes).
+# Run 2026-11-28 on an H200 before the switch left the kernel: the bulk merge 9-11% slower at
+# every shape, its stamped build not (logs/h200_2026-11-28_decode_merge_bulk.log, NOTES.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 lab/decode_tensor_cores.py --set merge_bulk --quick 2>&1 | grep -v "^  {"

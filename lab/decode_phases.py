@@ -106,7 +106,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--with", dest="switches", default="",
                     help="more switches of the kernel for the stamped build, e.g. "
-                         "WARP_MERGE_PARALLEL=1,MERGE_BULK=1")
+                         "MERGE_IN_FLIGHT=16 (a patch's: MERGE_BULK=1)")
     args = ap.parse_args()
     stamped = build(args.switches)
     from engine.decode import make_decode_inputs

@@ -146,7 +146,8 @@ def decode_examples():
     """The Flash-Decoding kernel in float16 and bfloat16 at head_dim 64 and 128 (one query
     row per block, contiguous; four rows of a GQA group, paged), each also as its copy-engine
     build (TMA_COPIES, which sm_90 takes for these), and the extremes: float32 at head_dim 256
-    with 32 rows, float16 at head_dim 16 with four query tokens."""
+    with 32 rows, bfloat16 there (the warps' partial outputs summed in rounds), float16 at
+    head_dim 16 with four query tokens."""
     from engine.model.decode_config import DecodeConfig, decode_tma
     from engine.gpu.launchers import decode
     shapes = [dict(head_dim=d, dtype=dt, **layout) for d in (64, 128)
@@ -155,6 +156,7 @@ def decode_examples():
                                                              page_size=16))]
     shapes += [dict(head_dim=128, dtype="float16", heads=32, kv_heads=8, page_size=64)]
     shapes += [dict(head_dim=256, dtype="float32", heads=32, kv_heads=1, page_size=256),
+               dict(head_dim=256, dtype="bfloat16", heads=32, kv_heads=1),
                dict(head_dim=16, dtype="float16", heads=4, kv_heads=2, seq_q=4, seq_k=64)]
     configs = [DecodeConfig(**kw) for kw in shapes]
     return [decode.compile_options(cfg, tma) for cfg in configs

@@ -119,8 +119,8 @@ def builds_for(kernel, target: str) -> list[tuple]:
 
 
 # Spills the tests accept, each with its bound (bytes of spill stores, any NVRTC, any target
-# listed): the Flash-Decoding build with the most query rows per block at head_dim 256 in
-# float32 (32 rows × 256 float32 accumulators over 128 threads: more than registers hold, on
+# listed): the Flash-Decoding builds with the most query rows per block at head_dim 256, float32
+# or bfloat16 (32 rows × 256 float32 accumulators over 128 threads: more than registers hold, on
 # every GPU; a class runs it to see the limit, not for speed), its paged head_dim 128 builds
 # (pages of 16 and of 64, cp.async) with NVRTC 12 on sm_86/89, and on Turing the traced
 # mma.sync build of head_dim 128 at 128×32 (the trace's extra stores; the timed, untraced
@@ -128,7 +128,7 @@ def builds_for(kernel, target: str) -> list[tuple]:
 # head_dim 128 tensor-core backward with one query buffer (the 99 KiB blocks of sm_86/89),
 # which NVRTC 12 builds with a few spilled bytes where nvcc 13 spills none.
 KNOWN_SPILLS = {
-    ("decode", "-DHEAD_DIM=256", "-DELEM_T=float", "-DQUERY_ROWS=32"): 12560,
+    ("decode", "-DHEAD_DIM=256", "-DQUERY_ROWS=32"): 12560,
     ("decode", "-DHEAD_DIM=128", "-DQUERY_ROWS=4", "-DPAGE_SIZE=16"): 4,
     ("decode", "-DHEAD_DIM=128", "-DQUERY_ROWS=4", "-DPAGE_SIZE=64"): 4,
     ("mma.sync", "-DHEAD_DIM=128", "-DBLOCK_Q=128", "-DBLOCK_K=32", "-DTRACE=1"): 12,
