@@ -6,7 +6,7 @@
 # switch had timed 0.2-1.0 us faster; this tells the layout's change from the run's.
 #   1. the kernel as it is, --set warp_merge --quick: both builds are now the same one, so
 #      their difference is the method's noise;
-#   2. commit ca1d399's kernel and shared-memory layout (kernels/, engine/model/iomodel.py),
+#   2. commit ca1d399's kernel, shared-memory layout and decode GPU cases (kernels/, iomodel.py,
 #      --set warp_merge --quick: the kernel before, and its WARP_MERGE_PARALLEL build;
 #   3. step 1 again (drift over the call). Every build checked against float64 first.
 # Run from the repository root on a Hopper GPU, git history present: bash
@@ -15,8 +15,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 run() { python3 lab/decode_tensor_cores.py --set warp_merge --quick 2>&1 | grep -v "^  {"; }
 echo "== the kernel as it is"; run
-trap 'git checkout HEAD -- kernels engine/model/iomodel.py' EXIT
-git checkout ca1d399 -- kernels engine/model/iomodel.py
+trap 'git checkout HEAD -- kernels engine/model/iomodel.py tests/test_gpu_decode.py' EXIT
+git checkout ca1d399 -- kernels engine/model/iomodel.py tests/test_gpu_decode.py
 echo "== commit ca1d399: the kernel before, and its WARP_MERGE_PARALLEL build"; run
-git checkout HEAD -- kernels engine/model/iomodel.py
+git checkout HEAD -- kernels engine/model/iomodel.py tests/test_gpu_decode.py
 echo "== the kernel as it is, again"; run
