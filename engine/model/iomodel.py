@@ -521,17 +521,15 @@ def decode_smem_parts(cfg: DecodeConfig, threads: int = 128, tma: bool = False) 
     """Dynamic shared memory of one block of the split kernel (kernels/decode/flash_decode.cu), in
     its order: K_j and V_j, DECODE_STAGES buffers each of Bc rows (input dtype), padded by 16
     bytes, or unpadded and from a 1024-byte boundary when the copy engine brings them (tma,
-    decode_config.decode_tma); Q_i, P_ij (Bc keys × rows) in float32; each warp's m and l per
-    row, and the block's; with tma, an mbarrier per stage and warp. The warps' partial outputs
-    are summed through the rings once the key tiles are done, so they take no space of their
-    own."""
+    decode_config.decode_tma); Q_i, P_ij (Bc keys × rows), O_acc (float32); each warp's m and l
+    per row, and the block's; with tma, an mbarrier per stage and warp."""
     from .decode_config import DECODE_STAGES, decode_block_k
     Bc, d, e, rows = decode_block_k(cfg.head_dim), cfg.head_dim, cfg.itemsize, cfg.rows
     stages, warps = DECODE_STAGES, threads // 32
     ring = stages * Bc * (d if tma else d + 16 // e) * e
     parts = {"alignment to 1024 bytes": 1024} if tma else {}
     parts.update({f"K_j ({stages} stages)": ring, f"V_j ({stages} stages)": ring,
-                  "Q_i": rows * d * 4, "P_ij": Bc * rows * 4,
+                  "Q_i": rows * d * 4, "P_ij": Bc * rows * 4, "O_acc": rows * d * 4,
                   "m, l per warp and block": 2 * (warps + 1) * rows * 4})
     if tma:
         parts["mbarriers"] = 8 * stages * warps

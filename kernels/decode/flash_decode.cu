@@ -101,6 +101,14 @@ static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
 #ifndef PHASE_CLOCK
 #define PHASE_CLOCK 0
 #endif
+// A lab switch: WARP_MERGE_PARALLEL=1 merges the warps' O_i at the end of a split in one
+// step (each warp's scaled O_i to a slice of the free ring, one barrier, each thread summing
+// its dimensions over the warps) instead of one warp at a time into O_acc (a barrier a
+// warp); 0 in every build the launcher makes. Measured on an H200: 0.2-1.0 us less a step in
+// the copy engine's builds, but the cp.async builds' main loop 15-19% slower (lab/NOTES.md).
+#ifndef WARP_MERGE_PARALLEL
+#define WARP_MERGE_PARALLEL 0
+#endif
 enum Phase { START, Q_READY, FIRST_TILE, LOOP_DONE, WARPS_MET, O_MERGED, STATE_WRITTEN,
              TICKET_DRAWN, END, PHASES };
 #if PHASE_CLOCK
@@ -122,20 +130,15 @@ constexpr int BOXES = d / 64, RING_ROW = TMA_COPIES ? d : KV_STRIDE;
 static_assert(!TMA_COPIES || (sizeof(elem_t) == 2 && d % 64 == 0 && KW % 8 == 0
                               && (PAGE_SIZE == 0 || PAGE_SIZE % KW == 0)),
               "the copy engine takes 16-bit rows of whole 64-column boxes, KW rows a page");
-constexpr int FLOATS = R * d + Bc * R + 2 * WARPS * R + 2 * R;  // Q_i .. l_blk
+constexpr int FLOATS = 2 * R * d + Bc * R + 2 * WARPS * R + 2 * R;  // Q_i .. l_blk
 static_assert(FLOATS % 2 == 0, "the mbarriers after l_blk are 8-byte aligned");
 // The rings of K_j and V_j, in bytes, free once the main loop is done.
 constexpr int RING_BYTES = 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t);
 // The dynamic shared memory (layout in the kernel), which the merge reuses for its weights.
 constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0) + RING_BYTES + 4 * FLOATS
                            + (TMA_COPIES ? 8 * STAGES * WARPS : 0);
-// The end of a split sums the warps' O_i through the ring: SLICES of R × d floats fit it, every
-// warp's where they all fit (one round), else slice 0 keeps the sum so far and each further
-// round's warps take the slices after it (head_dim 256 with 16-bit elements and more than 16
-// rows).
-constexpr int SLICES = WARPS < RING_BYTES / (4 * R * d) ? WARPS : RING_BYTES / (4 * R * d);
-constexpr int WARP_ROUNDS = SLICES >= WARPS ? 1 : 1 + (WARPS - 2) / (SLICES - 1);
-static_assert(SLICES >= 2 || WARPS == 1, "two warps' O_i fit the ring");
+static_assert(!WARP_MERGE_PARALLEL || WARPS * R * d * 4 <= RING_BYTES,
+              "the warps' O_i fit the ring");
 static_assert(4 * (R * MAX_SPLITS + R + 1) <= SMEM_BYTES,
               "the merge's weights and the ticket's answer fit shared memory");
 // The merge: each thread sums MV consecutive dimensions of one row over the splits, MV as
@@ -395,7 +398,8 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     elem_t* V_j = K_j + STAGES * Bc * RING_ROW;         // STAGES × Bc × RING_ROW
     float* Q_i = (float*)(V_j + STAGES * Bc * RING_ROW);    // R × d, in log2 units
     float* P_ij = Q_i + R * d;                          // Bc × R: warp w's keys at w·KW..
-    float* m_w = P_ij + Bc * R;                         // WARPS × R: each warp's max (log2)
+    float* O_acc = P_ij + Bc * R;                       // R × d: the warps' sum
+    float* m_w = O_acc + R * d;                         // WARPS × R: each warp's max (log2)
     float* l_w = m_w + WARPS * R;                       // WARPS × R: each warp's sum
     float* m_blk = l_w + WARPS * R;                     // R: the block's max, sum
     float* l_blk = m_blk + R;
@@ -577,7 +581,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     phase_stamp(WARPS_MET);
 
     // Merge the warps (a fixed order): the block's max m_s = max_w m_w, each warp's O_i scaled
-    // by exp2(m_w - m_s) and summed in warp order, l_s = Σ_w exp2(m_w - m_s) l_w.
+    // by exp2(m_w - m_s) and summed in O_acc one warp at a time, l_s = Σ_w exp2(m_w - m_s) l_w.
     float own[R];
     #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -593,41 +597,52 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             l_blk[r] = l_s;
         }
     }
-    // Each warp's scaled O_i to a slice of the ring, free now (every copy has landed, and the
-    // barrier above follows every warp's last read of it); each thread sums its dimensions over
-    // the slices and writes the split's state: O_s = Σ_w O_w / l_s (0 for a row that saw no key
-    // of the split), then m_s in natural-log units, and l_s.
-    float* const O_w = (float*)ring;                    // SLICES × R × d
-    #pragma unroll
-    for (int round = 0; round < WARP_ROUNDS; ++round) {
-        const int first = round == 0 ? 0 : 1;          // slice 0: the sum of earlier rounds
-        const int w0 = round == 0 ? 0 : SLICES + (round - 1) * (SLICES - 1);
-        const int n = min(WARPS - w0, SLICES - first);  // this round's warps
-        const bool last = round == WARP_ROUNDS - 1;
-        if (kg == 0 && warp >= w0 && warp < w0 + n) {
+#if WARP_MERGE_PARALLEL
+    // Each warp's O_i scaled by own into a slice of its own in the ring, free now (every copy
+    // has landed, and the barrier above follows every warp's last read of it); then each
+    // thread sums the warps' slices of its dimensions in warp order.
+    float* const O_w = (float*)ring;                    // WARPS × R × d
+    if (kg == 0) {
+        #pragma unroll
+        for (int r = 0; r < R; ++r) {
+            float* o = O_w + (warp * R + r) * d + dl * DPL;
+            #pragma unroll
+            for (int e = 0; e < DPL; ++e) o[e] = own[r] * acc[r][e];
+        }
+    }
+    __syncthreads();  // every warp's slice (and l_blk) is in shared memory before the sums
+    phase_stamp(O_MERGED);
+    for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
+        const int r = idx / d, x = idx % d;
+        float o = 0.f;
+        #pragma unroll
+        for (int w = 0; w < WARPS; ++w) o += O_w[(w * R + r) * d + x];
+        const float l = l_blk[r];
+        O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? o / l : 0.f;
+    }
+#else
+    for (int w = 0; w < WARPS; ++w) {
+        if (warp == w && kg == 0) {
             #pragma unroll
             for (int r = 0; r < R; ++r) {
-                float* o = O_w + ((first + warp - w0) * R + r) * d + dl * DPL;
+                float* o = O_acc + r * d + dl * DPL;
                 #pragma unroll
-                for (int e = 0; e < DPL; ++e) o[e] = own[r] * acc[r][e];
+                for (int e = 0; e < DPL; ++e)
+                    o[e] = (w == 0 ? 0.f : o[e]) + own[r] * acc[r][e];
             }
         }
-        __syncthreads();  // this round's slices (and l_blk) are in shared memory before the sums
-        if (round == 0) phase_stamp(O_MERGED);
-        for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
-            const int r = idx / d, x = idx % d;
-            float o = 0.f;
-            #pragma unroll
-            for (int w = 0; w < first + n; ++w) o += O_w[(w * R + r) * d + x];
-            if (!last) {
-                O_w[idx] = o;
-                continue;
-            }
-            const float l = l_blk[r];
-            O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? o / l : 0.f;
-        }
-        if (!last) __syncthreads();  // every sum is read and in slice 0 before the next warps write
+        __syncthreads();  // warp w has added its part before warp w + 1 reads O_acc
     }
+    phase_stamp(O_MERGED);
+
+    // Write the split's state: O_s = O_acc / l_s (0 for a row that saw no key of the split),
+    // m_s in natural-log units, l_s.
+    for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
+        const int r = idx / d, x = idx % d;
+        const float l = l_blk[r];
+        O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? O_acc[idx] / l : 0.f;
+    }
+#endif
     if (tid < R) {
         m_part[(row0 + tid) * S + s] = m_blk[tid] * LN2;
         l_part[(row0 + tid) * S + s] = l_blk[tid];
