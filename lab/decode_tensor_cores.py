@@ -194,6 +194,7 @@ def force(tensor_cores=None, stages: int = 2, prefetch=None, block_k=None, per_s
 def check(build: dict) -> float:
     """The worst error against float64 over the GPU tests' shapes (relative, as they measure)."""
     from engine.decode import make_decode_inputs, run_decode
+    from kernels.loader import KernelCompileError
     from reference import decode64, rel_err
     from test_gpu_decode import CASES, OUT_TOL, config, contiguous
     worst = 0.0
@@ -202,7 +203,11 @@ def check(build: dict) -> float:
         for kw in CASES:
             cfg = config(**kw)
             q, k, v = make_decode_inputs(cfg)
-            got = run_decode(cfg, q, k, v, backend="cupy", trace=False)
+            try:
+                got = run_decode(cfg, q, k, v, backend="cupy", trace=False)
+            except KernelCompileError as e:    # a switch's static_assert: not for this case
+                print(f"  {build} {kw}: not built ({str(e).splitlines()[-1][:120]})")
+                continue
             want, _, _ = decode64(q, *contiguous(cfg, k, v))
             err = rel_err(got.output, want) / OUT_TOL[cfg.dtype]
             worst = max(worst, err)
