@@ -73,8 +73,9 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    (WARP_MERGE_PARALLEL=1 of flash_decode.cu: each warp's scaled O_i to its
                    slice of the free ring, one barrier, each thread summing its dimensions
                    over the warps) instead of a warp at a time, a barrier each (1.0 us of a
-                   block's end in decode_phases.py's run); the one-step merge is the kernel's
-                   since the 22:00 UTC run and the switch is gone, so both builds are the same
+                   block's end in decode_phases.py's run); made the kernel at commit da0d8ae
+                   and taken back at d6e7720: the cp.async builds ran 13-16% slower with it
+                   (--splits 1,8; NOTES.md)
   --set merge_bulk the kernel; the warps' O_i merged in one step (as in --set warp_merge);
                    the merging block's O_s brought by one bulk copy into the free ring and
                    summed from shared memory (MERGE_BULK=1: one L2 round trip instead of four
@@ -308,7 +309,7 @@ BUILDS = {   # name -> force()'s arguments
     # of ticket.cuh) in place of the leader's two fences, and no merge (timed unchecked)
     "acq_rel": {"kernel": spec(), "acq_rel atomic": spec(defines=("TICKET_ACQ_REL=1",)),
                 "no merge": spec(defines=("SKIP_MERGE=1",), unchecked=True)},
-    # the warps' O_i merged in one step (WARP_MERGE_PARALLEL), the kernel's since: the same build
+    # against the kernel as it is: the warps' O_i merged in one step (WARP_MERGE_PARALLEL)
     "warp_merge": {"kernel": spec(),
                    "one-step warp merge": spec(defines=("WARP_MERGE_PARALLEL=1",))},
     # against the kernel as it is: the one-step warp merge, the bulk-copied merge (MERGE_BULK,
