@@ -74,7 +74,7 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    slice of the free ring, one barrier, each thread summing its dimensions
                    over the warps) instead of a warp at a time, a barrier each (1.0 us of a
                    block's end in decode_phases.py's run); made the kernel at commit da0d8ae
-                   and taken back at d6e7720: the cp.async builds ran 13-16% slower with it
+                   and taken back at d6e7720: the cp.async builds ran 12-16% slower with it
                    (--splits 1,8; NOTES.md)
   --set merge_bulk the kernel; the warps' O_i merged in one step (as in --set warp_merge);
                    the merging block's O_s brought by one bulk copy into the free ring and

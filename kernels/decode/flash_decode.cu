@@ -105,7 +105,7 @@ static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
 // step (each warp's scaled O_i to a slice of the free ring, one barrier, each thread summing
 // its dimensions over the warps) instead of one warp at a time into O_acc (a barrier a
 // warp); 0 in every build the launcher makes. Measured on an H200: 0.2-1.0 us less a step in
-// the copy engine's builds, but the cp.async builds' steps 13-16% slower (lab/NOTES.md).
+// the copy engine's builds, but the cp.async builds' steps 12-16% slower (lab/NOTES.md).
 #ifndef WARP_MERGE_PARALLEL
 #define WARP_MERGE_PARALLEL 0
 #endif
