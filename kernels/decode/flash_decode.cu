@@ -93,52 +93,17 @@ static_assert(!TILE_COPIES || (TMA_COPIES && PAGE_SIZE % Bc == 0),
 #ifndef MERGE_IN_FLIGHT
 #define MERGE_IN_FLIGHT 8
 #endif
-// A lab switch: PHASE_CLOCK=n (n > 0) has thread 0 of each of the grid's first n blocks
-// (block order: split fastest, then KV head, then sequence) stamp its phases into
-// phase_clock, PHASE_SLOTS u64 a block: %globaltimer at its start and end (ns), clock64 at
-// each Phase below, and its SM (lab/decode_phases.py reads it); 0 in every build the
-// launcher makes.
-#ifndef PHASE_CLOCK
-#define PHASE_CLOCK 0
-#endif
-// A lab switch: WARP_MERGE_PARALLEL=1 merges the warps' O_i at the end of a split in one
-// step (each warp's scaled O_i to a slice of the free ring, one barrier, each thread summing
-// its dimensions over the warps) instead of one warp at a time into O_acc (a barrier a
-// warp); 0 in every build the launcher makes. Measured on an H200: 0.2-1.0 us less a step in
-// the copy engine's builds, but the cp.async builds' steps 12-16% slower (lab/NOTES.md).
-#ifndef WARP_MERGE_PARALLEL
-#define WARP_MERGE_PARALLEL 0
-#endif
-enum Phase { START, Q_READY, FIRST_TILE, LOOP_DONE, WARPS_MET, O_MERGED, STATE_WRITTEN,
-             TICKET_DRAWN, END, PHASES };
-#if PHASE_CLOCK
-constexpr int PHASE_SLOTS = PHASES + 3;     // 2 timers, a clock a phase, the SM
-__device__ u64 phase_clock[PHASE_CLOCK * PHASE_SLOTS];
-__device__ __forceinline__ void phase_stamp(Phase phase) {
-    const long long blk = ((long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x
-                          + blockIdx.x;
-    if (threadIdx.x != 0 || blk >= PHASE_CLOCK) return;
-    u64* const slot = phase_clock + blk * PHASE_SLOTS;
-    if (phase == START) { slot[0] = global_timer(); slot[PHASES + 2] = sm_index(); }
-    if (phase == END) slot[1] = global_timer();
-    slot[2 + phase] = clock64();
-}
-#else
-__device__ __forceinline__ void phase_stamp(Phase) {}
-#endif
 constexpr int BOXES = d / 64, RING_ROW = TMA_COPIES ? d : KV_STRIDE;
 static_assert(!TMA_COPIES || (sizeof(elem_t) == 2 && d % 64 == 0 && KW % 8 == 0
                               && (PAGE_SIZE == 0 || PAGE_SIZE % KW == 0)),
               "the copy engine takes 16-bit rows of whole 64-column boxes, KW rows a page");
 constexpr int FLOATS = 2 * R * d + Bc * R + 2 * WARPS * R + 2 * R;  // Q_i .. l_blk
 static_assert(FLOATS % 2 == 0, "the mbarriers after l_blk are 8-byte aligned");
-// The rings of K_j and V_j, in bytes, free once the main loop is done.
+// The rings of K_j and V_j, in bytes.
 constexpr int RING_BYTES = 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t);
 // The dynamic shared memory (layout in the kernel), which the merge reuses for its weights.
 constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0) + RING_BYTES + 4 * FLOATS
                            + (TMA_COPIES ? 8 * STAGES * WARPS : 0);
-static_assert(!WARP_MERGE_PARALLEL || WARPS * R * d * 4 <= RING_BYTES,
-              "the warps' O_i fit the ring");
 static_assert(4 * (R * MAX_SPLITS + R + 1) <= SMEM_BYTES,
               "the merge's weights and the ticket's answer fit shared memory");
 // The merge: each thread sums MV consecutive dimensions of one row over the splits, MV as
@@ -388,7 +353,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     const int n_tiles = tile_count(k_end - k_begin, Bc);
     // The R rows of KV head g are contiguous in Q: heads g·group.., SEQ_Q tokens each.
     const long long row0 = ((long long)b * kv_heads + g) * R;
-    phase_stamp(START);
 
     // Dynamic shared memory, in the order engine/model/iomodel.py's decode_smem_parts lists it.
     extern __shared__ __align__(16) unsigned char smem[];
@@ -430,7 +394,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     for (int idx = tid; idx < R * d; idx += NUM_THREADS)
         Q_i[idx] = to_f32(Q[row0 * d + idx]) * (scale * LOG2E);
     __syncthreads();  // Q_i is in shared memory before any warp's dot products read it
-    phase_stamp(Q_READY);
 
     // The warp's running state: m_i, l_i per row (the same in every lane) and O_i, the lane's
     // DPL dimensions of every row over its key group's keys.
@@ -471,7 +434,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         load_tile(K_j, V_j, K, V, page, b, g, k0 + (STAGES - 1) * Bc, k_begin, k_end,
                   (j + STAGES - 1) % STAGES, warp, lane, kv_heads, seq_k);
 #endif
-        if (j == 0) phase_stamp(FIRST_TILE);
         lookup_pages(page, block_table, b, k0 + STAGES * Bc, k_begin, k_end, warp, lane,
                      pages_per_seq);
 
@@ -561,7 +523,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             }
         }
     }
-    phase_stamp(LOOP_DONE);
 #if !TMA_COPIES
     cp_async_wait<0>();   // no copy is left in flight (the last groups are empty)
 #endif
@@ -578,7 +539,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         if (lane == 0) { m_w[warp * R + r] = m_i[r]; l_w[warp * R + r] = l_i[r]; }
     }
     __syncthreads();  // every warp's m_i, l_i are in shared memory before the merge reads them
-    phase_stamp(WARPS_MET);
 
     // Merge the warps (a fixed order): the block's max m_s = max_w m_w, each warp's O_i scaled
     // by exp2(m_w - m_s) and summed in O_acc one warp at a time, l_s = Σ_w exp2(m_w - m_s) l_w.
@@ -597,30 +557,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             l_blk[r] = l_s;
         }
     }
-#if WARP_MERGE_PARALLEL
-    // Each warp's O_i scaled by own into a slice of its own in the ring, free now (every copy
-    // has landed, and the barrier above follows every warp's last read of it); then each
-    // thread sums the warps' slices of its dimensions in warp order.
-    float* const O_w = (float*)ring;                    // WARPS × R × d
-    if (kg == 0) {
-        #pragma unroll
-        for (int r = 0; r < R; ++r) {
-            float* o = O_w + (warp * R + r) * d + dl * DPL;
-            #pragma unroll
-            for (int e = 0; e < DPL; ++e) o[e] = own[r] * acc[r][e];
-        }
-    }
-    __syncthreads();  // every warp's slice (and l_blk) is in shared memory before the sums
-    phase_stamp(O_MERGED);
-    for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
-        const int r = idx / d, x = idx % d;
-        float o = 0.f;
-        #pragma unroll
-        for (int w = 0; w < WARPS; ++w) o += O_w[(w * R + r) * d + x];
-        const float l = l_blk[r];
-        O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? o / l : 0.f;
-    }
-#else
     for (int w = 0; w < WARPS; ++w) {
         if (warp == w && kg == 0) {
             #pragma unroll
@@ -633,7 +569,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         }
         __syncthreads();  // warp w has added its part before warp w + 1 reads O_acc
     }
-    phase_stamp(O_MERGED);
 
     // Write the split's state: O_s = O_acc / l_s (0 for a row that saw no key of the split),
     // m_s in natural-log units, l_s.
@@ -642,7 +577,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         const float l = l_blk[r];
         O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? O_acc[idx] / l : 0.f;
     }
-#endif
     if (tid < R) {
         m_part[(row0 + tid) * S + s] = m_blk[tid] * LN2;
         l_part[(row0 + tid) * S + s] = l_blk[tid];
@@ -655,17 +589,12 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     float* l_fin = weight + R * S;                      // R
     volatile int* const merges = (volatile int*)(l_fin + R);
 
-    phase_stamp(STATE_WRITTEN);
     if (SKIP_MERGE) return;
     // Take a ticket once the state is visible device-wide: the block that draws S - 1 is the
     // last of (b, g) to finish, and merges; the others are done.
-    const bool last = take_ticket(split_count + b * kv_heads + g, S - 1, merges, tid == 0,
-                                  [] { __syncthreads(); });
-    phase_stamp(TICKET_DRAWN);
-    if (!last) {
-        phase_stamp(END);
+    if (!take_ticket(split_count + b * kv_heads + g, S - 1, merges, tid == 0,
+                     [] { __syncthreads(); }))
         return;
-    }
 
     // The merge of the R rows of (b, g).
     // m_final, each split's rescale and weight, l_final: one warp per row, each lane its
@@ -729,5 +658,4 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         #pragma unroll
         for (int e = 0; e < MV; ++e) store_as(O + (row0 + r) * d + x + e, o[e] / l_final);
     }
-    phase_stamp(END);
 }
