@@ -25,7 +25,9 @@ after a block starts; the main loop's maximum over the blocks is 2-4 us above it
 (the SMs that hold two blocks against the eight that hold one), and that spread, not any
 fixed phase, is most of the 10 us.
 
-Run on a Hopper GPU: python3 lab/decode_phases.py [--reps 5] [--with A=1,B=1]   (about 1 minute;
+Needs the PHASE_CLOCK switch, out of the kernel since commit b0a487e: git apply
+patches/decode_phase_clock.diff (onto b0a487e; it brings WARP_MERGE_PARALLEL back too). Run on
+a Hopper GPU: python3 lab/decode_phases.py [--reps 5] [--with A=1,B=1]   (about 1 minute;
 --with: more -D switches of the kernel in the stamped build)
 Run on an H200, 2026-11-28 20:38 and 20:40 UTC (logs/h200_2026-11-28_decode_phases_first.log,
 logs/h200_2026-11-28_decode_phases.log; lab/NOTES.md, "Decoding: a batch-1 step block by

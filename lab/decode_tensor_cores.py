@@ -75,7 +75,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    over the warps) instead of a warp at a time, a barrier each (1.0 us of a
                    block's end in decode_phases.py's run); made the kernel at commit da0d8ae
                    and taken back at d6e7720: the cp.async builds ran 12-16% slower with it
-                   (--splits 1,8; NOTES.md)
+                   (--splits 1,8; NOTES.md); the switch left the kernel at b0a487e: git apply
+                   patches/decode_phase_clock.diff
   --set merge_bulk the kernel; the warps' O_i merged in one step (as in --set warp_merge);
                    the merging block's O_s brought by one bulk copy into the free ring and
                    summed from shared memory (MERGE_BULK=1: one L2 round trip instead of four

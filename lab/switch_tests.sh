@@ -4,9 +4,9 @@
 # back afterwards (git checkout), so commit first. Stops if a switch is not there to set.
 # Usage, from the repository root on a GPU:
 #   bash lab/switch_tests.sh FILE MACRO[,MACRO...] TEST_FILE...
-# e.g. the ticket's users: bash lab/switch_tests.sh kernels/include/ticket.cuh TICKET_ACQ_REL \
-#   tests/test_gpu_decode.py tests/test_gpu_wgmma.py tests/test_gpu_tensorcore.py \
-#   tests/test_gpu_launchers.py
+# e.g., with patches/decode_phase_clock.diff applied: bash lab/switch_tests.sh \
+#   kernels/decode/flash_decode.cu WARP_MERGE_PARALLEL tests/test_gpu_decode.py
+# (decode_acq_rel.sh ran it on ticket.cuh's TICKET_ACQ_REL, the kernel's ticket since.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 file=${1:?a kernel source}
