@@ -56,6 +56,9 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    state and no block merges, so the output is not written and that build
                    is timed unchecked, labelled so), to tell the split phase's time from the
                    merge's at the batch-1 shapes, where ours trails SDPA by 1-3 us
+  --set half_parts the kernel, and its splits' O_s stored in 16 bits (HALF_PARTS=1 of
+                   patches/decode_half_parts.diff), the merge's loads 8 or 16 in flight a
+                   thread (level, and 11-16% slower)
   --set ticket     the kernel, its ticket with the leader's fence only (LEADER_FENCE_ONLY=1 of
                    ticket.cuh: no fence in each thread before the barrier), and no merge;
                    the leader's fence is the kernel's since commit 3c202ce and the
@@ -319,6 +322,11 @@ BUILDS = {   # name -> force()'s arguments
                    "one-step warp merge": spec(defines=("WARP_MERGE_PARALLEL=1",)),
                    "bulk merge": spec(defines=("MERGE_BULK=1",)),
                    "both": spec(defines=("WARP_MERGE_PARALLEL=1", "MERGE_BULK=1"))},
+    # with patches/decode_half_parts.diff: O_s stored in the build's 16-bit dtype
+    # (HALF_PARTS), the merge's loads 8 in flight a thread (half the bytes in the same four
+    # rounds at 32 splits) or 16 (two rounds, the registers of the kernel's 8 float32 loads)
+    "half_parts": {"kernel": spec(), "16-bit O_s": spec(defines=("HALF_PARTS=1",)),
+                   "16-bit O_s, 16": spec(defines=("HALF_PARTS=1", "MERGE_IN_FLIGHT=16"))},
     "block": {"per warp": spec(tma=True),
               "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
               "paged 64": spec(tma=True, page_size=64)},
