@@ -16,6 +16,9 @@ faster, without the row sums level.
 Errors against float64 for each build (the outliers preset at FP8 per tile + rotation, the
 accuracy target's RMSE; normal and rising: relative), then TFLOP/s timed alternately (best of
 two medians of 30) at d = 128, non-causal, B·H·N = 32k tokens x 8 heads, beside float16.
+The timing is kv_stages.py's since those runs (the same method: alternately, the better of
+two medians of 30; its checks print a verdict for each build, which is timed regardless);
+the logs show the earlier print format.
 Run on a Hopper GPU: python3 lab/fp8_lin_exp.py [--leave]"""
 import sys
 
@@ -66,44 +69,19 @@ def errors(name, defs):
 
 
 def main():
-    import cupy
-    from engine.gpu.launchers import core, wgmma, wgmma_fp8 as L
-    from engine.gpu.timing import time_stages
-    from engine.model.config import AttentionConfig
+    """The errors of the builds that compute attention, then kv_stages' checks and timing
+    (alternately, the better of two medians of 30), every build timed whatever its check
+    says: these builds leave the emulation's algorithm on purpose."""
+    import kv_stages
     for name, defs in BUILDS.items():
         if name not in TIMING_ONLY:
             errors(name, defs)
-    rng = np.random.default_rng(5)
-    rows = []
-    for n in SEQS:
-        bh = (32768 // n) * 8
-        kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=False)
-        x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)
-             for _ in range(3)]
-        runs = {}
-        cfg16 = AttentionConfig(dtype="float16", head_dim=D, block_q=128, block_k=128, **kw)
-        runs["float16"], _ = wgmma.prepare(cfg16, *x, False)
-        cfg = AttentionConfig(dtype="float8_e4m3", head_dim=D, block_q=128, block_k=BK, **kw)
-        for name, defs in BUILDS.items():
-            orig = with_options(L, core, None, **defs)
-            try:
-                runs[name], _ = L.prepare(cfg, L.quantize(cfg, *x), False)
-            finally:
-                L.build = orig
-        flops = 4 * bh * n * n * D
-        tf = {name: 0.0 for name in runs}
-        for _ in range(2):
-            for name, run in runs.items():
-                ms = float(np.median(time_stages([(name, run)], 30, 3)[0]))
-                tf[name] = max(tf[name], flops / ms / 1e9)
-        rows.append((n, tf))
-        print(n, {k: round(v, 1) for k, v in tf.items()}, flush=True)
-        del runs, x
-        cupy.get_default_memory_pool().free_all_blocks()
-    print("\nTFLOP/s (× float16), d = 128, non-causal, B·H·N = 32k tokens × 8 heads")
-    for n, tf in rows:
-        print(f"N = {n:5}: " + ", ".join(f"{k} {v:.0f} ({v / tf['float16']:.3f})"
-                                         for k, v in tf.items()))
+    kv_stages.BUILDS = {"float16": (False, 128, {}),
+                        **{name: (True, BK, defs) for name, defs in BUILDS.items()}}
+    checked = kv_stages.check
+    kv_stages.check = lambda *a: checked(*a) or True
+    kv_stages.SEQS = SEQS
+    kv_stages.main()
 
 
 if __name__ == "__main__":
