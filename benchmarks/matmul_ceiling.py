@@ -16,10 +16,9 @@ import numpy as np
 from .recording import command_line, device_record, stamped, today, write_json
 
 
-def measure(size: int, reps: int) -> dict:
+def products(size: int) -> dict:
+    """{line: enqueue one size³ product} on random data: "bfloat16" and "float8_e4m3"."""
     import torch
-
-    from engine.gpu.timing import time_stages
     g = torch.Generator(device="cuda").manual_seed(0)
     a = torch.randn(size, size, device="cuda", generator=g)
     b = torch.randn(size, size, device="cuda", generator=g)
@@ -28,13 +27,17 @@ def measure(size: int, reps: int) -> dict:
     b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()     # column-major, as _scaled_mm wants
     one = torch.ones((), device="cuda")
     keep = {}
-    lines = {
+    return {
         "bfloat16": lambda: keep.__setitem__("c", torch.matmul(a16, b16)),
         "float8_e4m3": lambda: keep.__setitem__(
             "c", torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)),
     }
+
+
+def measure(size: int, reps: int) -> dict:
+    from engine.gpu.timing import time_stages
     out = {}
-    for name, fn in lines.items():
+    for name, fn in products(size).items():
         totals, _ = time_stages([(name, fn)], reps, 3)
         ms = float(np.median(totals))
         out[name] = {"median_ms": ms, "tflops": 2 * size**3 / (ms * 1e-3) / 1e12}

@@ -88,15 +88,10 @@ def summary(fields, rows):
 def workloads(rng):
     """name -> (enqueue one run, FLOPs a run); each attention build checked first."""
     import cupy
-    import torch
+    from benchmarks.matmul_ceiling import products
+    from engine.gpu.launchers import wgmma, wgmma_fp8
     from engine.model.config import AttentionConfig
-    kv_stages.BUILDS = {"f16": (False, 128, {}), "fp8 192": (True, 192, {})}
-    L, undo = kv_stages.use("f16")
-    try:
-        f16_err = max(check_f16(L, D, c, rng) for c in (False, True))
-    finally:
-        undo()
-    ok = {"f16": f16_err < 1e-2,
+    ok = {"f16": max(check_f16(wgmma, D, c, rng) for c in (False, True)) < 1e-2,
           "fp8 192": all(check(192, nq, nk, c, int(rng.integers(2**31)), inputs)
                          for nq, nk, inputs in kv_stages.SHAPES for c in (False, True))}
     print("validated:", ok, flush=True)
@@ -107,26 +102,18 @@ def workloads(rng):
     zeros = cupy.zeros_like(x[0])
     out, attn = {}, 4 * bh * N * N * D
     if ok["f16"]:
-        L, undo = kv_stages.use("f16")
         cfg = AttentionConfig(dtype="float16", head_dim=D, block_q=128, block_k=128, **kw)
-        out["f16 attention"] = (L.prepare(cfg, *x, False)[0], attn)
-        undo()
+        out["f16 attention"] = (wgmma.prepare(cfg, *x, False)[0], attn)
     if ok["fp8 192"]:
-        L, undo = kv_stages.use("fp8 192")
         cfg = fp8_config(192, **kw)
-        out["fp8 attention"] = (L.prepare(cfg, L.quantize(cfg, *x), False)[0], attn)
-        out["fp8 attention, Q K zero"] = (
-            L.prepare(cfg, L.quantize(cfg, zeros, zeros, x[2]), False)[0], attn)
-        undo()
-    g = torch.Generator(device="cuda").manual_seed(0)
-    s = 8192
-    a, b = (torch.randn(s, s, device="cuda", generator=g) for _ in range(2))
-    a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
-    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t().contiguous().t()
-    one, keep = torch.ones((), device="cuda"), {}
-    out["bf16 matmul"] = (lambda: keep.__setitem__("c", torch.matmul(a16, b16)), 2 * s**3)
-    out["e4m3 matmul"] = (lambda: keep.__setitem__("c", torch._scaled_mm(
-        a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)), 2 * s**3)
+        q8 = wgmma_fp8.quantize(cfg, *x)
+        out["fp8 attention"] = (wgmma_fp8.prepare(cfg, q8, False)[0], attn)
+        zeros8 = wgmma_fp8.quantize(cfg, zeros, zeros, x[2])
+        out["fp8 attention, Q K zero"] = (wgmma_fp8.prepare(cfg, zeros8, False)[0], attn)
+    size = 8192
+    mm = products(size)
+    out["bf16 matmul"] = (mm["bfloat16"], 2 * size**3)
+    out["e4m3 matmul"] = (mm["float8_e4m3"], 2 * size**3)
     return out
 
 

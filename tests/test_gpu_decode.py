@@ -60,8 +60,7 @@ CASES = [
     # pages of whole tiles, splits of 768 keys: the copy engine's whole-tile copies from pages,
     # a ragged last split and a NaN-padded last page
     dict(num_splits=5, seq_k=3837, page_size=64, head_dim=128),
-    # head_dim 256, 16-bit, 32 rows: the largest block the 16-bit caches make (the rings hold
-    # only two warps' partial outputs of it)
+    # head_dim 256, 16-bit, 32 rows: the largest block the 16-bit caches make
     dict(heads=32, kv_heads=1, num_splits=3, head_dim=256, dtype="bfloat16"),
 ]
 

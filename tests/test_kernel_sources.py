@@ -145,9 +145,9 @@ def backward_wgmma_examples():
 def decode_examples():
     """The Flash-Decoding kernel in float16 and bfloat16 at head_dim 64 and 128 (one query
     row per block, contiguous; four rows of a GQA group, paged), each also as its copy-engine
-    build (TMA_COPIES, which sm_90 takes for these), and the extremes: float32 at head_dim 256
-    with 32 rows, bfloat16 there (the largest 16-bit block), float16 at
-    head_dim 16 with four query tokens."""
+    build (TMA_COPIES, which sm_90 takes for these), and the extremes: float32 and bfloat16
+    (the largest 16-bit block) at head_dim 256 with 32 rows, float16 at head_dim 16 with four
+    query tokens."""
     from engine.model.decode_config import DecodeConfig, decode_tma
     from engine.gpu.launchers import decode
     shapes = [dict(head_dim=d, dtype=dt, **layout) for d in (64, 128)
