@@ -38,7 +38,10 @@
 // maps fetched while the mbarriers are set up; a run's last P V issued before the waits for
 // the next run's Q_i and first K_j), WIDE_STORES (1, the default: the output leaves in 16-byte
 // stores, a row's 8-column chunks transposed within the quad; 0: a 4-byte store of each
-// lane's two columns, for the lab's comparison).
+// lane's two columns, for the lab's comparison), TILE_MAX_BITS (1, the default: a row's tile
+// max from its scores' bits, two scores a three-input integer max, where the row holds a
+// score >= +0; the same float as the float max; 0: the float max alone, as the launchers ask
+// for FP8 at d = 64, where it measured faster).
 //
 // FP8 (1): Q_i, K_j and V_j arrive as e4m3 tiles made by quantize_fp8 (fp8.cuh), each with its
 // scale (q_scale per (batch·head, query tile), k_scale and v_scale per (batch·head, key tile)),
@@ -84,6 +87,9 @@
 #endif
 #ifndef WIDE_STORES
 #define WIDE_STORES 1
+#endif
+#ifndef TILE_MAX_BITS
+#define TILE_MAX_BITS 1
 #endif
 
 constexpr int d = HEAD_DIM;
@@ -443,16 +449,47 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                 }
         }
         #pragma unroll
-        for (int h = 0; h < 2; ++h) { tile_max[h] = neg_inf(); row_sum[h] = 0.f; }
+        for (int h = 0; h < 2; ++h) row_sum[h] = 0.f;
+#if TILE_MAX_BITS
+        // A row's max from its scores' bits, two scores an instruction (a three-input integer
+        // max): positive floats order as their bits do, so where the quad's row holds a score
+        // >= +0 the largest int is the largest float's bits. A warp with a row of negative
+        // scores only (its int max a negative float's bits) takes the float max below.
+        // Two chains a row (columns 8nn.. of even and odd nn), four in all, for latency.
+        int bits[2], odd[2];
         #pragma unroll
-        for (int nn = 0; nn < Bc / 8; ++nn) {
-            tile_max[0] = fmaxf(tile_max[0], fmaxf(S[4 * nn], S[4 * nn + 1]));
-            tile_max[1] = fmaxf(tile_max[1], fmaxf(S[4 * nn + 2], S[4 * nn + 3]));
+        for (int h = 0; h < 2; ++h) bits[h] = odd[h] = int(0x80000000u);  // -0.f: below +0
+        auto Si = [&](int e) { return __float_as_int(S[e]); };
+        #pragma unroll
+        for (int nn = 0; nn < Bc / 8; nn += 2)
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                bits[h] = __vimax3_s32(bits[h], Si(4 * nn + 2 * h), Si(4 * nn + 2 * h + 1));
+                odd[h] = __vimax3_s32(odd[h], Si(4 * nn + 4 + 2 * h), Si(4 * nn + 5 + 2 * h));
+            }
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            bits[h] = max(bits[h], odd[h]);
+            bits[h] = max(bits[h], __shfl_xor_sync(0xffffffffu, bits[h], 1));
+            bits[h] = max(bits[h], __shfl_xor_sync(0xffffffffu, bits[h], 2));
+            tile_max[h] = __int_as_float(bits[h]);
+        }
+        if (__any_sync(0xffffffffu, (bits[0] | bits[1]) < 0))
+#endif
+        {
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) tile_max[h] = neg_inf();
+            #pragma unroll
+            for (int nn = 0; nn < Bc / 8; ++nn) {
+                tile_max[0] = fmaxf(tile_max[0], fmaxf(S[4 * nn], S[4 * nn + 1]));
+                tile_max[1] = fmaxf(tile_max[1], fmaxf(S[4 * nn + 2], S[4 * nn + 3]));
+            }
+            #pragma unroll
+            for (int h = 0; h < 2; ++h) tile_max[h] = quad_max(tile_max[h]);
         }
         float m_shift[2];
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            tile_max[h] = quad_max(tile_max[h]);
             if constexpr (FP8) {
                 tile_max[h] *= f;
                 rescale[h] = online_softmax_step(m_i[h], tile_max[h], 1.f, m_shift[h]);

@@ -43,6 +43,11 @@ STREAM_K = 1
 # 32k tokens × 1024/d heads) 1 was 1.01-1.02× faster at d = 128, N >= 4096, and 3-5% slower at
 # d = 64 (lab/NOTES.md, "The softmax fence").
 SOFTMAX_FENCE = {64: 0, 128: 1}
+# 1: a row's tile max from its scores' bits (a three-input integer max, two scores an
+# instruction; the kernel's header). On an H200 (2026-11-29, B·H·N = 32k tokens × 8 heads)
+# float16 ran 0-2% faster at d = 128 and 4-9% at d = 64, with the same outputs bit for bit
+# (lab/NOTES.md, "The tile max from the scores' bits").
+TILE_MAX_BITS = 1
 
 _TENSOR_MAP = np.dtype({"names": ["opaque"], "formats": [(np.uint64, (16,))]})   # 128 bytes
 _ELEMENT_BYTES = {"float16": 2, "bfloat16": 2, "uint8": 1}   # uint8: the FP8 build's e4m3 bytes
@@ -61,6 +66,7 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DPINGPONG={PINGPONG}", f"-DBF16={int(cfg.dtype == 'bfloat16')}",
             f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE[cfg.head_dim]}",
+            f"-DTILE_MAX_BITS={TILE_MAX_BITS}",
             *((f"-DSK_HEAD={WGMMA_HEAD}",) if WGMMA_HEAD else ()), *wgmma_ring_options(cfg))
 
 

@@ -37,6 +37,10 @@ PINGPONG = {64: 1, 128: 0}
 # The softmax fence (the kernel's header): on an H100 (2026-11-27) 1.02-1.05× faster at
 # N >= 4096 for both head_dims (lab/NOTES.md, "The softmax fence").
 SOFTMAX_FENCE = 1
+# The tile max from the scores' bits (engine.gpu.launchers.wgmma.TILE_MAX_BITS), by head_dim:
+# on an H200 (2026-11-29) 1-4% faster at d = 128 (128×192 tiles) and 1-3% slower at d = 64,
+# the same outputs bit for bit either way (lab/NOTES.md, "The tile max from the scores' bits").
+TILE_MAX_BITS = {64: 0, 128: 1}
 
 
 def vt_box(cfg: AttentionConfig) -> int:
@@ -58,7 +62,7 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DPINGPONG={PINGPONG[cfg.head_dim]}", "-DBF16=0", "-DFP8=1",
             f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE}",
-            *wgmma_ring_options(cfg))
+            f"-DTILE_MAX_BITS={TILE_MAX_BITS[cfg.head_dim]}", *wgmma_ring_options(cfg))
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:
