@@ -469,9 +469,7 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
             }
         #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            bits[h] = max(bits[h], odd[h]);
-            bits[h] = max(bits[h], __shfl_xor_sync(0xffffffffu, bits[h], 1));
-            bits[h] = max(bits[h], __shfl_xor_sync(0xffffffffu, bits[h], 2));
+            bits[h] = quad_max(max(bits[h], odd[h]));
             tile_max[h] = __int_as_float(bits[h]);
         }
         if (__any_sync(0xffffffffu, (bits[0] | bits[1]) < 0))
