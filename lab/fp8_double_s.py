@@ -14,6 +14,12 @@ builds' outputs and lse against the 128 x 128 build's bit for bit (the same arit
 ragged shapes, causal and not (runs of one tile, odd and even lengths). Then every build is
 timed alternately (median of 30, the better of two rounds), d = 128, non-causal, B·H·N = 32k
 tokens x 8 heads, beside float16 and the launcher's FP8 build (128 x 192).
+The switch is in patches/fp8_double_s_tile_pairs.diff: `git apply` it onto commit ea77543 first.
+Run on an H200, 2026-11-29 03:47 and 03:48 UTC (lab/NOTES.md, "A second S in flight, and
+wider tiles"): bit for bit the 128 x 128 build's everywhere; with two stages 28% slower (the
+producer's V_{j+1} waits for the stage P V_{j-1} still reads, and K_{j+2} queues behind it),
+with three 1% faster at 8k and 2% at 16k than the 128 x 128 build with three stages, 3% slower
+at 2k, and 7-9% under the launcher's 128 x 192 build. Not kept.
 Run on a Hopper GPU: python3 lab/fp8_double_s.py [--stages]"""
 import sys
 
