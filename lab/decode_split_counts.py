@@ -12,7 +12,7 @@ Each count is checked first: the kernel's output at that count against float64 o
 step of 8k keys (test_gpu_decode's tolerance). Then, at batch 1, 32k, 64k and 128k keys
 (heads 32, kv_heads 8, d 128, float16, contiguous), every count and SDPA are timed alternately
 (median of 30, the better of two rounds, L2 flushed, engine.gpu.decode_bench).
-Run on an H200, 2026-11-29 04:02 UTC (lab/NOTES.md, "Decoding: split counts that are not
+Run on an H200, 2026-11-29 03:57 UTC (lab/NOTES.md, "Decoding: split counts that are not
 powers of two"): wrong prediction; 32 the fastest at every length, 33 2-4% slower. The rule
 stays.
 Run on a Hopper GPU: python3 lab/decode_split_counts.py"""
