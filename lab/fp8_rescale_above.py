@@ -18,7 +18,7 @@ both FP8 builds. Then every build is timed alternately as lab/kv_stages.py times
 30, the better of two rounds), d = 128, non-causal, B·H·N = 32k tokens x 8 heads.
 The switches (RESCALE_ABOVE, and PACK_FIRST: P packed before the vote) are in
 patches/fp8_rescale_above.diff: `git apply` it onto commit d5893f1 first.
-Run on an H200, 2026-11-29 03:37 and 03:40 UTC (lab/NOTES.md, "FA4's conditional rescaling in
+Run on an H200, 2026-11-29 03:39 and 03:41 UTC (lab/NOTES.md, "FA4's conditional rescaling in
 the Hopper forward"): every check passed; FP8 with tau 2-4% slower at 8k, level at 2k and 16k,
 RMSE on outliers 8.34e-3 against 7.71e-3; float16 level; packing first slower still. Not kept.
 Run on a Hopper GPU: python3 lab/fp8_rescale_above.py [--pack-first]"""
