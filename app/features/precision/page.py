@@ -146,7 +146,8 @@ st.caption(
     f"2^threshold, so with FP8's P the threshold has to stay below log2 {BOUND:g} ≈ "
     f"{math.log2(BOUND):.2f}. "
     "The threshold is the CPU emulation's option (engine.facade.fp8_emulate), on this one "
-    "head; the kernels always rescale.")
+    "head; the kernels always rescale (with a threshold of 8, the Hopper FP8 kernel measured "
+    "no faster on an H200: docs/RESULTS.md).")
 sweep = {t: r for t, r in head_runs.items() if t is not None}
 chart(charts.threshold_chart, data.threshold_sweep(sweep, kernel_run), threshold,
       bound=BOUND)
