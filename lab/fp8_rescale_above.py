@@ -30,8 +30,8 @@ import numpy as np
 sys.path[:0] = ["lab", "tests", "."]
 import kv_stages  # noqa: E402
 from fp8_lin_exp import errors  # noqa: E402
-from fp8_wide_tiles import fp8_config, scores_close  # noqa: E402
-from test_gpu_fp8 import OUT_TOL, RESCALE_RTOL, rel, sum_tolerance  # noqa: E402
+from fp8_wide_tiles import fp8_config, scores_close, trace_fields  # noqa: E402
+from test_gpu_fp8 import OUT_TOL, rel  # noqa: E402
 
 TAU = 8
 D = 128
@@ -54,14 +54,7 @@ def check(bk, nq, nk, causal, seed, inputs, tau=0) -> bool:
     O64, _ = precision.reference(cfg, q, k, v)
     err64, err64_emulated = rel(O[False], O64), rel(want.output, O64)
     lse_ok = scores_close(got[False]["lse"].get().reshape(want.lse.shape), want.lse)
-    tr = got[True]
-    fields = {n: scores_close(tr[n].get().reshape(getattr(want.trace, n).shape),
-                              getattr(want.trace, n)) for n in ("running_max", "tile_max")}
-    for n, rtol in (("running_sum", sum_tolerance(want.trace.running_max)),
-                    ("rescale", RESCALE_RTOL)):
-        w = getattr(want.trace, n).astype(np.float64)
-        g = tr[n].get().reshape(w.shape).astype(np.float64)
-        fields[n] = not (np.abs(g - w) / np.maximum(np.abs(w), 1e-3) > rtol).any()
+    fields = trace_fields(got[True], want.trace)
     ok = (same and lse_ok and all(fields.values()) and np.isfinite(O[False].astype(np.float32)).all()
           and err64 <= err64_emulated + OUT_TOL)
     print(f"FP8 128x{bk} tau={tau} nq={nq} nk={nk} causal={int(causal)} {inputs}: "

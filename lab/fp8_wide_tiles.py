@@ -41,6 +41,24 @@ def scores_close(got, want) -> bool:
     return True
 
 
+def trace_fields(tr, want) -> dict:
+    """The traced launch's fields against the emulation's trace, a verdict each (test_gpu_fp8's
+    tolerances), printing the first values off."""
+    fields = {n: scores_close(tr[n].get().reshape(getattr(want, n).shape), getattr(want, n))
+              for n in ("running_max", "tile_max")}
+    for n, rtol in (("running_sum", sum_tolerance(want.running_max)), ("rescale", RESCALE_RTOL)):
+        w = getattr(want, n).astype(np.float64)
+        g = tr[n].get().reshape(w.shape).astype(np.float64)
+        bad = np.abs(g - w) / np.maximum(np.abs(w), 1e-3) > rtol
+        fields[n] = not bad.any()
+        if bad.any():
+            at = np.argwhere(bad)[:3].tolist()
+            print(f"  {n}: {int(bad.sum())} values off, first at (bh, row, tile) {at}: "
+                  f"kernel {[float(g[tuple(a)]) for a in at]} emulation "
+                  f"{[float(w[tuple(a)]) for a in at]}", flush=True)
+    return fields
+
+
 def check(bk, nq, nk, causal, seed, inputs) -> bool:
     """One FP8 build (block_k = bk) on one shape, traced and not (see the module's docstring)."""
     import cupy
@@ -69,20 +87,7 @@ def check(bk, nq, nk, causal, seed, inputs) -> bool:
     O64, _ = precision.reference(cfg, q, k, v)          # float64 attention of q, k, v
     err64, err64_emulated = rel(O[False], O64), rel(want.output, O64)
     lse_ok = scores_close(got[False]["lse"].get().reshape(want.lse.shape), want.lse)
-    tr = got[True]
-    fields = {n: scores_close(tr[n].get().reshape(getattr(want.trace, n).shape),
-                              getattr(want.trace, n)) for n in ("running_max", "tile_max")}
-    for n, rtol in (("running_sum", sum_tolerance(want.trace.running_max)),
-                    ("rescale", RESCALE_RTOL)):
-        w = getattr(want.trace, n).astype(np.float64)
-        g = tr[n].get().reshape(w.shape).astype(np.float64)
-        bad = np.abs(g - w) / np.maximum(np.abs(w), 1e-3) > rtol
-        fields[n] = not bad.any()
-        if bad.any():
-            at = np.argwhere(bad)[:3].tolist()
-            print(f"  {n}: {int(bad.sum())} values off, first at (bh, row, tile) {at}: "
-                  f"kernel {[float(g[tuple(a)]) for a in at]} emulation "
-                  f"{[float(w[tuple(a)]) for a in at]}", flush=True)
+    fields = trace_fields(got[True], want.trace)
     trace_ok = all(fields.values())
     if not trace_ok:
         print(f"  trace fields: {fields}", flush=True)
