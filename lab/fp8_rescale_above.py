@@ -55,7 +55,8 @@ def check(bk, nq, nk, causal, seed, inputs, tau=0) -> bool:
     err64, err64_emulated = rel(O[False], O64), rel(want.output, O64)
     lse_ok = scores_close(got[False]["lse"].get().reshape(want.lse.shape), want.lse)
     fields = trace_fields(got[True], want.trace)
-    ok = (same and lse_ok and all(fields.values()) and np.isfinite(O[False].astype(np.float32)).all()
+    ok = (same and lse_ok and all(fields.values())
+          and np.isfinite(O[False].astype(np.float32)).all()
           and err64 <= err64_emulated + OUT_TOL)
     print(f"FP8 128x{bk} tau={tau} nq={nq} nk={nk} causal={int(causal)} {inputs}: "
           f"traced=untraced {same} rel(float64)={err64:.2e} (emulation's {err64_emulated:.2e}) "

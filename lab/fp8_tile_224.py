@@ -9,8 +9,9 @@ tile (the tile max's shuffles and vote, the waits, the barriers, the O rescale's
 among more keys. From the 128- and 192-key builds with three stages (lab/fp8_double_s.py
 --stages: 924 and 1,020 TFLOP/s at 8k), time a tile = a + b·Bc predicts 1,051 at 224 (+3%),
 less the ragged last tile (8192 = 36 × 224 + 128: 1.2% of the keys padded). The switches are
-in patches/fp8_tile_224.diff (`git apply` it onto commit ea77543 first). Each build is checked as lab/kv_stages.py checks it (the
-emulation at block_k 224, and float64), then timed alternately (median of 30, the better of
+in patches/fp8_tile_224.diff (`git apply` it onto commit ea77543 first). Each build is checked
+as lab/kv_stages.py checks it (the emulation at block_k 224, and float64), then timed
+alternately (median of 30, the better of
 two rounds), non-causal, B·H·N = 32k tokens x 8 heads.
 Run on an H200, 2026-11-29 03:54 UTC: every check passed; with three stages +0.8% at 8k
 (1,025 against 1,017 TFLOP/s), +0.5-1.7% at 16k, level at 4k, 3% slower at 2k; 8k ratio 1.465
