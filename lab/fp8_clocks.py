@@ -137,12 +137,10 @@ def run_for(fn, flops, mode):
     return float(np.median(rates))
 
 
-def main():
+def sampled(work: dict, fields, modes=("method", "back to back"), rounds: int = 2) -> list:
+    """Each workload (name -> (enqueue one run, FLOPs a run)) run for SECONDS in each mode,
+    `rounds` times, under nvidia-smi's readings: [(round, name, mode, TFLOP/s, summary)]."""
     import cupy
-    print("nvidia-smi fields:", flush=True)
-    fields = fields_supported()
-    rng = np.random.default_rng(7)
-    work = workloads(rng)
     for fn, _ in work.values():       # warm: compiled and loaded before the clocks are read
         fn()
     cupy.cuda.Device().synchronize()
@@ -150,9 +148,9 @@ def main():
     time.sleep(1.0)
     rows = []
     try:
-        for rnd in range(2):
+        for rnd in range(rounds):
             for name, (fn, flops) in work.items():
-                for mode in ("method", "back to back"):
+                for mode in modes:
                     t0 = time.time()
                     tf = run_for(fn, flops, mode)
                     t1 = time.time()
@@ -164,14 +162,27 @@ def main():
             print("idle:", idle, flush=True)
     finally:
         sampler.stop()
+    return rows
+
+
+def main():
+    print("nvidia-smi fields:", flush=True)
+    fields = fields_supported()
+    rng = np.random.default_rng(7)
+    rows = sampled(workloads(rng), fields)
     print("\nround, workload, mode: TFLOP/s | SM MHz median (min-max) | W median (max) | "
           "power cap active | TFLOP/s per GHz")
     for rnd, name, mode, tf, s in rows:
-        mhz = s.get("clocks.sm", (float("nan"),) * 3)
-        w = s.get("power.draw.instant") or s.get("power.draw") or (float("nan"),) * 3
-        print(f"{rnd} {name:<26} {mode:<13} {tf:7.1f} | {mhz[0]:5.0f} ({mhz[1]:.0f}-{mhz[2]:.0f})"
-              f" | {w[0]:4.0f} ({w[2]:.0f}) | {s.get('sw_power_cap', float('nan')):.2f} | "
-              f"{tf / mhz[0] * 1e3:6.1f}")
+        print(f"{rnd} {name:<26} {mode:<13} {readings(tf, s)}")
+
+
+def readings(tf, s) -> str:
+    """A row's TFLOP/s and its window's readings: SM MHz median (min-max) | W median (max) |
+    share of samples with the power cap active | TFLOP/s per GHz."""
+    mhz = s.get("clocks.sm", (float("nan"),) * 3)
+    w = s.get("power.draw.instant") or s.get("power.draw") or (float("nan"),) * 3
+    return (f"{tf:7.1f} | {mhz[0]:5.0f} ({mhz[1]:.0f}-{mhz[2]:.0f}) | {w[0]:4.0f} ({w[2]:.0f}) | "
+            f"{s.get('sw_power_cap', float('nan')):.2f} | {tf / mhz[0] * 1e3:6.1f}")
 
 
 if __name__ == "__main__":

@@ -16,12 +16,11 @@ never active); the threshold build 1.5-2.2% slower at the same clock (995 and 1,
 1,017 TFLOP/s).
 Run on a Hopper GPU: python3 lab/fp8_threshold_clocks.py"""
 import sys
-import time
 
 import numpy as np
 
 sys.path[:0] = ["lab", "tests", "."]
-from fp8_clocks import N, Sampler, fields_supported, run_for, summary  # noqa: E402
+from fp8_clocks import N, fields_supported, readings, sampled  # noqa: E402
 from fp8_rescale_above import check  # noqa: E402
 from fp8_variants import with_options  # noqa: E402
 from fp8_wide_tiles import fp8_config  # noqa: E402
@@ -53,30 +52,11 @@ def main():
         finally:
             L.build = orig
     flops = 4 * bh * N * N * 128
-    for fn in work.values():
-        fn()
-    cupy.cuda.Device().synchronize()
-    sampler = Sampler(fields)
-    time.sleep(1.0)
-    rows = []
-    try:
-        for rnd in range(2):
-            for name, fn in work.items():
-                t0 = time.time()
-                tf = run_for(fn, flops, "method")
-                s = summary(fields, sampler.window(t0 + 0.5, time.time()))
-                rows.append((rnd, name, tf, s))
-                time.sleep(1.0)
-    finally:
-        sampler.stop()
+    rows = sampled({name: (fn, flops) for name, fn in work.items()}, fields, ("method",))
     print("\nround, build: TFLOP/s | SM MHz median (min-max) | W median (max) | power cap "
           "active | TFLOP/s per GHz")
-    for rnd, name, tf, s in rows:
-        mhz = s.get("clocks.sm", (float("nan"),) * 3)
-        w = s.get("power.draw.instant") or s.get("power.draw") or (float("nan"),) * 3
-        print(f"{rnd} {name:<18} {tf:7.1f} | {mhz[0]:5.0f} ({mhz[1]:.0f}-{mhz[2]:.0f}) | "
-              f"{w[0]:4.0f} ({w[2]:.0f}) | {s.get('sw_power_cap', float('nan')):.2f} | "
-              f"{tf / mhz[0] * 1e3:6.1f}")
+    for rnd, name, _, tf, s in rows:
+        print(f"{rnd} {name:<18} {readings(tf, s)}")
 
 
 if __name__ == "__main__":
