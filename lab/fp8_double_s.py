@@ -27,9 +27,8 @@ import numpy as np
 
 sys.path[:0] = ["lab", "tests", "."]
 import kv_stages  # noqa: E402
-from fp8_wide_tiles import fp8_config  # noqa: E402
+from fp8_wide_tiles import fp8_case  # noqa: E402
 
-D = 128
 SAME_SHAPES = ((300, 1000, False), (300, 1000, True), (1000, 777, False), (1000, 777, True),
                (129, 191, True), (640, 640, True), (2048, 2048, False))
 
@@ -45,14 +44,10 @@ def outputs(name, cfg, dev):
 
 def same_as(base, names) -> dict:
     """The builds' outputs and lse against `base`'s, bit for bit."""
-    import cupy
-    import engine
     verdict = {}
     for nq, nk, causal in SAME_SHAPES:
-        cfg = fp8_config(128, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal, seed=nq + nk)
-        q, k, v = engine.make_inputs(cfg)
-        dev = [cupy.asarray(np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], D)))
-               for x in (q, k, v)]
+        cfg, _, dev = fp8_case(128, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal,
+                               seed=nq + nk)
         want = outputs(base, cfg, dev)
         for name in names:
             got = outputs(name, cfg, dev)

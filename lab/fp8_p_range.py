@@ -23,22 +23,17 @@ import numpy as np
 
 sys.path[:0] = ["lab", "tests", "."]
 import kv_stages  # noqa: E402
-from fp8_wide_tiles import fp8_config  # noqa: E402
+from fp8_wide_tiles import fp8_case  # noqa: E402
 from test_gpu_fp8 import OUT_TOL, rel  # noqa: E402
 
 
 def check(bk, nq, nk, causal, seed, inputs) -> bool:
     """The output (untraced) against float64, within the emulation's own error + OUT_TOL."""
-    import cupy
-    import engine
     from engine.cpu import fp8 as emulation
     from engine.cpu import precision
     from engine.gpu.launchers import wgmma_fp8 as L
-    cfg = fp8_config(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal, seed=seed,
-                     inputs=inputs)
-    q, k, v = engine.make_inputs(cfg)
-    dev = [cupy.asarray(np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], 128)))
-           for x in (q, k, v)]
+    cfg, (q, k, v), dev = fp8_case(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal,
+                                   seed=seed, inputs=inputs)
     O = L.launch(cfg, *dev, False, poison=True)["O"].get().view(ml_dtypes.bfloat16)
     want = emulation.emulate(cfg, q, k, v)
     O = O.reshape(want.output.shape)

@@ -30,23 +30,18 @@ import numpy as np
 sys.path[:0] = ["lab", "tests", "."]
 import kv_stages  # noqa: E402
 from fp8_lin_exp import errors  # noqa: E402
-from fp8_wide_tiles import fp8_config, scores_close, trace_fields  # noqa: E402
+from fp8_wide_tiles import fp8_case, scores_close, trace_fields  # noqa: E402
 from test_gpu_fp8 import OUT_TOL, rel  # noqa: E402
 
 TAU = 8
-D = 128
 
 
 def check(bk, nq, nk, causal, seed, inputs, tau=0) -> bool:
-    import cupy
-    import engine
     from engine.cpu import fp8 as emulation
     from engine.cpu import precision
     from engine.gpu.launchers import wgmma_fp8 as L
-    cfg = fp8_config(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal, seed=seed,
-                     inputs=inputs)
-    q, k, v = engine.make_inputs(cfg)
-    dev = [cupy.asarray(np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], D))) for x in (q, k, v)]
+    cfg, (q, k, v), dev = fp8_case(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal,
+                                   seed=seed, inputs=inputs)
     got = {t: L.launch(cfg, *dev, t, poison=True) for t in (False, True)}
     want = emulation.emulate(cfg, q, k, v, trace=True, rescale_threshold=tau or None)
     O = {t: got[t]["O"].get().view(ml_dtypes.bfloat16).reshape(want.output.shape) for t in got}

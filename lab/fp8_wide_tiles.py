@@ -32,6 +32,18 @@ def fp8_config(bk, **kw):
     return AttentionConfig(dtype="float8_e4m3", head_dim=D, block_q=128, block_k=bk, **kw)
 
 
+def fp8_case(bk, **kw):
+    """(cfg, (q, k, v) as engine.make_inputs gives them, the same on the GPU as (B·H, seq, d)
+    CuPy arrays) of an FP8 config (fp8_config's keywords)."""
+    import cupy
+    import engine
+    cfg = fp8_config(bk, **kw)
+    qkv = engine.make_inputs(cfg)
+    dev = [cupy.asarray(np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], cfg.head_dim)))
+           for x in qkv]
+    return cfg, qkv, dev
+
+
 def scores_close(got, want) -> bool:
     """test_gpu_fp8's score check as a verdict."""
     try:
@@ -61,15 +73,11 @@ def trace_fields(tr, want) -> dict:
 
 def check(bk, nq, nk, causal, seed, inputs) -> bool:
     """One FP8 build (block_k = bk) on one shape, traced and not (see the module's docstring)."""
-    import cupy
-    import engine
     from engine.cpu import fp8 as emulation
     from engine.cpu import precision
     from engine.gpu.launchers import wgmma_fp8 as L
-    cfg = fp8_config(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal, seed=seed,
-                     inputs=inputs)
-    q, k, v = engine.make_inputs(cfg)
-    dev = [cupy.asarray(np.ascontiguousarray(x.reshape(cfg.bh, x.shape[2], D))) for x in (q, k, v)]
+    cfg, (q, k, v), dev = fp8_case(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal,
+                                   seed=seed, inputs=inputs)
     got = {t: L.launch(cfg, *dev, t, poison=True) for t in (False, True)}
     want = emulation.emulate(cfg, q, k, v, trace=True)
     wq = emulation.quantize_inputs(cfg, q, k, v)
