@@ -13,7 +13,9 @@ block_k, bytes, trace, and float64), then timed alternately (median of 30, the b
 rounds) at d = 128, non-causal, B·H·N = 32k tokens × 8 heads, beside the launchers' float16
 and FP8 builds, and the two-consumer 128 × 192 build with the serial products (what the
 serial order costs alone).
-Run on a Hopper GPU: python3 lab/fp8_three_consumers.py [--waves]"""
+With --narrow, also three consumers on 192 × 64 tiles with the products pipelined as in the
+kernel (their registers fit the 160), and serial.
+Run on a Hopper GPU: python3 lab/fp8_three_consumers.py [--waves | --narrow]"""
 import sys
 from dataclasses import replace
 
@@ -34,7 +36,14 @@ BUILDS = {   # name -> (FP8, block_q, block_k, -D switches, kernel source or Non
     "fp8 192x128 serial, 2 stages": (True, 192, 128, {"SERIAL_PRODUCTS": 1, "KV_STAGES": 2},
                                      THREE),
     "fp8 128x192 serial": (True, 128, 192, {"SERIAL_PRODUCTS": 1}, THREE),
+    # --narrow: 64-key tiles, where S 32, O 64 and P 8 registers leave room for the pipelined
+    # products within the 160
+    "fp8 192x64, 3 stages": (True, 192, 64, {"KV_STAGES": 3}, THREE),
+    "fp8 192x64, 4 stages": (True, 192, 64, {"KV_STAGES": 4}, THREE),
+    "fp8 192x64 serial, 4 stages": (True, 192, 64, {"SERIAL_PRODUCTS": 1, "KV_STAGES": 4},
+                                    THREE),
 }
+NARROW = ("fp8 192x64, 3 stages", "fp8 192x64, 4 stages", "fp8 192x64 serial, 4 stages")
 SEQS = (2048, 8192, 16384)
 SHAPES = ((300, 1000, "rising"), (1000, 777, "normal"), (129, 191, "normal"))
 CONFIG = fp8_wide_tiles.fp8_config          # the checks' config maker, block_q 128
@@ -83,7 +92,13 @@ def main():
     from engine.model.config import AttentionConfig
     rng = np.random.default_rng(192)
     if "--waves" in sys.argv:               # the launchers' builds and the three consumers'
+        for name in ("fp8 192x128 serial, 2 stages", "fp8 128x192 serial", *NARROW):
+            del BUILDS[name]
+    elif "--narrow" in sys.argv:            # those and the 64-key tiles
         for name in ("fp8 192x128 serial, 2 stages", "fp8 128x192 serial"):
+            del BUILDS[name]
+    else:
+        for name in NARROW:
             del BUILDS[name]
     ok = {}
     for name, (fp8, bq, bk, *_) in BUILDS.items():
