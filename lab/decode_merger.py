@@ -9,7 +9,10 @@ state is written. The merging block polls the flags and copies each split's stat
 memory as it arrives, so after the last split only that split's 2 KB is left to read. Then it
 merges with the kernel's arithmetic. At batch 1 the 8 merging blocks also fill the 8 SMs that
 hold one split block where the rest hold two. Predicted: 0.3-1.0 µs off a batch-1 step, batch
-8 (4 splits) level.
+8 (4 splits) level. The first run (05:44 UTC) polled with ld.acquire.gpu, whose SASS
+invalidates the SM's L1 at every poll (CCTL.IVALL): 30-43% slower at every shape. The copy now
+polls relaxed and fences once a poll finds fresh flags; timed also with 200 ns naps between
+polls, and with idle merging blocks (the splits alone).
 
 Checked first: on the GPU decode tests' shapes whose states fit shared memory, every output
 (O, lse, O_s, m_s, l_s and the trace's m_final, l_final, rescale) bit for bit the kernel's,
@@ -47,7 +50,7 @@ def prepare_merger(cfg, Q, K, V, table, num_splits, trace, poison=False):
     b = launcher.build(cfg, gpu, tma, num_splits)
     if staged_bytes(cfg, num_splits) + 16 > b.smem:
         return ORIGINAL(cfg, Q, K, V, table, num_splits, trace, poison)
-    b = replace(b, source=SOURCE)
+    b = replace(b, source=SOURCE, options=(*b.options, *(f"-D{x}" for x in DEFINES)))
     fn = b.compiled()
     out = launcher.outputs(cfg, num_splits, trace, poison)
     out["split_count"] = cupy.zeros((cfg.batch, cfg.kv_heads, num_splits), dtype=np.int32)
@@ -67,15 +70,22 @@ def prepare_merger(cfg, Q, K, V, table, num_splits, trace, poison=False):
 
 
 ORIGINAL = None
+DEFINES = ()           # more -D switches of the copy for the build timed (VARIANTS)
+# name -> the copy's -D switches; the first is the one checked bit for bit, "idle" is timed
+# unchecked (its merging blocks return at once: the splits alone, the output unwritten)
+VARIANTS = {"merger": (), "merger, 200 ns naps": ("MERGER_POLL_SLEEP=200",),
+            "idle": ("MERGER_IDLE=1",)}
 
 
-def use_merger(on: bool):
-    """Point the decode launcher's prepare at the merging blocks (on) or back."""
-    global ORIGINAL
+def use_merger(on, defines=()):
+    """Point the decode launcher's prepare at the merging blocks (on; with the copy's
+    `defines`) or back."""
+    global ORIGINAL, DEFINES
     from engine.gpu.launchers import decode as launcher
     if ORIGINAL is None:
         ORIGINAL = launcher.prepare
     launcher.prepare = prepare_merger if on else ORIGINAL
+    DEFINES = tuple(defines) if on else ()
 
 
 FIELDS = ("O", "lse", "O_part", "m_part", "l_part", "m_final", "l_final", "rescale")
@@ -128,8 +138,9 @@ def main():
     sms = live_gpu().sms
     quick = "--quick" in sys.argv
     batches, seqs = ((1, 8), (32768, 131072)) if quick else ((1, 2, 8), (32768, 65536, 131072))
-    print(f"{'B':>2} {'seq_k':>6} {'split':>5} | {'kernel':>8} {'merger':>8} {'SDPA':>8} µs | "
-          f"kernel/SDPA merger/SDPA", flush=True)
+    names = ("kernel", *VARIANTS, "SDPA")
+    print(f"{'B':>2} {'seq_k':>6} {'split':>5} | " + " ".join(f"{n:>10}" for n in names)
+          + " µs | over SDPA: kernel, merger", flush=True)
     for n in seqs:
         for b in batches:
             cfg = DecodeConfig(batch=b, heads=32, kv_heads=8, seq_q=1, seq_k=n, head_dim=128,
@@ -139,8 +150,8 @@ def main():
             count = cfg.splits_on(sms)
             best = {}
             for _ in range(2):
-                for name in ("kernel", "merger"):
-                    use_merger(name == "merger")
+                for name in ("kernel", *VARIANTS):
+                    use_merger(name != "kernel", VARIANTS.get(name, ()))
                     try:
                         t = float(np.median(time_flash_decode(cfg, count, inputs, 30, 3)))
                     finally:
@@ -148,9 +159,9 @@ def main():
                     best[name] = min(best.get(name, 1e9), t)
                 t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
                 best["SDPA"] = min(best.get("SDPA", 1e9), t)
-            print(f"{b:>2} {n:>6} {count:>5} | {best['kernel'] * 1e3:8.1f} "
-                  f"{best['merger'] * 1e3:8.1f} {best['SDPA'] * 1e3:8.1f} | "
-                  f"{best['SDPA'] / best['kernel']:11.3f} {best['SDPA'] / best['merger']:11.3f}",
+            print(f"{b:>2} {n:>6} {count:>5} | "
+                  + " ".join(f"{best[k] * 1e3:10.1f}" for k in names)
+                  + f" | {best['SDPA'] / best['kernel']:.3f}, {best['SDPA'] / best['merger']:.3f}",
                   flush=True)
 
 
