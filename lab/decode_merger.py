@@ -6,7 +6,9 @@ the critical path of the step (1.6-1.7 µs of a batch-1 step on an H200; lab/NOT
 "Decoding: the ticket's fences"). Here the grid has one more block a row,
 blockIdx.x = num_splits, dispatched after that row's splits. A split releases a flag once its
 state is written. The merging block polls the flags and copies each split's state into shared
-memory as it arrives, so after the last split only that split's 2 KB is left to read. Then it
+memory as it arrives, so after the last split only that split's 2 KB is left to read. (The
+merging blocks first sat in a column of their own, blockIdx.x = num_splits, 05:44-05:47 UTC;
+now in z-slabs after the batch's, so that the splits land on the SMs as the kernel's do.) Then it
 merges with the kernel's arithmetic. At batch 1 the 8 merging blocks also fill the 8 SMs that
 hold one split block where the rest hold two. Predicted: 0.3-1.0 µs off a batch-1 step, batch
 8 (4 splits) level. The first run (05:44 UTC) polled with ld.acquire.gpu, whose SASS
@@ -54,13 +56,14 @@ def prepare_merger(cfg, Q, K, V, table, num_splits, trace, poison=False):
     fn = b.compiled()
     out = launcher.outputs(cfg, num_splits, trace, poison)
     out["split_count"] = cupy.zeros((cfg.batch, cfg.kv_heads, num_splits), dtype=np.int32)
-    grid = (num_splits + 1, cfg.kv_heads, cfg.batch)
+    # the merging blocks in z-slabs after the batch's: one per (sequence, KV head)
+    grid = (num_splits, cfg.kv_heads, cfg.batch + -(-cfg.batch // num_splits))
     traced = ((out["m_final"], out["rescale"], out["l_final"]) if trace
               else (launcher.core.NULL,) * 3)
     args = (Q, K, V, table if cfg.paged else launcher.core.NULL, out["O_part"], out["m_part"],
             out["l_part"], out["O"], out["lse"], *traced, out["split_count"],
             np.int32(cfg.seq_k), np.int32(split_length(cfg.seq_k, num_splits)),
-            np.int32(cfg.pages_per_seq), np.float32(cfg.softmax_scale),
+            np.int32(cfg.pages_per_seq), np.float32(cfg.softmax_scale), np.int32(cfg.batch),
             *(launcher.cache_maps(cfg, K, V, tiles) if tma else ()))
 
     def run():
