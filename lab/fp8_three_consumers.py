@@ -24,6 +24,7 @@ import numpy as np
 sys.path[:0] = ["lab", "tests", "."]
 import fp8_wide_tiles  # noqa: E402
 from fp8_variants import with_options  # noqa: E402
+from kv_stages import best_tflops, print_ratios  # noqa: E402
 from overlap_fence import check_f16  # noqa: E402
 
 D = 128
@@ -88,7 +89,6 @@ def use(name):
 
 def main():
     import cupy
-    from engine.gpu.timing import time_stages
     from engine.model.config import AttentionConfig
     rng = np.random.default_rng(192)
     if "--waves" in sys.argv:               # the launchers' builds and the three consumers'
@@ -133,22 +133,12 @@ def main():
                     runs[name], _ = L.prepare(cfg, *x, False)
             finally:
                 undo()
-        flops = 4 * bh * n * n * D
-        tf = dict.fromkeys(runs, 0.0)
-        for _ in range(2):
-            for name, run in runs.items():
-                ms = float(np.median(time_stages([(name, run)], 30, 3)[0]))
-                tf[name] = max(tf[name], flops / ms / 1e9)
+        tf = best_tflops(runs, 4 * bh * n * n * D)
         rows.append((n, bh, tf))
         print(n, bh, {k: round(v, 1) for k, v in tf.items()}, flush=True)
         del runs, x
         cupy.get_default_memory_pool().free_all_blocks()
-    names = list(BUILDS)
-    print(f"\nTFLOP/s, d = {D}, non-causal; ratio: over {names[0]!r}")
-    for n, bh, tf in rows:
-        base = tf.get(names[0]) or float("nan")
-        print(f"N = {n:5} (B·H = {bh}): " + ", ".join(
-            f"{k} {tf[k]:.0f} ({tf[k] / base:.3f})" for k in names if k in tf))
+    print_ratios(rows, list(BUILDS), f"d = {D}, non-causal")
 
 
 if __name__ == "__main__":

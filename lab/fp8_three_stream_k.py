@@ -23,6 +23,7 @@ import numpy as np
 sys.path[:0] = ["lab", "tests", "."]
 import fp8_three_consumers as three  # noqa: E402
 import fp8_wide_tiles  # noqa: E402
+from kv_stages import best_tflops, print_ratios  # noqa: E402
 from test_gpu_fp8 import OUT_TOL, rel  # noqa: E402
 
 D, BQ, BK = 128, 192, 128
@@ -94,7 +95,6 @@ def check_small(nq, nk, causal, seed, inputs) -> bool:
 def main():
     import cupy
     import ml_dtypes
-    from engine.gpu.timing import time_stages
     from engine.model.config import AttentionConfig
     rng = np.random.default_rng(1920)
     L, undo = three.use(BUILD)
@@ -144,22 +144,12 @@ def main():
                               else L.prepare(cfg, qz, False))[0]
             finally:
                 undo()
-        flops = 4 * bh * n * n * D
-        tf = dict.fromkeys(runs, 0.0)
-        for _ in range(2):
-            for name, run in runs.items():
-                ms = float(np.median(time_stages([(name, run)], 30, 3)[0]))
-                tf[name] = max(tf[name], flops / ms / 1e9)
+        tf = best_tflops(runs, 4 * bh * n * n * D)
         rows.append((n, bh, tf))
         print(n, bh, {k: round(v, 1) for k, v in tf.items()}, flush=True)
         del runs, x
         cupy.get_default_memory_pool().free_all_blocks()
-    print(f"\nTFLOP/s, d = {D}, non-causal, B·H·N = 32k tokens × 8 heads; ratio: over "
-          f"{names[0]!r}")
-    for n, bh, tf in rows:
-        base = tf[names[0]]
-        print(f"N = {n:5} (B·H = {bh}): " + ", ".join(
-            f"{k} {tf[k]:.0f} ({tf[k] / base:.3f})" for k in names))
+    print_ratios(rows, names, f"d = {D}, non-causal, B·H·N = 32k tokens × 8 heads")
 
 
 if __name__ == "__main__":

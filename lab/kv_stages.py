@@ -41,9 +41,30 @@ def use(name):
     return L, lambda: setattr(L, "build", orig)
 
 
+def best_tflops(runs: dict, flops: float, rounds: int = 2) -> dict:
+    """TFLOP/s of each run ({name: run}), timed alternately (engine.gpu.timing.time_stages,
+    median of 30), the better of `rounds` rounds."""
+    from engine.gpu.timing import time_stages
+    tf = dict.fromkeys(runs, 0.0)
+    for _ in range(rounds):
+        for name, run in runs.items():
+            ms = float(np.median(time_stages([(name, run)], 30, 3)[0]))
+            tf[name] = max(tf[name], flops / ms / 1e9)
+    return tf
+
+
+def print_ratios(rows, names, title: str) -> None:
+    """The table at the end of a timing lab: for each (N, B·H, {name: TFLOP/s}) row, every
+    build's TFLOP/s and its ratio to names[0]'s."""
+    print(f"\nTFLOP/s, {title}; ratio: over {names[0]!r}")
+    for n, bh, tf in rows:
+        base = tf.get(names[0]) or float("nan")
+        print(f"N = {n:5} (B·H = {bh}): " + ", ".join(
+            f"{k} {tf[k]:.0f} ({tf[k] / base:.3f})" for k in names if k in tf))
+
+
 def main():
     import cupy
-    from engine.gpu.timing import time_stages
     from engine.model.config import AttentionConfig
     rng = np.random.default_rng(33)
     shapes = SHAPES
@@ -80,22 +101,12 @@ def main():
                     runs[name], _ = L.prepare(cfg, *x, False)
             finally:
                 undo()
-        flops = 4 * bh * n * n * D
-        tf = {name: 0.0 for name in runs}
-        for _ in range(2):
-            for name, run in runs.items():
-                ms = float(np.median(time_stages([(name, run)], 30, 3)[0]))
-                tf[name] = max(tf[name], flops / ms / 1e9)
+        tf = best_tflops(runs, 4 * bh * n * n * D)
         rows.append((n, bh, tf))
         print(n, bh, {k: round(v, 1) for k, v in tf.items()}, flush=True)
         del runs, x
         cupy.get_default_memory_pool().free_all_blocks()
-    names = list(BUILDS)
-    print(f"\nTFLOP/s, d = {D}, non-causal, B·H·N = 32k tokens × 8 heads; ratio: over {names[0]!r}")
-    for n, bh, tf in rows:
-        base = tf.get(names[0]) or float("nan")
-        print(f"N = {n:5} (B·H = {bh}): " + ", ".join(
-            f"{k} {tf[k]:.0f} ({tf[k] / base:.3f})" for k in names if k in tf))
+    print_ratios(rows, list(BUILDS), f"d = {D}, non-causal, B·H·N = 32k tokens × 8 heads")
 
 
 if __name__ == "__main__":
