@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-sys.path[:0] = ["tests", "."]
+sys.path[:0] = ["lab", "tests", "."]
 SOURCE = "decode/flash_decode_merger.cu"
 
 
@@ -128,11 +128,9 @@ def check() -> bool:
 
 
 def main():
-    from engine.decode import make_decode_inputs
+    from decode_tensor_cores import recorded_steps
     from engine.gpu.decode_bench import time_flash_decode, time_sdpa
     from engine.gpu.runtime import live_gpu
-    from engine.gpu.torch_reference import release_memory
-    from engine.model.decode_config import DecodeConfig
     use_merger(False)
     ok = check()
     print("validated:", ok, flush=True)
@@ -144,28 +142,23 @@ def main():
     names = ("kernel", *VARIANTS, "SDPA")
     print(f"{'B':>2} {'seq_k':>6} {'split':>5} | " + " ".join(f"{n:>10}" for n in names)
           + " µs | over SDPA: kernel, merger", flush=True)
-    for n in seqs:
-        for b in batches:
-            cfg = DecodeConfig(batch=b, heads=32, kv_heads=8, seq_q=1, seq_k=n, head_dim=128,
-                               dtype="float16")
-            release_memory()
-            inputs = make_decode_inputs(cfg)
-            count = cfg.splits_on(sms)
-            best = {}
-            for _ in range(2):
-                for name in ("kernel", *VARIANTS):
-                    use_merger(name != "kernel", VARIANTS.get(name, ()))
-                    try:
-                        t = float(np.median(time_flash_decode(cfg, count, inputs, 30, 3)))
-                    finally:
-                        use_merger(False)
-                    best[name] = min(best.get(name, 1e9), t)
-                t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
-                best["SDPA"] = min(best.get("SDPA", 1e9), t)
-            print(f"{b:>2} {n:>6} {count:>5} | "
-                  + " ".join(f"{best[k] * 1e3:10.1f}" for k in names)
-                  + f" | {best['SDPA'] / best['kernel']:.3f}, {best['SDPA'] / best['merger']:.3f}",
-                  flush=True)
+    for b, n, cfg, inputs in recorded_steps(batches, seqs):
+        count = cfg.splits_on(sms)
+        best = {}
+        for _ in range(2):
+            for name in ("kernel", *VARIANTS):
+                use_merger(name != "kernel", VARIANTS.get(name, ()))
+                try:
+                    t = float(np.median(time_flash_decode(cfg, count, inputs, 30, 3)))
+                finally:
+                    use_merger(False)
+                best[name] = min(best.get(name, 1e9), t)
+            t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
+            best["SDPA"] = min(best.get("SDPA", 1e9), t)
+        print(f"{b:>2} {n:>6} {count:>5} | "
+              + " ".join(f"{best[k] * 1e3:10.1f}" for k in names)
+              + f" | {best['SDPA'] / best['kernel']:.3f}, {best['SDPA'] / best['merger']:.3f}",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -356,6 +356,20 @@ def table_order(order):
     return undo
 
 
+def recorded_steps(batches, seqs):
+    """(batch, seq_k, cfg, inputs) of the recorded grid's decode steps (heads 32, kv_heads 8,
+    d 128, float16, contiguous), GPU memory released before each."""
+    from engine.decode import make_decode_inputs
+    from engine.gpu.torch_reference import release_memory
+    from engine.model.decode_config import DecodeConfig
+    for n in seqs:
+        for b in batches:
+            cfg = DecodeConfig(batch=b, heads=32, kv_heads=8, seq_q=1, seq_k=n, head_dim=128,
+                               dtype="float16")
+            release_memory()
+            yield b, n, cfg, make_decode_inputs(cfg)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="batch 1 and 8 at 32k and 128k only")
@@ -366,8 +380,6 @@ def main():
     from engine.decode import make_decode_inputs
     from engine.gpu.decode_bench import time_flash_decode, time_sdpa
     from engine.gpu.runtime import live_gpu
-    from engine.gpu.torch_reference import release_memory
-    from engine.model.decode_config import DecodeConfig
     from engine.model.iomodel import decode_kv_bytes
     builds = BUILDS[args.set]
     ok = {name: check(b) < 1 for name, b in builds.items() if not b.get(UNCHECKED)}
@@ -381,41 +393,36 @@ def main():
     names = [*builds, "SDPA"]
     print(f"{'B':>2} {'seq_k':>6} {'split':>5} | " + " ".join(f"{n:>8}" for n in names)
           + " µs | best/SDPA  TB/s(best)")
-    for n in seqs:
-        for b in batches:
-            cfg = DecodeConfig(batch=b, heads=32, kv_heads=8, seq_q=1, seq_k=n, head_dim=128,
-                               dtype="float16")
-            release_memory()
-            inputs = make_decode_inputs(cfg)
-            paged = {}
-            for layout in {tuple(b.get(k) for k in LAYOUT) for b in builds.values()}:
-                if layout[0] is not None:
-                    undo = table_order(layout[1])
-                    paged_cfg = replace(cfg, page_size=layout[0])
-                    paged[layout] = (paged_cfg, make_decode_inputs(paged_cfg))
-                    undo()
-            counts = ([cfg.splits_on(sms)] if args.splits == "auto"
-                      else [int(x) for x in args.splits.split(",")])
-            for count in counts:
-                best = {}
-                for _ in range(2):
-                    for name, build in builds.items():
-                        c, x = paged.get(tuple(build.get(k) for k in LAYOUT), (cfg, inputs))
-                        undo = force(**kernel_args(build))
-                        undo_table = table_order(build.get("table"))
-                        try:
-                            t = float(np.median(time_flash_decode(c, count, x, 30, 3)))
-                        finally:
-                            undo_table()
-                            undo()
-                        best[name] = min(best.get(name, 1e9), t)
-                    t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
-                    best["SDPA"] = min(best.get("SDPA", 1e9), t)
-                ours = min(best[k] for k in builds)
-                rate = decode_kv_bytes(cfg) / (ours * 1e-3) / 1e12
-                print(f"{b:>2} {n:>6} {count:>5} | "
-                      + " ".join(f"{best[k] * 1e3:8.1f}" for k in names)
-                      + f" | {best['SDPA'] / ours:6.3f}  {rate:5.2f}", flush=True)
+    for b, n, cfg, inputs in recorded_steps(batches, seqs):
+        paged = {}
+        for layout in {tuple(b.get(k) for k in LAYOUT) for b in builds.values()}:
+            if layout[0] is not None:
+                undo = table_order(layout[1])
+                paged_cfg = replace(cfg, page_size=layout[0])
+                paged[layout] = (paged_cfg, make_decode_inputs(paged_cfg))
+                undo()
+        counts = ([cfg.splits_on(sms)] if args.splits == "auto"
+                  else [int(x) for x in args.splits.split(",")])
+        for count in counts:
+            best = {}
+            for _ in range(2):
+                for name, build in builds.items():
+                    c, x = paged.get(tuple(build.get(k) for k in LAYOUT), (cfg, inputs))
+                    undo = force(**kernel_args(build))
+                    undo_table = table_order(build.get("table"))
+                    try:
+                        t = float(np.median(time_flash_decode(c, count, x, 30, 3)))
+                    finally:
+                        undo_table()
+                        undo()
+                    best[name] = min(best.get(name, 1e9), t)
+                t = float(np.median(time_sdpa(cfg, inputs, 30, 3)))
+                best["SDPA"] = min(best.get("SDPA", 1e9), t)
+            ours = min(best[k] for k in builds)
+            rate = decode_kv_bytes(cfg) / (ours * 1e-3) / 1e12
+            print(f"{b:>2} {n:>6} {count:>5} | "
+                  + " ".join(f"{best[k] * 1e3:8.1f}" for k in names)
+                  + f" | {best['SDPA'] / ours:6.3f}  {rate:5.2f}", flush=True)
 
 
 if __name__ == "__main__":

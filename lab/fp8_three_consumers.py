@@ -24,7 +24,7 @@ import numpy as np
 sys.path[:0] = ["lab", "tests", "."]
 import fp8_wide_tiles  # noqa: E402
 from fp8_variants import with_options  # noqa: E402
-from kv_stages import best_tflops, print_ratios  # noqa: E402
+from kv_stages import print_ratios, time_shapes  # noqa: E402
 from overlap_fence import check_f16  # noqa: E402
 
 D = 128
@@ -88,7 +88,6 @@ def use(name):
 
 
 def main():
-    import cupy
     from engine.model.config import AttentionConfig
     rng = np.random.default_rng(192)
     if "--waves" in sys.argv:               # the launchers' builds and the three consumers'
@@ -113,11 +112,7 @@ def main():
             undo()
         print(f"{name}: {'OK' if ok[name] else 'FAILED its check'}", flush=True)
     print("validated:", ok, flush=True)
-    rows = []
-    for n, bh in shapes():
-        kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=False)
-        x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)
-             for _ in range(3)]
+    def make_runs(kw, x):
         runs = {}
         for name, (fp8, bq, bk, *_) in BUILDS.items():
             if not ok[name]:
@@ -133,11 +128,8 @@ def main():
                     runs[name], _ = L.prepare(cfg, *x, False)
             finally:
                 undo()
-        tf = best_tflops(runs, 4 * bh * n * n * D)
-        rows.append((n, bh, tf))
-        print(n, bh, {k: round(v, 1) for k, v in tf.items()}, flush=True)
-        del runs, x
-        cupy.get_default_memory_pool().free_all_blocks()
+        return runs
+    rows = time_shapes(shapes(), make_runs, rng)
     print_ratios(rows, list(BUILDS), f"d = {D}, non-causal")
 
 

@@ -23,7 +23,7 @@ import numpy as np
 sys.path[:0] = ["lab", "tests", "."]
 import fp8_three_consumers as three  # noqa: E402
 import fp8_wide_tiles  # noqa: E402
-from kv_stages import best_tflops, print_ratios  # noqa: E402
+from kv_stages import print_ratios, time_shapes  # noqa: E402
 from test_gpu_fp8 import OUT_TOL, rel  # noqa: E402
 
 D, BQ, BK = 128, 192, 128
@@ -122,12 +122,7 @@ def main():
     if not ok:
         sys.exit("the stream-K build failed its check: nothing timed")
     names = ("f16 128x128", "fp8 128x192", BUILD, BUILD + ", stream-K")
-    rows = []
-    for n in SEQS:
-        bh = (32768 // n) * 8
-        kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=False)
-        x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)
-             for _ in range(3)]
+    def make_runs(kw, x):
         runs = {}
         for name in names:
             fp8, bq, bk, *_ = three.BUILDS[name.replace(", stream-K", "")]
@@ -144,11 +139,8 @@ def main():
                               else L.prepare(cfg, qz, False))[0]
             finally:
                 undo()
-        tf = best_tflops(runs, 4 * bh * n * n * D)
-        rows.append((n, bh, tf))
-        print(n, bh, {k: round(v, 1) for k, v in tf.items()}, flush=True)
-        del runs, x
-        cupy.get_default_memory_pool().free_all_blocks()
+        return runs
+    rows = time_shapes([(n, (32768 // n) * 8) for n in SEQS], make_runs, rng)
     print_ratios(rows, names, f"d = {D}, non-causal, B·H·N = 32k tokens × 8 heads")
 
 

@@ -53,6 +53,26 @@ def best_tflops(runs: dict, flops: float, rounds: int = 2) -> dict:
     return tf
 
 
+def time_shapes(shapes, make_runs, rng) -> list:
+    """For each (N, B·H) of `shapes` (d = 128, non-causal): float16 q, k, v of shape
+    (B·H, N, d) drawn from rng, the runs make_runs(kw, x) builds ({name: run}; kw: the
+    config's batch, heads, seq_q, seq_k, causal), timed by best_tflops; returns the rows
+    (N, B·H, {name: TFLOP/s}) that print_ratios takes."""
+    import cupy
+    rows = []
+    for n, bh in shapes:
+        kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=False)
+        x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)
+             for _ in range(3)]
+        runs = make_runs(kw, x)
+        tf = best_tflops(runs, 4 * bh * n * n * D)
+        rows.append((n, bh, tf))
+        print(n, bh, {k: round(v, 1) for k, v in tf.items()}, flush=True)
+        del runs, x
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
 def print_ratios(rows, names, title: str) -> None:
     """The table at the end of a timing lab: for each (N, B·H, {name: TFLOP/s}) row, every
     build's TFLOP/s and its ratio to names[0]'s."""
@@ -64,7 +84,6 @@ def print_ratios(rows, names, title: str) -> None:
 
 
 def main():
-    import cupy
     from engine.model.config import AttentionConfig
     rng = np.random.default_rng(33)
     shapes = SHAPES
@@ -80,12 +99,7 @@ def main():
         finally:
             undo()
     print("validated:", ok, flush=True)
-    rows = []
-    for n in SEQS:
-        bh = (32768 // n) * 8
-        kw = dict(batch=1, heads=bh, seq_q=n, seq_k=n, causal=False)
-        x = [cupy.asarray(rng.standard_normal((bh, n, D), dtype=np.float32)).astype(cupy.float16)
-             for _ in range(3)]
+    def make_runs(kw, x):
         runs = {}
         for name, (fp8, bk, *_) in BUILDS.items():
             if not ok[name]:
@@ -101,11 +115,8 @@ def main():
                     runs[name], _ = L.prepare(cfg, *x, False)
             finally:
                 undo()
-        tf = best_tflops(runs, 4 * bh * n * n * D)
-        rows.append((n, bh, tf))
-        print(n, bh, {k: round(v, 1) for k, v in tf.items()}, flush=True)
-        del runs, x
-        cupy.get_default_memory_pool().free_all_blocks()
+        return runs
+    rows = time_shapes([(n, (32768 // n) * 8) for n in SEQS], make_runs, rng)
     print_ratios(rows, list(BUILDS), f"d = {D}, non-causal, B·H·N = 32k tokens × 8 heads")
 
 
