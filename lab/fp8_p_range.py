@@ -19,27 +19,22 @@ Run on a Hopper GPU: python3 lab/fp8_p_range.py"""
 import sys
 
 import ml_dtypes
-import numpy as np
 
 sys.path[:0] = ["lab", "tests", "."]
 import kv_stages  # noqa: E402
-from fp8_wide_tiles import fp8_case  # noqa: E402
-from test_gpu_fp8 import OUT_TOL, rel  # noqa: E402
+from fp8_wide_tiles import fp8_case, float64_verdict  # noqa: E402
 
 
 def check(bk, nq, nk, causal, seed, inputs) -> bool:
     """The output (untraced) against float64, within the emulation's own error + OUT_TOL."""
     from engine.cpu import fp8 as emulation
-    from engine.cpu import precision
     from engine.gpu.launchers import wgmma_fp8 as L
     cfg, (q, k, v), dev = fp8_case(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal,
                                    seed=seed, inputs=inputs)
     O = L.launch(cfg, *dev, False, poison=True)["O"].get().view(ml_dtypes.bfloat16)
     want = emulation.emulate(cfg, q, k, v)
     O = O.reshape(want.output.shape)
-    O64, _ = precision.reference(cfg, q, k, v)
-    err64, err64_emulated = rel(O, O64), rel(want.output, O64)
-    ok = bool(np.isfinite(O.astype(np.float32)).all()) and err64 <= err64_emulated + OUT_TOL
+    ok, err64, err64_emulated = float64_verdict(cfg, q, k, v, O, want)
     print(f"FP8 128x{bk} nq={nq} nk={nk} causal={int(causal)} {inputs}: rel(float64)="
           f"{err64:.2e} (emulation's {err64_emulated:.2e}) {'OK' if ok else 'FAIL'}", flush=True)
     return ok

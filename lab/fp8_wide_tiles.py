@@ -53,6 +53,16 @@ def scores_close(got, want) -> bool:
     return True
 
 
+def float64_verdict(cfg, q, k, v, O, want) -> tuple:
+    """The kernel's output O (in want.output's shape) against float64 attention of q, k, v:
+    (finite and within the emulation's own error + OUT_TOL, its error, the emulation's)."""
+    from engine.cpu import precision
+    O64, _ = precision.reference(cfg, q, k, v)
+    err64, err64_emulated = rel(O, O64), rel(want.output, O64)
+    ok = bool(np.isfinite(O.astype(np.float32)).all()) and err64 <= err64_emulated + OUT_TOL
+    return ok, err64, err64_emulated
+
+
 def trace_fields(tr, want) -> dict:
     """The traced launch's fields against the emulation's trace, a verdict each (test_gpu_fp8's
     tolerances), printing the first values off."""
@@ -74,7 +84,6 @@ def trace_fields(tr, want) -> dict:
 def check(bk, nq, nk, causal, seed, inputs) -> bool:
     """One FP8 build (block_k = bk) on one shape, traced and not (see the module's docstring)."""
     from engine.cpu import fp8 as emulation
-    from engine.cpu import precision
     from engine.gpu.launchers import wgmma_fp8 as L
     cfg, (q, k, v), dev = fp8_case(bk, batch=1, heads=2, seq_q=nq, seq_k=nk, causal=causal,
                                    seed=seed, inputs=inputs)
@@ -92,17 +101,14 @@ def check(bk, nq, nk, causal, seed, inputs) -> bool:
     O = {t: got[t]["O"].get().view(ml_dtypes.bfloat16).reshape(want.output.shape) for t in got}
     same = np.array_equal(O[False].view(np.uint16), O[True].view(np.uint16))
     err = rel(O[False], want.output)
-    O64, _ = precision.reference(cfg, q, k, v)          # float64 attention of q, k, v
-    err64, err64_emulated = rel(O[False], O64), rel(want.output, O64)
+    close64, err64, err64_emulated = float64_verdict(cfg, q, k, v, O[False], want)
     lse_ok = scores_close(got[False]["lse"].get().reshape(want.lse.shape), want.lse)
     fields = trace_fields(got[True], want.trace)
     trace_ok = all(fields.values())
     if not trace_ok:
         print(f"  trace fields: {fields}", flush=True)
     # Timing needs the untraced build right; a traced build that is off is reported apart.
-    ok = (bytes_ok and same and err <= OUT_TOL and lse_ok
-          and np.isfinite(O[False].astype(np.float32)).all()
-          and err64 <= err64_emulated + OUT_TOL)
+    ok = bytes_ok and same and err <= OUT_TOL and lse_ok and close64
     print(f"FP8 128x{bk} nq={nq} nk={nk} causal={int(causal)} {inputs}: bytes={bytes_ok} "
           f"traced=untraced {same} rel(emulation)={err:.2e} rel(float64)={err64:.2e} "
           f"(emulation's {err64_emulated:.2e}) lse={lse_ok} trace={trace_ok} "
