@@ -15,8 +15,8 @@ configuration (batch 1, 2 heads, N at most VALIDATE_N) against float64 of the sa
 its output (forward) or its dQ, dK and dV (backward: validate_backward); a line whose error
 passes its dtype's limit (validation_limit, BACKWARD_VALIDATION_LIMITS) is refused and
 skipped, never recorded. Each record keeps its validation (error, limit, N). dtype
-float8_e4m3 times the FP8 build (--kernels tensorcore) alone: the other lines take 16-bit
-inputs.
+float8_e4m3 times the FP8 build (--kernels tensorcore) and cuDNN's own FP8 forward
+(--kernels cudnn_fp8, engine.gpu.cudnn_fp8) alone: the other lines take 16-bit inputs.
 """
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ from .recording import (Progress, causal_choice, command_line, device_record, in
                         names, run_job, stamped, today, write_json)
 
 TORCH_LINES = ("torch_flash", "torch_cudnn", "torch_math")
-KERNEL_CHOICES = ("naive", "teaching", "tensorcore", "torch", *TORCH_LINES)
+FP8_LINES = ("tensorcore", "cudnn_fp8")      # the lines an FP8 config times
+KERNEL_CHOICES = ("naive", "teaching", "tensorcore", "torch", *TORCH_LINES, "cudnn_fp8")
 
 
 def free_device_bytes() -> int:
@@ -83,6 +84,9 @@ def bench_one(cfg, line, args, inputs):
     """inputs: q, k, v (and dout for the backward), made once per configuration."""
     from engine.gpu.timing import benchmark_gpu
     from engine.gpu.torch_reference import benchmark_torch
+    if line == "cudnn_fp8":
+        from engine.gpu.cudnn_fp8 import benchmark_cudnn_fp8
+        return benchmark_cudnn_fp8(cfg, args.reps, args.warmup, args.budget, inputs[:3])
     if line in TORCH_LINES:              # PyTorch draws dout itself, from make_dout(cfg)
         return benchmark_torch(cfg, line, args.reps, args.warmup, args.budget, inputs[:3],
                                direction=args.direction)
@@ -118,19 +122,28 @@ def rel_err(got, want) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-def validation_limit(cfg: AttentionConfig, q, k, v, O64) -> float:
+# cuDNN's FP8 forward writes O in e4m3: its own rounding adds at most half a unit in e4m3's
+# last place, 2^-4 of each element, to the quantization's error the FP8 limit allows.
+E4M3_OUTPUT_ROUNDING = 2.0 ** -4
+
+
+def validation_limit(cfg: AttentionConfig, q, k, v, O64, line: str = "") -> float:
     """The error a line may have: VALIDATION_LIMITS by dtype; FP8, its emulation's own error
     against float64 (the quantization's, which any correct FP8 kernel shares) plus a tenth
-    and 1e-3."""
+    and 1e-3, and for cuDNN's FP8 line (e4m3 O) E4M3_OUTPUT_ROUNDING more."""
     if cfg.is_fp8:
         from engine.cpu.fp8 import emulate
-        return 1.1 * rel_err(emulate(cfg, q, k, v).output, O64) + 1e-3
+        limit = 1.1 * rel_err(emulate(cfg, q, k, v).output, O64) + 1e-3
+        return limit + (E4M3_OUTPUT_ROUNDING if line == "cudnn_fp8" else 0.0)
     return VALIDATION_LIMITS[cfg.dtype]
 
 
 def line_output(cfg: AttentionConfig, line: str, q, k, v) -> np.ndarray:
     """The line's forward output on q, k, v, on the GPU."""
     import engine
+    if line == "cudnn_fp8":
+        from engine.gpu.cudnn_fp8 import cudnn_fp8_output
+        return cudnn_fp8_output(cfg, q, k, v)
     if line in TORCH_LINES:
         from engine.gpu.torch_reference import sdpa_output
         return sdpa_output(cfg, line, q, k, v)
@@ -165,7 +178,7 @@ def validate(cfg: AttentionConfig, line: str) -> dict:
     n = small.seq_q
     q, k, v, O64 = reference(small, False)
     err = rel_err(line_output(small, line, q, k, v), O64)
-    limit = validation_limit(small, q, k, v, O64)
+    limit = validation_limit(small, q, k, v, O64, line)
     if not err <= limit:                       # NaN fails too
         raise ValueError(f"refused: on N={n} its output differs from float64 by {err:.2e} "
                          f"(relative), over the limit {limit:.2e}; not timed")
@@ -222,6 +235,12 @@ def validate_backward(cfg: AttentionConfig, line: str, backend: str = "cupy") ->
     return {"rel_err": max(errs.values()), "limit": limit, "seq": n, "rel_errs": errs}
 
 
+def times(cfg: AttentionConfig, line: str) -> bool:
+    """Whether the sweep times `line` at cfg: an FP8 config only our FP8 build (tensorcore)
+    and cuDNN's FP8 line, which in turn times FP8 configs only."""
+    return line in FP8_LINES if cfg.is_fp8 else line != "cudnn_fp8"
+
+
 def naive_need(cfg: AttentionConfig, direction: str) -> int:
     from engine.model.iomodel import peak_memory
     return peak_memory(cfg, "naive", direction=direction)
@@ -243,8 +262,8 @@ def sweep(args) -> int:
     for cfg in cfgs:
         inputs = make_inputs(cfg) + ((make_dout(cfg),) if backward else ())
         for line in timed:
-            if cfg.is_fp8 and line != "tensorcore":
-                continue                      # the FP8 build is the tensor-core family's
+            if not times(cfg, line):
+                continue
             label = (f"{line} N={cfg.seq_q} d={cfg.head_dim} {cfg.dtype}"
                      f"{' causal' if cfg.causal else ''}{' backward' if backward else ''}")
             bar.step(label)

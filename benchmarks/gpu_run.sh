@@ -14,10 +14,11 @@
 #                   128×128 tiles, d 64 and 128, float16 and bfloat16, causal and not
 #                   (parity_<gpu>.json); benchmarks.cudnn_parity's table last
 #   fp8-parity      the FP8 forward beside the project's float16 kernel, PyTorch's FA2 and
-#                   cuDNN (float16) on the forward-parity grid at 1024 / d heads (HEADS=1:
-#                   one head), each line validated against float64 first, FP8 at d = 128 on
-#                   128×192 tiles (FP8_BLOCK_K=128: 128×128), and the GPU's bfloat16 and FP8
-#                   matmul ceilings
+#                   cuDNN (float16), and cuDNN's own FP8 forward (where the cuDNN frontend's
+#                   bindings are installed: nvidia-cudnn-frontend), on the forward-parity
+#                   grid at 1024 / d heads (HEADS=1: one head), each line validated against
+#                   float64 first, FP8 at d = 128 on 128×192 tiles (FP8_BLOCK_K=128:
+#                   128×128), and the GPU's bfloat16 and FP8 matmul ceilings
 #                   (bench_<gpu>_fp8_<date>.json, matmul_ceiling_<gpu>.json)
 #   tile-grid       every tile shape of the teaching and tensor-core kernels at N 4096, d 64
 #                   (tiles_<gpu>.json)
@@ -121,7 +122,7 @@ for mode in "$@"; do
       timeout "${FP8_S:-420}" "${sweep_limits[@]}" python3 -m benchmarks.bench_sweep \
         "${grid32k[@]}" --heads "${HEADS:-0}" --dtype float16,float8_e4m3 \
         --fp8-block-k "${FP8_BLOCK_K:-192}" \
-        --kernels tensorcore,torch_flash,torch_cudnn \
+        --kernels tensorcore,torch_flash,torch_cudnn,cudnn_fp8 \
         --out "$OUT/bench_${gpu}_fp8_$(date -u +%F).json" > "$OUT/fp8.log" 2> "$OUT/fp8_progress.log"
       summary+=("fp8 parity rc=$?")
       python3 -m benchmarks.fp8_parity "$OUT/bench_${gpu}_fp8_$(date -u +%F).json" \

@@ -339,10 +339,14 @@ def fp8(results: Path = RESULTS) -> str:
              str(r["batch"] * r["heads"]), _ms(r["fp8_ms"]), f"{r['fp8_tflops']:.0f}",
              f"{r.get('tensorcore_tflops', float('nan')):.0f}",
              *(f"{r[f'vs_{line}']:.2f}" if f"vs_{line}" in r else "–"
-               for line in ("tensorcore", "torch_flash", "torch_cudnn"))]
+               for line in ("tensorcore", "torch_flash", "torch_cudnn", "cudnn_fp8"))]
             for r in parity(doc["results"])]
     out = _table(["N", "d", "causal", "B·H", "FP8 ms", "FP8 TFLOP/s", "ours f16 TFLOP/s",
-                  "× ours f16", "× FA2 f16", "× cuDNN f16"], rows)
+                  "× ours f16", "× FA2 f16", "× cuDNN f16", "× cuDNN FP8"], rows)
+    peer = [r for r in doc["results"] if r["kernel"] == "cudnn_fp8"]
+    peer_text = (" cuDNN FP8: cuDNN's own FP8 forward in the same run (per-tensor scales, e4m3 "
+                 "O; engine/gpu/cudnn_fp8.py)." if peer else
+                 " cuDNN FP8: not in this run (–).")
     published = ", ".join(f"{name} {tf:,} TFLOP/s" for name, tf in PUBLISHED_FP8.items())
     fp8_rows = [r for r in doc["results"] if r["dtype"] == "float8_e4m3"]
     tiles = ", ".join(f"{bq}×{bk} at d = {d}" for d, bq, bk in sorted(
@@ -355,7 +359,8 @@ def fp8(results: Path = RESULTS) -> str:
             f"float16 lines of the same run: ours (the tensor-core kernel), PyTorch's flash "
             f"(FA2) and cuDNN; medians of {_reps(doc['results'])}; every line checked against "
             f"float64 before it was timed; `benchmarks/results/{doc['file']}`. × : their time "
-            f"over FP8's (above 1: FP8 is faster). Published, not measured here (H100 SXM5, "
+            f"over FP8's (above 1: FP8 is faster).{peer_text} Published, not measured here "
+            f"(H100 SXM5, "
             f"d = 128, N = 16k, FlashAttention-3's paper): {published}."]
     return "\n".join(out)
 

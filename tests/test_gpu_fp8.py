@@ -240,3 +240,37 @@ def test_shapes_outside_the_build_are_refused():
     for cfg in (config(block_k=64), config(head_dim=64, block_k=192)):
         with pytest.raises(ConfigError, match="The FP8 kernel does not take .* It supports"):
             wgmma_fp8.check_takes(cfg)
+
+
+def cudnn_fp8_line():
+    """engine.gpu.cudnn_fp8, or a skip where the cuDNN frontend's bindings are missing."""
+    from engine.gpu import cudnn_fp8
+    try:
+        cudnn_fp8.frontend()
+    except cudnn_fp8.CudnnFp8Unavailable as exc:
+        pytest.skip(str(exc))
+    return cudnn_fp8
+
+
+@pytest.mark.gpu
+@needs_hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+def test_cudnns_fp8_line_passes_the_sweeps_check_and_is_per_tensor_fp8(causal, d):
+    """cuDNN's FP8 forward, the FP8 sweep's peer line: within the sweep's limit of float64
+    (bench_sweep.validate), and within e4m3 O's rounding of a float64 attention of the very
+    inputs it got (each of q, k, v rounded to e4m3 at one scale): relative RMS under 2^-4."""
+    from benchmarks import bench_sweep
+    line = cudnn_fp8_line()
+    cfg = config(seq_q=512, seq_k=512, head_dim=d, causal=causal, block_k=128)
+    bench_sweep.reference.cache_clear()
+    checked = bench_sweep.validate(cfg, "cudnn_fp8")
+    assert checked["rel_err"] <= checked["limit"]
+    q, k, v = engine.make_inputs(cfg)
+    got = line.cudnn_fp8_output(cfg, q, k, v)
+
+    def e4m3(x):
+        s = 448.0 / np.abs(x).max()
+        return (x.astype(np.float64) * s).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) / s
+    want, _ = attention64(e4m3(q), e4m3(k), e4m3(v), cfg.softmax_scale, cfg.causal)
+    assert np.sqrt(((got - want) ** 2).mean() / (want ** 2).mean()) < 2.0 ** -4
