@@ -258,7 +258,7 @@ def sweep(args) -> int:
                                       "never below 20." if args.budget else "",
                                       direction=args.direction),
                    command=command_line(), results=[], skipped=[])
-    bar = Progress(len(cfgs) * len(timed))
+    bar = Progress(sum(times(cfg, line) for cfg in cfgs for line in timed))
     for cfg in cfgs:
         inputs = make_inputs(cfg) + ((make_dout(cfg),) if backward else ())
         for line in timed:
