@@ -35,6 +35,8 @@ RESYNC = "bash scripts/lock.sh --sync"
 OPTIONAL_IMPORTS = {
     "torch": "PyTorch reference lines (engine/gpu/torch_reference.py), on GPU machines that "
              "have PyTorch; the app works without it",
+    "cudnn": "cuDNN's FP8 reference line (engine/gpu/cudnn_fp8.py): the nvidia-cudnn-frontend "
+             "bindings, on GPU machines that have them; the FP8 sweep skips that line without",
 }
 # Import names of declared packages that may not be installed here (the [gpu] extra on a
 # machine without a GPU), so importlib.metadata cannot map them.
