@@ -56,12 +56,13 @@ def lines(kernels: list[str]) -> list[str]:
 
 
 def block_k_of(args, d: int, dtype: str) -> int:
-    """--block-k, or for an FP8 config --fp8-block-k where the FP8 build has that key tile at
+    """--block-k, or for an FP8 config the first of --fp8-block-k that the FP8 build takes at
     this head_dim and --block-q (its registry row's shapes)."""
     if args.fp8_block_k and dtype in FP8_DTYPES:
         from engine.model.registry import kernel
-        if (d, args.block_q, args.fp8_block_k) in kernel("wgmma fp8").shapes:
-            return args.fp8_block_k
+        for bk in args.fp8_block_k:
+            if (d, args.block_q, bk) in kernel("wgmma fp8").shapes:
+                return bk
     return args.block_k
 
 
@@ -321,9 +322,10 @@ def parser():
                         "one SDPA backend: torch_flash, torch_cudnn, torch_math")
     b.add_argument("--block-q", type=int, default=64, choices=BLOCK_SIZES)
     b.add_argument("--block-k", type=int, default=64, choices=BLOCK_SIZES)
-    b.add_argument("--fp8-block-k", type=int, default=0,
-                   help="the FP8 configs' key tile where the FP8 build has it at that head_dim "
-                        "(192 at d = 128), else --block-k")
+    b.add_argument("--fp8-block-k", type=ints, default=[],
+                   help="the FP8 configs' key tile: the first of these the FP8 build has at "
+                        "that head_dim (e.g. 192,256: 192 at d = 128, 256 at d = 64), else "
+                        "--block-k")
     b.add_argument("--tokens", type=int, default=16384,
                    help="batch = tokens // seq unless --batch is given (default 16384)")
     b.add_argument("--model-dim", type=int, default=1024,

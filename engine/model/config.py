@@ -16,7 +16,7 @@ BLOCK_SIZES = (8, 16, 32, 64, 128)
 # block_k sizes beyond BLOCK_SIZES that only the FP8 forward takes (dtype in FP8_DTYPES): its
 # Hopper build at head_dim 128 (wider key tiles share the softmax's fixed costs per tile;
 # engine.model.catalog says which shapes run) and its emulation at any head_dim.
-FP8_BLOCK_K = (192,)
+FP8_BLOCK_K = (192, 256)
 # The dtypes of every pass (forward, backward, decode) on both backends, and of the sidebar.
 DTYPES = ("float32", "float16", "bfloat16")
 # FP8 (e4m3: 4 exponent bits, 3 mantissa bits, finite, max 448): the flash forward only. Its

@@ -124,7 +124,7 @@ KERNELS = (
            "Tensor-core kernel, Hopper wgmma FP8 (forward)", FP8_DTYPES, 9.0,
            hopper_only=True, traceable=True, family="tensorcore", smem_layout="wgmma fp8",
            chart_name="flash, tensor core (wgmma FP8)",
-           shapes=((64, 128, 128), (128, 128, 128), (128, 128, 192))),
+           shapes=((64, 128, 128), (128, 128, 128), (128, 128, 192), (64, 128, 256))),
     Kernel("naive_softmax", "forward", "baselines/naive_softmax.cu", ("row_softmax",),
            "engine.gpu.naive", "Naive attention: row softmax (forward)", ALL_DTYPES, 7.5),
     Kernel("backward teaching", "backward", "teaching/flash_backward_teaching.cu",

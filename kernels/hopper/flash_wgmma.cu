@@ -25,8 +25,9 @@
 // diagonal tiles (causal) and on a ragged last key tile. exp2 takes scale·log2(e) folded in.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 128, two consumers),
-// BLOCK_K (Bc: 64 or 128; FP8 128, or 192 at d = 128), TRACE (0 or 1: write the online-softmax
-// trace and the schedule of the items, with the semantics of the tensor-core kernel's trace),
+// BLOCK_K (Bc: 64 or 128; FP8 128, 192 at d = 128 or 256 at d = 64), TRACE (0 or 1: write
+// the online-softmax trace and the schedule of the items, with the semantics of the
+// tensor-core kernel's trace),
 // PINGPONG (0 or 1: consumer warpgroups take turns issuing their products, so one's softmax
 // overlaps the other's products), BF16 (0: float16 inputs and output, 1: bfloat16),
 // PERSISTENT (0 or 1, as above), FP8 (below), SOFTMAX_FENCE (1, the default: a fence keeps the
@@ -120,7 +121,8 @@ constexpr int Q_BYTES = Br * d * ELEM;
 constexpr int KV_BYTES = Bc * d * ELEM;
 constexpr int K_STEP = 32 / ELEM;               // k of one wgmma: 32 bytes of a row
 // FP8's V_jᵀ: d rows of Bc keys, loaded as boxes of VT_BOX keys (bytes), each a slab of d rows
-// in the VT_BOX-byte swizzle: one box of 128 at Bc = 128, three of 64 at Bc = 192.
+// in the VT_BOX-byte swizzle: one box of 128 at Bc = 128, three of 64 at Bc = 192, two of
+// 128 at Bc = 256.
 constexpr int VT_BOX = Bc % 128 == 0 ? 128 : 64;
 constexpr int VT_SLAB = d * VT_BOX;             // bytes of one box of V_jᵀ
 constexpr int S_REGS = Bc / 2;                  // S accumulators per thread (64 x Bc per warpgroup)
@@ -146,10 +148,10 @@ static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= BAR_AREA,
 
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
-static_assert(Bc == 64 || Bc == 128 || (FP8 && Bc == 192),
-              "BLOCK_K must be 64 or 128 (FP8: 128, or 192 at HEAD_DIM 128)");
-static_assert(!FP8 || Bc == 128 || (Bc == 192 && d == 128),
-              "the FP8 build takes BLOCK_K 128, or 192 at HEAD_DIM 128 (Vᵀ rows of Bc bytes)");
+static_assert(Bc == 64 || Bc == 128 || (FP8 && (Bc == 192 || Bc == 256)),
+              "BLOCK_K must be 64 or 128 (FP8: 128, 192 at HEAD_DIM 128, 256 at HEAD_DIM 64)");
+static_assert(!FP8 || Bc == 128 || (Bc == 192 && d == 128) || (Bc == 256 && d == 64),
+              "the FP8 build takes BLOCK_K 128, 192 at HEAD_DIM 128 or 256 at HEAD_DIM 64");
 
 #include "common.cuh"
 #include "online_softmax.cuh"

@@ -32,21 +32,26 @@ E4M3_MAX = np.float32(448.0)      # the largest finite e4m3 value
 V_KEY_GROUP = 16                  # Vᵀ's keys are permuted within groups of 16 (and padded to them)
 # Whether the consumer warpgroups take turns issuing their products, by head_dim: on an H100
 # (2026-11-27, N = 8192-16384, B·H·N = 32k tokens · 1024/d heads) turns were 3% slower at
-# d = 128 and 7% faster at d = 64 (lab/NOTES.md, "FP8 forward").
-PINGPONG = {64: 1, 128: 0}
+# d = 128 and 7% faster at d = 64 (lab/NOTES.md, "FP8 forward"); on an H200 (2026-11-29, the
+# kernel of that day) 3-6% slower at d = 64 too, with 128- and 256-key tiles alike
+# (lab/NOTES.md, "FP8 key tiles of 256 at d = 64").
+PINGPONG = {64: 0, 128: 0}
 # The softmax fence (the kernel's header): on an H100 (2026-11-27) 1.02-1.05× faster at
 # N >= 4096 for both head_dims (lab/NOTES.md, "The softmax fence").
 SOFTMAX_FENCE = 1
-# The tile max from the scores' bits (engine.gpu.launchers.wgmma.TILE_MAX_BITS), by head_dim:
-# on an H200 (2026-11-29) 1-4% faster at d = 128 (128×192 tiles) and 1-3% slower at d = 64,
-# the same outputs bit for bit either way (lab/NOTES.md, "The tile max from the scores' bits").
-TILE_MAX_BITS = {64: 0, 128: 1}
+# The tile max from the scores' bits (engine.gpu.launchers.wgmma.TILE_MAX_BITS), by
+# (head_dim, block_k): on an H200 (2026-11-29) 1-4% faster at d = 128 (128×192 tiles), 1-3%
+# slower at d = 64 on 128-key tiles with turns, 1-2% faster at d = 64 on 256-key tiles; the
+# same outputs bit for bit either way (lab/NOTES.md, "The tile max from the scores' bits" and
+# "FP8 key tiles of 256 at d = 64").
+TILE_MAX_BITS = {(64, 128): 0, (64, 256): 1, (128, 128): 1, (128, 192): 1}
 
 
 def vt_box(cfg: AttentionConfig) -> int:
     """Keys (bytes) of one box of V8ᵀ as the kernel loads a tile of block_k keys (its VT_BOX):
-    128 (one box of 128 keys in the 128-byte swizzle) where block_k is a multiple of 128, else
-    64 (block_k = 192: three boxes of 64 keys in the 64-byte swizzle)."""
+    128 (boxes of 128 keys in the 128-byte swizzle) where block_k is a multiple of 128 (one box
+    at 128, two at 256), else 64 (block_k = 192: three boxes of 64 keys in the 64-byte
+    swizzle)."""
     return 128 if cfg.block_k % 128 == 0 else 64
 
 
@@ -62,7 +67,8 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
             f"-DPINGPONG={PINGPONG[cfg.head_dim]}", "-DBF16=0", "-DFP8=1",
             f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE}",
-            f"-DTILE_MAX_BITS={TILE_MAX_BITS[cfg.head_dim]}", *wgmma_ring_options(cfg))
+            f"-DTILE_MAX_BITS={TILE_MAX_BITS[cfg.head_dim, cfg.block_k]}",
+            *wgmma_ring_options(cfg))
 
 
 def build(cfg: AttentionConfig, trace: bool) -> core.Build:
