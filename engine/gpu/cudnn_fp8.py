@@ -53,7 +53,8 @@ def per_tensor_e4m3(torch, x):
 
 class CudnnFp8Run:
     """One sdpa_fp8 graph for cfg on q, k, v (torch, (B, H, N, d), any float dtype): run()
-    enqueues it on the default stream; output() is O in true units (float32)."""
+    enqueues it on the default stream; output() is O in true units (float32); close() hands
+    its cuDNN handle back."""
 
     def __init__(self, cfg: AttentionConfig, q, k, v, o_amax: float = 1.0):
         torch, cudnn = torch_module(), frontend()
@@ -64,6 +65,7 @@ class CudnnFp8Run:
         factors = {"descale_q": quantized[0][1], "descale_k": quantized[1][1],
                    "descale_v": quantized[2][1], "descale_s": 1.0 / E4M3_MAX,
                    "scale_s": E4M3_MAX, "scale_o": self.scale_o}
+        self.cudnn = cudnn
         self.handle = cudnn.create_handle()
         cudnn.set_stream(self.handle, torch.cuda.current_stream().cuda_stream)
         g = cudnn.pygraph(io_data_type=f8, intermediate_data_type=f32, compute_data_type=f32,
@@ -88,6 +90,7 @@ class CudnnFp8Run:
             g.check_support()
             g.build_plans()
         except Exception as exc:                 # cudnnGraphNotSupportedError and kin
+            self.close()
             raise CudnnFp8Unavailable(f"cuDNN's FP8 forward does not run this configuration "
                                       f"here: {str(exc).splitlines()[0]}") from exc
         dev = q.device
@@ -106,6 +109,11 @@ class CudnnFp8Run:
     def output(self):
         return self.o.float() / self.scale_o
 
+    def close(self):
+        if self.handle is not None:
+            self.cudnn.destroy_handle(self.handle)
+            self.handle = None
+
 
 def cudnn_fp8_output(cfg: AttentionConfig, q, k, v) -> np.ndarray:
     """One cuDNN FP8 forward on NumPy q, k, v (B, H, N, d): O as float32 NumPy. O's e4m3
@@ -120,8 +128,11 @@ def cudnn_fp8_output(cfg: AttentionConfig, q, k, v) -> np.ndarray:
                                          device=s.device).triu(1), -math.inf)
         o_amax = float((torch.softmax(s, -1) @ tv).abs().max())
         line = CudnnFp8Run(cfg, tq, tk, tv, o_amax=o_amax)
-        line.run()
-        return line.output().cpu().numpy()
+        try:
+            line.run()
+            return line.output().cpu().numpy()
+        finally:
+            line.close()
 
 
 def benchmark_cudnn_fp8(cfg: AttentionConfig, reps: int, warmup: int,
@@ -136,11 +147,13 @@ def benchmark_cudnn_fp8(cfg: AttentionConfig, reps: int, warmup: int,
         base = torch.cuda.memory_allocated()
         arrays = inputs if inputs is not None else make_inputs(cfg)
         line = CudnnFp8Run(cfg, *(_to_torch(torch, x) for x in arrays[:3]))
-        line.run()
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
-        totals, _ = time_stages([("cudnn_fp8", line.run)], reps, warmup, budget_s)
-        del line
+        try:
+            line.run()
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+            totals, _ = time_stages([("cudnn_fp8", line.run)], reps, warmup, budget_s)
+        finally:
+            line.close()
     summary = summarize(totals, cfg, "forward")
     check_ceilings(cfg, "flash", False, summary["median_ms"], "cuDNN FP8")
     cudnn = frontend()
