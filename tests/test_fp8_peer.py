@@ -2,7 +2,6 @@
 benchmarks/fp8_parity.py), on the CPU: which configs it times, the error it may have and
 why, its column in the parity rows, and the message when its bindings are missing. The line
 itself runs in tests/test_gpu_fp8.py."""
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -10,8 +9,7 @@ import engine
 from benchmarks import bench_sweep
 from benchmarks.bench_sweep import E4M3_OUTPUT_ROUNDING, attention64, times, validation_limit
 from benchmarks.fp8_parity import parity
-
-E4M3_MAX = 448.0
+from reference import per_tensor_e4m3_64
 
 
 def config(**changes):
@@ -23,10 +21,7 @@ def config(**changes):
 def per_tensor_fp8_attention(cfg, q, k, v) -> np.ndarray:
     """What a correct per-tensor FP8 forward with e4m3 O returns: float64 attention of q, k,
     v each rounded to e4m3 at one scale (amax to 448), O rounded to e4m3 the same way."""
-    def e4m3(x):
-        s = E4M3_MAX / np.abs(x).max()
-        return (x * s).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) / s
-    return e4m3(attention64(cfg, *(e4m3(np.asarray(x, np.float64)) for x in (q, k, v))))
+    return per_tensor_e4m3_64(attention64(cfg, *map(per_tensor_e4m3_64, (q, k, v))))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float8_e4m3"])

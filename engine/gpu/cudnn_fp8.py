@@ -12,8 +12,6 @@ of its own); without them, or on a GPU cuDNN's FP8 forward does not run on, the 
 CudnnFp8Unavailable, which a sweep records as a skipped line."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..model.config import AttentionConfig
@@ -122,11 +120,9 @@ def cudnn_fp8_output(cfg: AttentionConfig, q, k, v) -> np.ndarray:
     with GPU_LOCK, gpu_failures("cuDNN FP8"):
         torch = torch_module()
         tq, tk, tv = (_to_torch(torch, x).float() for x in (q, k, v))
-        s = (tq @ tk.transpose(-1, -2)) * cfg.softmax_scale
-        if cfg.causal:
-            s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool,
-                                         device=s.device).triu(1), -math.inf)
-        o_amax = float((torch.softmax(s, -1) @ tv).abs().max())
+        o32 = torch.nn.functional.scaled_dot_product_attention(
+            tq, tk, tv, is_causal=cfg.causal, scale=cfg.softmax_scale)
+        o_amax = float(o32.abs().max())
         line = CudnnFp8Run(cfg, tq, tk, tv, o_amax=o_amax)
         try:
             line.run()

@@ -30,12 +30,12 @@ BUILD = registry_kernel("wgmma fp8")
 FUNCTION, QUANTIZE = BUILD.functions[0], BUILD.functions[1]
 E4M3_MAX = np.float32(448.0)      # the largest finite e4m3 value
 V_KEY_GROUP = 16                  # Vᵀ's keys are permuted within groups of 16 (and padded to them)
-# Whether the consumer warpgroups take turns issuing their products, by head_dim: on an H100
-# (2026-11-27, N = 8192-16384, B·H·N = 32k tokens · 1024/d heads) turns were 3% slower at
-# d = 128 and 7% faster at d = 64 (lab/NOTES.md, "FP8 forward"); on an H200 (2026-11-29, the
-# kernel of that day) 3-6% slower at d = 64 too, with 128- and 256-key tiles alike
-# (lab/NOTES.md, "FP8 key tiles of 256 at d = 64").
-PINGPONG = {64: 0, 128: 0}
+# Whether the consumer warpgroups take turns issuing their products: no, at either head_dim.
+# On an H100 (2026-11-27, N = 8192-16384, B·H·N = 32k tokens · 1024/d heads) turns were 3%
+# slower at d = 128 and 7% faster at d = 64 (lab/NOTES.md, "FP8 forward"); on an H200
+# (2026-11-29, the kernel of that day) 3-6% slower at d = 64 too, with 128- and 256-key tiles
+# alike (lab/NOTES.md, "FP8 key tiles of 256 at d = 64").
+PINGPONG = 0
 # The softmax fence (the kernel's header): on an H100 (2026-11-27) 1.02-1.05× faster at
 # N >= 4096 for both head_dims (lab/NOTES.md, "The softmax fence").
 SOFTMAX_FENCE = 1
@@ -65,7 +65,7 @@ def check_takes(cfg: AttentionConfig) -> None:
 def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
     return ("--std=c++17", "-arch=sm_90a", f"-DHEAD_DIM={cfg.head_dim}",
             f"-DBLOCK_Q={cfg.block_q}", f"-DBLOCK_K={cfg.block_k}", f"-DTRACE={int(bool(trace))}",
-            f"-DPINGPONG={PINGPONG[cfg.head_dim]}", "-DBF16=0", "-DFP8=1",
+            f"-DPINGPONG={PINGPONG}", "-DBF16=0", "-DFP8=1",
             f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE}",
             f"-DTILE_MAX_BITS={TILE_MAX_BITS[cfg.head_dim, cfg.block_k]}",
             *wgmma_ring_options(cfg))
