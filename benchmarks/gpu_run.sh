@@ -17,8 +17,8 @@
 #                   cuDNN (float16), and cuDNN's own FP8 forward (where the cuDNN frontend's
 #                   bindings are installed: nvidia-cudnn-frontend), on the forward-parity
 #                   grid at 1024 / d heads (HEADS=1: one head), each line validated against
-#                   float64 first, FP8 on 128×192 tiles at d = 128 and 128×256 at d = 64
-#                   (FP8_BLOCK_K=128: 128×128), and the GPU's bfloat16 and FP8 matmul
+#                   float64 first, FP8 on 128×256 tiles (FP8_BLOCK_K=192,128: 128×192 at
+#                   d = 128; 128: 128×128), and the GPU's bfloat16 and FP8 matmul
 #                   ceilings
 #                   (bench_<gpu>_fp8_<date>.json, matmul_ceiling_<gpu>.json)
 #   tile-grid       every tile shape of the teaching and tensor-core kernels at N 4096, d 64
@@ -122,7 +122,7 @@ for mode in "$@"; do
       summary+=("matmul ceilings rc=$?: $(tr '\n' ';' < "$OUT/matmul_ceiling.log")")
       timeout "${FP8_S:-420}" "${sweep_limits[@]}" python3 -m benchmarks.bench_sweep \
         "${grid32k[@]}" --heads "${HEADS:-0}" --dtype float16,float8_e4m3 \
-        --fp8-block-k "${FP8_BLOCK_K:-192,256}" \
+        --fp8-block-k "${FP8_BLOCK_K:-256}" \
         --kernels tensorcore,torch_flash,torch_cudnn,cudnn_fp8 \
         --out "$OUT/bench_${gpu}_fp8_$(date -u +%F).json" > "$OUT/fp8.log" 2> "$OUT/fp8_progress.log"
       summary+=("fp8 parity rc=$?")

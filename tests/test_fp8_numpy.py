@@ -606,7 +606,8 @@ def test_the_fp8_build_is_one_registry_row_with_its_layout():
         "engine.gpu.launchers.wgmma_fp8")
     assert (row.dtypes, row.min_cc, row.hopper_only, row.traceable, row.family) == (
         ("float8_e4m3",), 9.0, True, True, "tensorcore")
-    assert row.shapes == ((64, 128, 128), (128, 128, 128), (128, 128, 192), (64, 128, 256))
+    assert row.shapes == ((64, 128, 128), (128, 128, 128), (128, 128, 192), (64, 128, 256),
+                          (128, 128, 256))
     assert row.chart_name == "flash, tensor core (wgmma FP8)"
     assert row not in catalog.TENSORCORE_BUILDS       # the 16-bit dispatch is as it was
     # shared memory: Q_i in 2 buffers, K_j and V_j in 2 stages, 1 byte an element, plus the
@@ -635,15 +636,24 @@ def test_the_fp8_build_is_one_registry_row_with_its_layout():
         cfg.with_(block_k=512)
     assert catalog.fp8_build(cfg.with_(head_dim=64), hopper=True) is row
     # key tiles of 256 at head_dim 64: K_j and V_jᵀ of 256 rows or keys of 64 bytes in each
-    # of two stages; at head_dim 128 the build does not take them
+    # of two stages, P in registers
     wide64 = cfg.with_(head_dim=64, block_k=256)
     parts = iomodel.smem_parts(wide64, "wgmma fp8")
     assert [parts[k] for k in ("Q_i (2 buffers)", "K_j (2 buffers)", "V_j (2 buffers)")] == \
         [2 * 128 * 64, 2 * 256 * 64, 2 * 256 * 64]
     assert catalog.fp8_build(wide64, hopper=True) is row
-    with pytest.raises(engine.ConfigError, match="head_dim=128, block_q=128, block_k=256. It "
-                                                 "supports dtype float8_e4m3"):
-        catalog.fp8_build(wide64.with_(head_dim=128), hopper=True)
+    assert not iomodel.p_through_smem(wide64) and not iomodel.p_through_smem(wide)
+    # and at head_dim 128, with P_ij through shared memory: two consumers' buffers of 64 rows
+    # in two 128-key slabs beside two stages of 256-key K_j and V_jᵀ (193 KiB in all)
+    wide128 = wide64.with_(head_dim=128)
+    assert iomodel.p_through_smem(wide128) and catalog.fp8_build(wide128, hopper=True) is row
+    parts = iomodel.smem_parts(wide128, "wgmma fp8")
+    assert list(parts) == ["Q_i (2 buffers)", "K_j (2 buffers)", "V_j (2 buffers)",
+                           "P_ij (a buffer a consumer)", "mbarriers", "swizzle alignment"]
+    assert list(parts.values()) == [2 * 128 * 128, 2 * 256 * 128, 2 * 256 * 128, 2 * 2 * 8192,
+                                    128, 1024]
+    assert iomodel.smem_bytes(wide128, "wgmma fp8") == 197760 <= 227 * 1024
+    assert not iomodel.p_through_smem(wide128.with_(dtype="float16", block_k=128))
     with pytest.raises(engine.ConfigError, match="block_k=64. It supports dtype float8_e4m3"):
         catalog.fp8_build(cfg.with_(block_k=64), hopper=True)
     with pytest.raises(engine.ConfigError, match="compute capability 9.x only.*numpy"):

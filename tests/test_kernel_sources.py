@@ -253,6 +253,28 @@ def test_backward_builds_keep_everything_in_registers(source, function, options)
     assert "0 bytes spill stores, 0 bytes spill loads" in report[0], (options, report)
 
 
+# The FP8 forward's untraced builds, as its launcher compiles them (the compile test above
+# builds them too, with the same options: the pool shares the result).
+FP8_UNTRACED = [o for o in fp8_examples() if "-DTRACE=0" in o]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
+@pytest.mark.parametrize("options", FP8_UNTRACED, ids=[" ".join(o) for o in FP8_UNTRACED])
+def test_fp8_builds_keep_their_products_pipelined(options):
+    """No spills, and ptxas keeps the wgmma pipelined: where S, O and P pass the consumers'
+    registers (128 × 256 at d = 128 with P in registers) it spills and serialises every wgmma,
+    a build that runs correctly at a fraction of its speed; P_SMEM is what keeps that tile
+    inside them."""
+    done = nvcc_verbose(SRC["wgmma"], tuple(options))
+    assert done.returncode == 0, done.stderr
+    report = done.stderr.split("Function properties for flash_wgmma")[1].split("ptxas")[0]
+    assert "0 bytes spill stores, 0 bytes spill loads" in report, (options, report)
+    assert "serialized" not in done.stderr, (options, done.stderr)
+    want_p_smem = "-DHEAD_DIM=128" in options and "-DBLOCK_K=256" in options
+    assert ("-DP_SMEM=1" in options) == want_p_smem and ("-DP_SMEM=0" in options) != want_p_smem
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed here")
 def test_missing_defines_fail_with_a_message():
     done = nvcc(SRC["teaching"], ("-DBLOCK_Q=64",))

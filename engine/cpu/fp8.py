@@ -15,7 +15,7 @@ query rows as engine.cpu.forward does): S_raw = Q8 K8ᵀ; f_j = float32(scale·l
 l, rounded to e4m3 (P8) and multiplied with V8 into a float32 accumulator kept in units of the
 current V tile's scale; O = bfloat16((O_acc · v_scale) / l). The products Q8 K8ᵀ and P8 V8 are
 exact in float64 (e4m3 values have 4 significant bits: every product is a multiple of 2^-18
-below 2^18, a sum of 256 of them, over head_dim or a key tile of up to 192, fits 44 bits), so
+below 2^18, a sum of 256 of them, over head_dim or a key tile of up to 256, fits 44 bits), so
 they are formed there and rounded once to float32: the correctly rounded sum, the same on every
 processor. The kernel accumulates them in float32 on its tensor cores in its own order, so
 the two agree to float32 rounding there, not bit for bit; the quantized bytes agree bit for bit.

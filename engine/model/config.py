@@ -14,7 +14,7 @@ import ml_dtypes  # noqa: F401  (registers NumPy's "bfloat16" dtype, which CuPy 
 HEAD_DIMS = (16, 32, 64, 128, 256)
 BLOCK_SIZES = (8, 16, 32, 64, 128)
 # block_k sizes beyond BLOCK_SIZES that only the FP8 forward takes (dtype in FP8_DTYPES): its
-# Hopper build at head_dim 128 (wider key tiles share the softmax's fixed costs per tile;
+# Hopper build (wider key tiles share the softmax's fixed costs per tile;
 # engine.model.catalog says which shapes run) and its emulation at any head_dim.
 FP8_BLOCK_K = (192, 256)
 # The dtypes of every pass (forward, backward, decode) on both backends, and of the sidebar.

@@ -42,8 +42,8 @@ def smem_parts(cfg: AttentionConfig, kernel: str = "teaching") -> dict:
     buffers wgmma_ring gives (two of Q_i: a persistent block loads its next item's Q_i during
     the current one), plus the mbarriers (wgmma_barrier_bytes) and up to 1024 bytes to align
     the swizzle pattern.
-    "wgmma fp8": the wgmma layout with 1-byte elements (e4m3), V transposed; the scales are
-    read from global memory.
+    "wgmma fp8": the wgmma layout with 1-byte elements (e4m3), V transposed, and where
+    p_through_smem(cfg) P_ij's buffers; the scales are read from global memory.
     "backward teaching" (kernels/teaching/flash_backward_teaching.cu): K_j, V_j, Q_i, dO_i in the input
     dtype, each row padded by one 32-bit word (bank conflicts); then dK_j, dV_j, P_ij, dS_ij,
     L_i and D_i in float32.
@@ -100,6 +100,27 @@ def _buffers(tile: str, n: int) -> str:
 WGMMA_RINGS = {("16-bit", 128, 128, 128): (1, 3), ("fp8", 128, 128, 192): (2, 3)}
 
 
+# FP8 builds whose P_ij goes through shared memory (the kernel's P_SMEM), by (head_dim,
+# block_k): at 128×256 and d = 128, S, O and P in registers pass the consumers' 240 (nvcc 13.0
+# spilled 144 bytes and serialised every wgmma), so P_ij is stored to one buffer a consumer
+# warpgroup and P V reads it from there. Measured on an H200 (2026-11-29, lab/NOTES.md, "FP8:
+# P through shared memory"): 2-4% faster than 128×192 at N = 8k-16k, 6% at 2k.
+FP8_P_SMEM = {(128, 256)}
+
+
+def p_through_smem(cfg: AttentionConfig) -> bool:
+    """Whether the Hopper forward's build for cfg keeps P_ij in shared memory (FP8_P_SMEM)."""
+    return cfg.is_fp8 and (cfg.head_dim, cfg.block_k) in FP8_P_SMEM
+
+
+def p_buffer_bytes(cfg: AttentionConfig) -> int:
+    """P_ij's buffers where p_through_smem(cfg): 64 rows a consumer warpgroup, in slabs of 128
+    keys of 1 byte (the kernel's P_WG_BYTES); 0 otherwise."""
+    if not p_through_smem(cfg):
+        return 0
+    return cfg.block_q // 64 * -(-cfg.block_k // 128) * 64 * 128
+
+
 def wgmma_ring(cfg: AttentionConfig) -> tuple[int, int]:
     """(Q_i buffers, K_j / V_j stages) of the Hopper forward's build for cfg."""
     kind = "fp8" if cfg.is_fp8 else "16-bit"
@@ -112,8 +133,9 @@ def wgmma_parts(cfg: AttentionConfig, ring: tuple[int, int] | None = None) -> di
     Br, Bc, d = cfg.block_q, cfg.block_k, cfg.head_dim
     e = 1 if cfg.is_fp8 else 2
     q, s = ring or wgmma_ring(cfg)
+    p = {"P_ij (a buffer a consumer)": p_buffer_bytes(cfg)} if p_through_smem(cfg) else {}
     return {_buffers("Q_i", q): q * Br * d * e, _buffers("K_j", s): s * Bc * d * e,
-            _buffers("V_j", s): s * Bc * d * e, "mbarriers": wgmma_barrier_bytes(q, s),
+            _buffers("V_j", s): s * Bc * d * e, **p, "mbarriers": wgmma_barrier_bytes(q, s),
             "swizzle alignment": 1024}
 
 

@@ -117,14 +117,16 @@ KERNELS = (
     # tensor, e4m3 bytes, V written transposed, its keys permuted within groups of 16 to the
     # order of P's register fragment), then the forward on FP8 wgmma (docs/DESIGN.md, "The FP8
     # forward contract"); the NumPy emulation is engine.cpu.fp8. At head_dim 128 it takes key
-    # tiles of 192 too (S_ij one m64n192 wgmma, V_jᵀ in three 64-key boxes), to share the
-    # softmax's fixed costs per tile among more keys.
+    # tiles of 192 too (S_ij one m64n192 wgmma, V_jᵀ in three 64-key boxes), and of 256 with
+    # P_ij through shared memory (iomodel.p_through_smem), to share the softmax's fixed costs
+    # per tile among more keys; at head_dim 64, 256 with P in registers.
     Kernel("wgmma fp8", "forward", "hopper/flash_wgmma.cu", ("flash_wgmma", "quantize_fp8"),
            "engine.gpu.launchers.wgmma_fp8",
            "Tensor-core kernel, Hopper wgmma FP8 (forward)", FP8_DTYPES, 9.0,
            hopper_only=True, traceable=True, family="tensorcore", smem_layout="wgmma fp8",
            chart_name="flash, tensor core (wgmma FP8)",
-           shapes=((64, 128, 128), (128, 128, 128), (128, 128, 192), (64, 128, 256))),
+           shapes=((64, 128, 128), (128, 128, 128), (128, 128, 192), (64, 128, 256),
+                   (128, 128, 256))),
     Kernel("naive_softmax", "forward", "baselines/naive_softmax.cu", ("row_softmax",),
            "engine.gpu.naive", "Naive attention: row softmax (forward)", ALL_DTYPES, 7.5),
     Kernel("backward teaching", "backward", "teaching/flash_backward_teaching.cu",

@@ -25,7 +25,7 @@
 // diagonal tiles (causal) and on a ragged last key tile. exp2 takes scale·log2(e) folded in.
 //
 // Compile-time switches (-D): HEAD_DIM (64 or 128), BLOCK_Q (Br: 128, two consumers),
-// BLOCK_K (Bc: 64 or 128; FP8 128, 192 at d = 128 or 256 at d = 64), TRACE (0 or 1: write
+// BLOCK_K (Bc: 64 or 128; FP8 128, 192 or 256 at d = 128, 256 at d = 64), TRACE (0 or 1: write
 // the online-softmax trace and the schedule of the items, with the semantics of the
 // tensor-core kernel's trace),
 // PINGPONG (0 or 1: consumer warpgroups take turns issuing their products, so one's softmax
@@ -42,7 +42,8 @@
 // lane's two columns, for the lab's comparison), TILE_MAX_BITS (1, the default: a row's tile
 // max from its scores' bits, two scores a three-input integer max, where the row holds a
 // score >= +0; the same float as the float max; 0: the float max alone, as the launchers ask
-// for FP8 at d = 64, where it measured faster).
+// for FP8 at d = 64, where it measured faster), P_SMEM (FP8, 1: P_ij through shared memory,
+// below; the launcher sets it at d = 128 with 256-key tiles, which it alone makes fit).
 //
 // FP8 (1): Q_i, K_j and V_j arrive as e4m3 tiles made by quantize_fp8 (fp8.cuh), each with its
 // scale (q_scale per (batch·head, query tile), k_scale and v_scale per (batch·head, key tile)),
@@ -56,6 +57,12 @@
 // max, the O rescale, the barriers, among more keys): S_ij is one m64n192 wgmma, and V_jᵀ's
 // rows of 192 bytes span more than one 128-byte swizzle row, so V_jᵀ arrives as three boxes
 // of 64 keys in the 64-byte swizzle, each a slab of d rows of 64 bytes (VT_BOX below).
+// Bc = 256 (FP8): S_ij is one m64n256 wgmma, V_jᵀ two boxes of 128 keys. At d = 128 the
+// registers hold S (128) and O (64) but not P beside them (32 more: ptxas spills and
+// serialises every wgmma), so P_SMEM: each k-step's P words go with one stmatrix to a buffer
+// of the warpgroup's 64 rows (K-major, 128-key slabs, the 128-byte swizzle, as Q_i), fenced
+// for the async proxy, and P V reads A from there (an SS wgmma) once the warpgroup has met on
+// its named barrier (BAR_P + wg); the buffer is rewritten only after the P V that read it.
 //
 // Stream-K (PERSISTENT builds, untraced, the launch argument stream_k_tiles > 0: the launcher
 // passes the work's key tiles when its cost model, engine/model/stream_k.py, has an even share
@@ -92,6 +99,9 @@
 #ifndef TILE_MAX_BITS
 #define TILE_MAX_BITS 1
 #endif
+#ifndef P_SMEM
+#define P_SMEM 0
+#endif
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;
@@ -125,6 +135,12 @@ constexpr int K_STEP = 32 / ELEM;               // k of one wgmma: 32 bytes of a
 // 128 at Bc = 256.
 constexpr int VT_BOX = Bc % 128 == 0 ? 128 : 64;
 constexpr int VT_SLAB = d * VT_BOX;             // bytes of one box of V_jᵀ
+// P_SMEM (FP8, the header says why): one buffer of P_ij a consumer warpgroup, 64 rows in
+// slabs of 128 keys.
+constexpr int P_SLAB = 64 * 128;                // bytes of one slab of a consumer's P_ij
+constexpr int P_WG_BYTES = P_SMEM ? (Bc + 127) / 128 * P_SLAB : 0;
+constexpr int P_BYTES = (Br / 64) * P_WG_BYTES;
+static_assert(!P_SMEM || FP8, "P through shared memory: the FP8 build only");
 constexpr int S_REGS = Bc / 2;                  // S accumulators per thread (64 x Bc per warpgroup)
 constexpr int O_REGS = d / 2;                   // O accumulators per thread (64 x d)
 constexpr float LOG2E = 1.4426950408889634f;
@@ -149,9 +165,10 @@ static_assert(8 * (2 * Q_STAGES + 4 * STAGES) + 4 <= BAR_AREA,
 static_assert(d == 64 || d == 128, "HEAD_DIM must be 64 or 128");
 static_assert(Br == 128, "BLOCK_Q must be 128 (two consumer warpgroups)");
 static_assert(Bc == 64 || Bc == 128 || (FP8 && (Bc == 192 || Bc == 256)),
-              "BLOCK_K must be 64 or 128 (FP8: 128, 192 at HEAD_DIM 128, 256 at HEAD_DIM 64)");
-static_assert(!FP8 || Bc == 128 || (Bc == 192 && d == 128) || (Bc == 256 && d == 64),
-              "the FP8 build takes BLOCK_K 128, 192 at HEAD_DIM 128 or 256 at HEAD_DIM 64");
+              "BLOCK_K must be 64 or 128 (FP8: 128, 192 or 256)");
+static_assert(!FP8 || Bc == 128 || (Bc == 192 && d == 128) || (Bc == 256 && (d == 64 || P_SMEM)),
+              "the FP8 build takes BLOCK_K 128, 192 at HEAD_DIM 128 or 256 (at HEAD_DIM 128 "
+              "with P_SMEM=1)");
 
 #include "common.cuh"
 #include "online_softmax.cuh"
@@ -229,12 +246,13 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                     PERSISTENT && !TRACE && !FP8 ? stream_k_tiles : 0};
 
     // Shared memory from a 1024-byte boundary (the swizzle pattern's period): Q_STAGES x Q_i
-    // slabs, then STAGES x K_j, STAGES x V_j, then the mbarriers.
+    // slabs, then STAGES x K_j, STAGES x V_j, P_SMEM the consumers' P_ij, then the mbarriers.
     const unsigned base = (smem_addr(smem_raw) + 1023) & ~1023u;
     const unsigned sQ = base;
     const unsigned sK = sQ + Q_STAGES * Q_BYTES;
     const unsigned sV = sK + STAGES * KV_BYTES;
-    const unsigned bars = sV + STAGES * KV_BYTES;
+    const unsigned sP = sV + STAGES * KV_BYTES;   // P_SMEM: the consumers' P_ij
+    const unsigned bars = sP + P_BYTES;
     auto q_full = [&](int qs) { return bars + 8 * qs; };
     auto q_empty = [&](int qs) { return bars + 8 * (Q_STAGES + qs); };
     constexpr int KV_BARS = 2 * Q_STAGES;       // the K_j / V_j mbarriers follow Q_i's
@@ -389,7 +407,8 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 
     float S[S_REGS];                   // raw scores q·k of this tile; then exp2(...) in place
     float O_acc[O_REGS];               // unnormalised O_i
-    unsigned P[Bc / K_STEP][4];        // P_ij as A fragments, one per k-step (16 or 32 keys)
+    unsigned P[P_SMEM ? 1 : Bc / K_STEP][4];  // P_ij as A fragments, one per k-step (16 or 32
+                                       // keys); P_SMEM: one k-step's, on its way to sP
     float m_i[2], l_i[2];              // running max of raw scores (FP8: in log2 units); running
                                        // sum (own columns)
     float tile_max[2], rescale[2], row_sum[2];
@@ -419,9 +438,20 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         for (int kk = 0; kk < d / K_STEP; ++kk) wgmma_ss(S, q_desc(qs, kk), k_desc(s, kk), kk > 0);
         wgmma_commit();
     };
+    // P_SMEM: this warpgroup's P_ij, K-major in 128-key slabs; a k-step moves 32 bytes.
+    const SmemDesc<128> p_d(sP + wg * P_WG_BYTES, 16, 1024);
     auto issue_pv = [&](int s) {
+#if P_SMEM
+        // Every warp of the warpgroup has stored its rows of P_ij and fenced them for the
+        // async proxy, before any of them issues the product that reads them all.
+        asm volatile("bar.sync %0, 128;" :: "r"(BAR_P + wg) : "memory");
+        #pragma unroll
+        for (int kk = 0; kk < Bc / K_STEP; ++kk)
+            wgmma_ss(O_acc, p_d.at(((kk / 4) * P_SLAB + (kk % 4) * 32) / 16), v_desc(s, kk), 1);
+#else
         #pragma unroll
         for (int kk = 0; kk < Bc / K_STEP; ++kk) wgmma_rs(O_acc, P[kk], v_desc(s, kk));
+#endif
         wgmma_commit();
     };
     // S_ij is done: release K_j's stage, and after the run's last S also Q_i's buffer.
@@ -525,11 +555,25 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
         #pragma unroll
         for (int kk = 0; kk < Bc / 32; ++kk) {
             const float* x = S + 16 * kk;
-            P[kk][0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
-            P[kk][1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
-            P[kk][2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
-            P[kk][3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
+            unsigned (&w)[4] = P[P_SMEM ? 0 : kk];
+            w[0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
+            w[1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
+            w[2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
+            w[3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
+#if P_SMEM
+            // The four words are four 8 x 8 matrices of 16-bit pairs in stmatrix's fragment
+            // order (rows g and g + 8, key slots 0-15 and 16-31 of the step); lane 8m + k
+            // gives row k of matrix m, in the 128-byte swizzle (chunk c of row r at c ^ r % 8).
+            const int m = lane / 8, rr = lane % 8;
+            const int prow = wq * 16 + rr + 8 * (m & 1), kb = 32 * kk + 16 * (m >> 1);
+            stmatrix_x4(sP + wg * P_WG_BYTES + (kb / 128) * P_SLAB + prow * 128
+                        + ((((kb % 128) / 16) ^ rr) * 16), w);
+#endif
         }
+#if P_SMEM
+        // P_ij's stores are seen by the tensor cores' reads (the async proxy).
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
 #else
         #pragma unroll
         for (int kk = 0; kk < Bc / 16; ++kk) {

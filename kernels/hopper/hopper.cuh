@@ -145,6 +145,13 @@ __device__ __forceinline__ void wgmma_rs(float (&c)[64], const unsigned (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(1));
 }
 
+// Four 8 x 8 matrices of 16-bit elements -> shared memory: register r of each lane holds row
+// lane / 4, columns 2 (lane % 4) and + 1 of matrix r; lane 8 m + k gives the address of row
+// k of matrix m.
+__device__ __forceinline__ void stmatrix_x4(unsigned addr, const unsigned (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};"
+                 :: "r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
+}
 // Four 8 x 8 matrices of 16-bit elements -> shared memory, transposed: register r of each lane
 // holds row lane / 4, columns 2 (lane % 4) and + 1 of matrix r; lane 8 m + k gives the
 // address of row k of matrix m as stored, i.e. of column k of the fragment.

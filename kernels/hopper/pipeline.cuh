@@ -13,6 +13,7 @@ enum NamedBarrier : unsigned {
                          // (ping-pong; waited by wg, arrived at by the warpgroup before it)
     MAX_TURNS = 2,       // consumer warpgroups that take turns, at most
     BAR_TICKET = 4,      // the consumers around a stream-K ticket (stream_k.cuh)
+    BAR_P = 5,           // BAR_P + wg: consumer warpgroup wg's P_ij is in shared memory
 };
 static_assert(BAR_TURN + MAX_TURNS <= BAR_TICKET, "the turn barriers have ids of their own");
 

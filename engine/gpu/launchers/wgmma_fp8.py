@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model.config import AttentionConfig, ConfigError
-from ...model.iomodel import smem_bytes
+from ...model.iomodel import p_through_smem, smem_bytes
 from ...model.catalog import fp8_build
 from ...model.registry import kernel as registry_kernel
 from ...results import BLOCK_FIELDS, TRACE_FIELDS
@@ -43,8 +43,9 @@ SOFTMAX_FENCE = 1
 # (head_dim, block_k): on an H200 (2026-11-29) 1-4% faster at d = 128 (128×192 tiles), 1-3%
 # slower at d = 64 on 128-key tiles with turns, 1-2% faster at d = 64 on 256-key tiles; the
 # same outputs bit for bit either way (lab/NOTES.md, "The tile max from the scores' bits" and
-# "FP8 key tiles of 256 at d = 64").
-TILE_MAX_BITS = {(64, 128): 0, (64, 256): 1, (128, 128): 1, (128, 192): 1}
+# "FP8 key tiles of 256 at d = 64"); at d = 128 on 256-key tiles (P through shared memory)
+# the float max was 2% slower (lab/NOTES.md, "FP8: P through shared memory").
+TILE_MAX_BITS = {(64, 128): 0, (64, 256): 1, (128, 128): 1, (128, 192): 1, (128, 256): 1}
 
 
 def vt_box(cfg: AttentionConfig) -> int:
@@ -68,6 +69,7 @@ def compile_options(cfg: AttentionConfig, trace: bool) -> tuple[str, ...]:
             f"-DPINGPONG={PINGPONG}", "-DBF16=0", "-DFP8=1",
             f"-DPERSISTENT={PERSISTENT}", f"-DSOFTMAX_FENCE={SOFTMAX_FENCE}",
             f"-DTILE_MAX_BITS={TILE_MAX_BITS[cfg.head_dim, cfg.block_k]}",
+            f"-DP_SMEM={int(p_through_smem(cfg))}",
             *wgmma_ring_options(cfg))
 
 
