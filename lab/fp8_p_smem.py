@@ -7,8 +7,9 @@ P then holds no registers across the softmax: at 128 x 256, S 128 + O 64 fit the
 240 (nvcc 13.0: no spills, no serialisation; the traced build spills 100 bytes), where P in
 registers (S 128 + O 64 + P 32) spilled 144 bytes and serialised every wgmma. The switch, the
 stmatrix helper, the barrier id and the registry's (128, 128, 256) shape are in
-patches/fp8_p_smem.diff (`git apply` it onto commit 4f4dec1 first); this script adds P's
-buffers to each build's shared memory. Each build is checked as lab/kv_stages.py checks it
+patches/fp8_p_smem.diff (`git apply` it onto commit 4f4dec1 first; from c597d17 on the
+product has it, and its launcher sets P_SMEM at 128 x 256); this script adds P's buffers to the
+shared memory of each build the launcher does not count them for. Each build is checked as lab/kv_stages.py checks it
 (bytes, trace and output against the emulation at its block_k, output against float64), then
 timed alternately (median of 30, the better of two rounds), d = 128, non-causal, B·H·N = 32k
 tokens x 8 heads.
@@ -54,8 +55,9 @@ def use(name):
         L.quantize_build = quantize_build
 
         def build(cfg, trace):
+            from engine.model.iomodel import p_through_smem
             b = inner(cfg, trace)
-            extra = 2 * -(-bk // 128) * P_SLAB
+            extra = 0 if p_through_smem(cfg) else 2 * -(-bk // 128) * P_SLAB
             return core.Build(b.source, b.function, b.options, b.threads, b.smem + extra)
         L.build = build
 
