@@ -349,8 +349,10 @@ def fp8(results: Path = RESULTS) -> str:
                  " cuDNN FP8: not in this run (–).")
     published = ", ".join(f"{name} {tf:,} TFLOP/s" for name, tf in PUBLISHED_FP8.items())
     fp8_rows = [r for r in doc["results"] if r["dtype"] == "float8_e4m3"]
-    tiles = ", ".join(f"{bq}×{bk} at d = {d}" for d, bq, bk in sorted(
-        {(r["head_dim"], r["block_q"], r["block_k"]) for r in fp8_rows}))
+    shapes = sorted({(r["head_dim"], r["block_q"], r["block_k"]) for r in fp8_rows})
+    tiles = (f"{shapes[0][1]}×{shapes[0][2]} at every d"
+             if len({(bq, bk) for _, bq, bk in shapes}) == 1
+             else ", ".join(f"{bq}×{bk} at d = {d}" for d, bq, bk in shapes))
     heads = ", ".join(f"{h} head{'s' if h > 1 else ''} at d = {d}" for d, h in sorted(
         {(r["head_dim"], r["heads"]) for r in fp8_rows}))
     out += ["", f"{_device(doc)}; {doc['date']}; B·N = {_grid_tokens(fp8_rows):,} tokens × "
