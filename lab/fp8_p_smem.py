@@ -14,8 +14,11 @@ shared memory of each build the launcher does not count them for. Each build is 
 timed alternately (median of 30, the better of two rounds), d = 128, non-causal, B·H·N = 32k
 tokens x 8 heads.
 --switches: the 256-key build beside itself with the launcher's other switches flipped (the
-softmax fence off, the float tile max, turns), each alone.
-Run on a Hopper GPU: python3 lab/fp8_p_smem.py [--switches]"""
+softmax fence off, the float tile max, turns), each alone. --sync: the launcher's 128 x 256
+with the warp's own __syncwarp in place of the warpgroup's barrier (P_WG_BARRIER=0: a warp's
+part of the SS product reads only its own 16 rows of P_ij), and P stored before the O rescale
+(P_FIRST=1), each alone and together.
+Run on a Hopper GPU: python3 lab/fp8_p_smem.py [--switches | --sync]"""
 import sys
 
 sys.path[:0] = ["lab", "tests", "."]
@@ -34,6 +37,14 @@ SWITCHES = {
     "float tile max": (True, 256, {"P_SMEM": 1, "TILE_MAX_BITS": 0}),
     "turns": (True, 256, {"P_SMEM": 1, "PINGPONG": 1}),
     "fp8 256, P smem again": (True, 256, {"P_SMEM": 1}),
+}
+# --sync: how P_ij's stores meet the product that reads them, on the launcher's 128 x 256.
+SYNC = {
+    "fp8 256 (launcher)": (True, 256, {}),
+    "syncwarp": (True, 256, {"P_WG_BARRIER": 0}),
+    "P first": (True, 256, {"P_FIRST": 1}),
+    "syncwarp, P first": (True, 256, {"P_WG_BARRIER": 0, "P_FIRST": 1}),
+    "fp8 256 again": (True, 256, {}),
 }
 P_SLAB = 64 * 128            # bytes of one 128-key slab of a consumer's P_ij (the kernel's)
 
@@ -75,6 +86,8 @@ def main():
     global BUILDS
     if "--switches" in sys.argv:
         BUILDS = SWITCHES
+    if "--sync" in sys.argv:
+        BUILDS = SYNC
     kv_stages.BUILDS = BUILDS
     kv_stages.use = use
     kv_stages.SEQS = (2048, 8192, 16384)
