@@ -102,12 +102,6 @@
 #ifndef P_SMEM
 #define P_SMEM 0
 #endif
-#ifndef P_WG_BARRIER
-#define P_WG_BARRIER 1
-#endif
-#ifndef P_FIRST
-#define P_FIRST 0
-#endif
 
 constexpr int d = HEAD_DIM;
 constexpr int Br = BLOCK_Q;
@@ -447,12 +441,10 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
     // P_SMEM: this warpgroup's P_ij, K-major in 128-key slabs; a k-step moves 32 bytes.
     const SmemDesc<128> p_d(sP + wg * P_WG_BYTES, 16, 1024);
     auto issue_pv = [&](int s) {
-#if P_SMEM && P_WG_BARRIER
+#if P_SMEM
         // Every warp of the warpgroup has stored its rows of P_ij and fenced them for the
         // async proxy, before any of them issues the product that reads them all.
         asm volatile("bar.sync %0, 128;" :: "r"(BAR_P + wg) : "memory");
-#endif
-#if P_SMEM
         #pragma unroll
         for (int kk = 0; kk < Bc / K_STEP; ++kk)
             wgmma_ss(O_acc, p_d.at(((kk / 4) * P_SLAB + (kk % 4) * 32) / 16), v_desc(s, kk), 1);
@@ -545,8 +537,18 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
 
     // After the previous P V_j: rescale O_i (FP8: into V_j's scale too) and l_i, P_ij as A
     // fragments, the trace.
-    // FP8: P_ij from the exponentials in S: to P's A fragments, or P_SMEM to shared memory.
-    auto pack_p = [&]() {
+    auto finish_tile = [&](int j) {
+        float o_rescale[2] = {rescale[0], rescale[1]};
+        if constexpr (FP8) {
+            const float ratio = __fdividef(v_cur, v_s);
+            o_rescale[0] *= ratio;
+            o_rescale[1] *= ratio;
+            v_cur = v_s;
+        }
+        #pragma unroll
+        for (int e = 0; e < O_REGS; ++e) O_acc[e] *= o_rescale[(e >> 1) & 1];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
 #if FP8
         // Keys 2t, 2t+1 of accumulator columns 8n.. and 8(n+1).., rows g and g + 8: the
         // fragment's slots 4t .. 4t + 3 in Vᵀ's key order (fp8.cuh, key_of_slot).
@@ -568,31 +570,9 @@ flash_wgmma(const __grid_constant__ TensorMap tm_q, const __grid_constant__ Tens
                         + ((((kb % 128) / 16) ^ rr) * 16), w);
 #endif
         }
-#endif
-    };
-
-    auto finish_tile = [&](int j) {
-        float o_rescale[2] = {rescale[0], rescale[1]};
-        if constexpr (FP8) {
-            const float ratio = __fdividef(v_cur, v_s);
-            o_rescale[0] *= ratio;
-            o_rescale[1] *= ratio;
-            v_cur = v_s;
-        }
-        if constexpr (P_SMEM && P_FIRST) pack_p();   // the stores on their way under the rescale
-        #pragma unroll
-        for (int e = 0; e < O_REGS; ++e) O_acc[e] *= o_rescale[(e >> 1) & 1];
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) l_i[h] = l_i[h] * rescale[h] + row_sum[h];
-#if FP8
-        if constexpr (!(P_SMEM && P_FIRST)) pack_p();
 #if P_SMEM
         // P_ij's stores are seen by the tensor cores' reads (the async proxy).
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#if !P_WG_BARRIER
-        // A warp's part of P V reads its own 16 rows of P_ij alone: its lanes' fences suffice.
-        __syncwarp();
-#endif
 #endif
 #else
         #pragma unroll
