@@ -18,7 +18,7 @@ softmax fence off, the float tile max, turns), each alone. --sync: the launcher'
 with the warp's own __syncwarp in place of the warpgroup's barrier (P_WG_BARRIER=0: a warp's
 part of the SS product reads only its own 16 rows of P_ij), and P stored before the O rescale
 (P_FIRST=1), each alone and together; the two switches are in patches/fp8_p_sync.diff (`git
-apply` it onto commit 9fe0c8f or later first).
+apply` it onto commit c7dc2e3 first).
 Run on an H200, 2026-11-29 08:38 UTC: the warp's sync 0.2-1.3% slower, P first level; not kept.
 Run on a Hopper GPU: python3 lab/fp8_p_smem.py [--switches | --sync]"""
 import sys
