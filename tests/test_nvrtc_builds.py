@@ -126,13 +126,17 @@ def builds_for(kernel, target: str) -> list[tuple]:
 # mma.sync build of head_dim 128 at 128×32 (the trace's extra stores; the timed, untraced
 # build does not spill), and the
 # head_dim 128 tensor-core backward with one query buffer (the 99 KiB blocks of sm_86/89),
-# which NVRTC 12 builds with a few spilled bytes where nvcc 13 spills none.
+# which NVRTC 12 builds with a few spilled bytes where nvcc 13 spills none; and the traced
+# FP8 build at head_dim 128 on 128×256 tiles (S 128 and O 64 accumulators a thread, with P
+# through shared memory, and the trace's values and addresses on top: 96-100 bytes; the timed,
+# untraced build spills none and keeps every wgmma pipelined, tests/test_kernel_sources.py).
 KNOWN_SPILLS = {
     ("decode", "-DHEAD_DIM=256", "-DQUERY_ROWS=32"): 12560,
     ("decode", "-DHEAD_DIM=128", "-DQUERY_ROWS=4", "-DPAGE_SIZE=16"): 4,
     ("decode", "-DHEAD_DIM=128", "-DQUERY_ROWS=4", "-DPAGE_SIZE=64"): 4,
     ("mma.sync", "-DHEAD_DIM=128", "-DBLOCK_Q=128", "-DBLOCK_K=32", "-DTRACE=1"): 12,
     ("backward mma.sync", "-DHEAD_DIM=128", "-DQUERY_STAGES=1"): 16,
+    ("wgmma fp8", "-DHEAD_DIM=128", "-DBLOCK_K=256", "-DTRACE=1"): 100,
 }
 
 
@@ -191,7 +195,7 @@ def test_every_build_compiles_without_spills(version, kernel, target):
         spilled = max(int(b) for b in re.findall(r"(\d+) bytes spill stores", log))
         assert spilled <= spill_bound(kernel, o), (target, o, log)
         if kernel.hopper_only:
-            assert "0 bytes stack frame" in log, (target, o, log)
+            assert "0 bytes stack frame" in log or spill_bound(kernel, o), (target, o, log)
             assert not SERIALISED.search(log), (target, o, log)
 
 
