@@ -20,7 +20,7 @@ part of the SS product reads only its own 16 rows of P_ij), and P stored before 
 (P_FIRST=1), each alone and together; the two switches are in patches/fp8_p_sync.diff (`git
 apply` it onto commit c7dc2e3 first).
 Run on an H200, 2026-11-29 08:38 UTC: the warp's sync 0.2-1.3% slower, P first level; not kept.
-Run on a Hopper GPU: python3 lab/fp8_p_smem.py [--switches | --sync]"""
+Run on a Hopper GPU: python3 lab/fp8_p_smem.py [--switches | --sync | --epilogue]"""
 import sys
 
 sys.path[:0] = ["lab", "tests", "."]
@@ -46,6 +46,15 @@ SYNC = {
     "syncwarp": (True, 256, {"P_WG_BARRIER": 0}),
     "P first": (True, 256, {"P_FIRST": 1}),
     "syncwarp, P first": (True, 256, {"P_WG_BARRIER": 0, "P_FIRST": 1}),
+    "fp8 256 again": (True, 256, {}),
+}
+# --epilogue: O_i through the P buffer (O_THROUGH_P=1, patches/fp8_o_through_p.diff: each
+# warp's 16 rows stored with stmatrix, read back two rows a load, written with 16-byte stores;
+# no quad transposes), its read-back loop unrolled 8 (92 bytes of spills) or 1 (4 bytes).
+EPILOGUE = {
+    "fp8 256 (launcher)": (True, 256, {}),
+    "O through P": (True, 256, {"O_THROUGH_P": 1}),
+    "O through P, unroll 1": (True, 256, {"O_THROUGH_P": 1, "OUT_UNROLL": 1}),
     "fp8 256 again": (True, 256, {}),
 }
 P_SLAB = 64 * 128            # bytes of one 128-key slab of a consumer's P_ij (the kernel's)
@@ -90,6 +99,8 @@ def main():
         BUILDS = SWITCHES
     if "--sync" in sys.argv:
         BUILDS = SYNC
+    if "--epilogue" in sys.argv:
+        BUILDS = EPILOGUE
     kv_stages.BUILDS = BUILDS
     kv_stages.use = use
     kv_stages.SEQS = (2048, 8192, 16384)
