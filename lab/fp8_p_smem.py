@@ -51,6 +51,8 @@ SYNC = {
 # --epilogue: O_i through the P buffer (O_THROUGH_P=1, patches/fp8_o_through_p.diff: each
 # warp's 16 rows stored with stmatrix, read back two rows a load, written with 16-byte stores;
 # no quad transposes), its read-back loop unrolled 8 (92 bytes of spills) or 1 (4 bytes).
+# `git apply` the patch onto commit 2dd580e first. Run on an H200, 2026-11-29 08:46 UTC:
+# 2.5-6% slower than the launcher's build at 2k-16k; not kept.
 EPILOGUE = {
     "fp8 256 (launcher)": (True, 256, {}),
     "O through P": (True, 256, {"O_THROUGH_P": 1}),
