@@ -19,7 +19,9 @@ The stall reasons of the FP8 launch instruction by instruction (PC sampling):
       reason, by opcode and the 40 instructions with the most samples)
 Run on an H200, 2026-11-29 00:49-00:50 UTC (lab/NOTES.md, "What clock each kernel runs at");
 logs/h200_2026-11-29_ncu_fp8*.csv and the summary of the sampled run,
-logs/h200_2026-11-29_ncu_fp8_source_summary.txt."""
+logs/h200_2026-11-29_ncu_fp8_source_summary.txt. --block-k 256: the FP8 launch on the
+launcher's 128 x 256 tiles (P through shared memory; 2026-11-29 08:55 UTC,
+logs/h200_2026-11-29_ncu_fp8_256_source_summary.txt)."""
 import sys
 
 import numpy as np
@@ -80,7 +82,8 @@ def main():
     x = [cupy.asarray(rng.standard_normal((bh, n, d), dtype=np.float32)).astype(cupy.float16)
          for _ in range(3)]
     f16 = AttentionConfig(dtype="float16", block_k=128, **kw)
-    fp8 = AttentionConfig(dtype="float8_e4m3", block_k=192, **kw)
+    bk = int(sys.argv[sys.argv.index("--block-k") + 1]) if "--block-k" in sys.argv else 192
+    fp8 = AttentionConfig(dtype="float8_e4m3", block_k=bk, **kw)
     run16, _ = wgmma.prepare(f16, *x, False)
     run8, _ = wgmma_fp8.prepare(fp8, wgmma_fp8.quantize(fp8, *x), False)
     for _ in range(2):       # the first pair compiles and warms; ncu profiles the second
