@@ -29,6 +29,7 @@ import numpy as np
 from engine.inputs import make_dout, make_inputs
 from engine.model.config import (BLOCK_SIZES, CONFIG_DTYPES, DIRECTIONS, FP8_DTYPES,
                                  AttentionConfig)
+from engine.model.formats import number_format
 from engine.model.units import format_bytes
 from engine.results import timing_record
 
@@ -123,9 +124,9 @@ def rel_err(got, want) -> float:
     return float(np.linalg.norm(got - want) / np.linalg.norm(want))
 
 
-# cuDNN's FP8 forward writes O in e4m3: its own rounding adds at most half a unit in e4m3's
-# last place, 2^-4 of each element, to the quantization's error the FP8 limit allows.
-E4M3_OUTPUT_ROUNDING = 2.0 ** -4
+# cuDNN's FP8 forward writes O in e4m3: its own rounding adds at most e4m3's unit roundoff,
+# 2^-4 of each element, to the quantization's error the FP8 limit allows.
+E4M3_OUTPUT_ROUNDING = number_format("float8_e4m3").unit_roundoff
 
 
 def validation_limit(cfg: AttentionConfig, q, k, v, O64, line: str = "") -> float:

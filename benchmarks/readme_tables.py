@@ -330,7 +330,7 @@ PUBLISHED_FP8 = {"FlashAttention-3 FP8": 1008, "cuDNN FP8": 1005, "FlashAttentio
 def fp8(results: Path = RESULTS) -> str:
     """docs/RESULTS.md's FP8 table: the newest FP8 parity file (bench_*_fp8_*.json), FP8
     against the float16 lines of the same run, shape by shape, then the published figures."""
-    from benchmarks.fp8_parity import parity
+    from benchmarks.fp8_parity import FP8_PEER, LINES as FP8_BASE_LINES, parity
     docs = recorded.load_benchmarks(results, "forward", fp8=True)
     if not docs:
         raise SystemExit(f"no FP8 benchmark file in {results}")
@@ -339,7 +339,7 @@ def fp8(results: Path = RESULTS) -> str:
              str(r["batch"] * r["heads"]), _ms(r["fp8_ms"]), f"{r['fp8_tflops']:.0f}",
              f"{r.get('tensorcore_tflops', float('nan')):.0f}",
              *(f"{r[f'vs_{line}']:.2f}" if f"vs_{line}" in r else "–"
-               for line in ("tensorcore", "torch_flash", "torch_cudnn", "cudnn_fp8"))]
+               for line in (*FP8_BASE_LINES, FP8_PEER))]
             for r in parity(doc["results"])]
     out = _table(["N", "d", "causal", "B·H", "FP8 ms", "FP8 TFLOP/s", "ours f16 TFLOP/s",
                   "× ours f16", "× FA2 f16", "× cuDNN f16", "× cuDNN FP8"], rows)
@@ -362,8 +362,7 @@ def fp8(results: Path = RESULTS) -> str:
             f"(FA2) and cuDNN; medians of {_reps(doc['results'])}; every line checked against "
             f"float64 before it was timed; `benchmarks/results/{doc['file']}`. × : their time "
             f"over FP8's (above 1: FP8 is faster).{peer_text} Published, not measured here "
-            f"(H100 SXM5, "
-            f"d = 128, N = 16k, FlashAttention-3's paper): {published}."]
+            f"(H100 SXM5, d = 128, N = 16k, FlashAttention-3's paper): {published}."]
     return "\n".join(out)
 
 

@@ -15,14 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.config import AttentionConfig
+from ..model.formats import E4M3_MAX
 from ..results import Timing
 from .lock import GPU_LOCK
 from .runtime import gpu_failures
 from .timing import check_ceilings, method_text, summarize, time_stages
 from .torch_reference import TorchUnavailableError, _to_torch, torch_module
-
-E4M3_MAX = 448.0
-
 
 class CudnnFp8Unavailable(ValueError):
     """The cuDNN frontend is not importable, or cuDNN's FP8 forward cannot run this config."""
@@ -152,7 +150,7 @@ def benchmark_cudnn_fp8(cfg: AttentionConfig, reps: int, warmup: int,
             line.close()
     summary = summarize(totals, cfg, "forward")
     check_ceilings(cfg, "flash", False, summary["median_ms"], "cuDNN FP8")
-    cudnn = frontend()
+    cudnn = line.cudnn
     return Timing(**summary, peak_bytes=int(peak),
                   method=method_text(summary["reps"], warmup,
                                      f" cuDNN {cudnn.backend_version()} FP8 forward (per-tensor "

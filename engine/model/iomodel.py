@@ -113,14 +113,6 @@ def p_through_smem(cfg: AttentionConfig) -> bool:
     return cfg.is_fp8 and (cfg.head_dim, cfg.block_k) in FP8_P_SMEM
 
 
-def p_buffer_bytes(cfg: AttentionConfig) -> int:
-    """P_ij's buffers where p_through_smem(cfg): 64 rows a consumer warpgroup, in slabs of 128
-    keys of 1 byte (the kernel's P_WG_BYTES); 0 otherwise."""
-    if not p_through_smem(cfg):
-        return 0
-    return cfg.block_q // 64 * -(-cfg.block_k // 128) * 64 * 128
-
-
 def wgmma_ring(cfg: AttentionConfig) -> tuple[int, int]:
     """(Q_i buffers, K_j / V_j stages) of the Hopper forward's build for cfg."""
     kind = "fp8" if cfg.is_fp8 else "16-bit"
@@ -133,7 +125,9 @@ def wgmma_parts(cfg: AttentionConfig, ring: tuple[int, int] | None = None) -> di
     Br, Bc, d = cfg.block_q, cfg.block_k, cfg.head_dim
     e = 1 if cfg.is_fp8 else 2
     q, s = ring or wgmma_ring(cfg)
-    p = {"P_ij (a buffer a consumer)": p_buffer_bytes(cfg)} if p_through_smem(cfg) else {}
+    # P_SMEM: 64 rows of P_ij a consumer warpgroup, in slabs of 128 one-byte keys (P_WG_BYTES)
+    p = ({"P_ij (a buffer a consumer)": Br // 64 * -(-Bc // 128) * 64 * 128}
+         if p_through_smem(cfg) else {})
     return {_buffers("Q_i", q): q * Br * d * e, _buffers("K_j", s): s * Bc * d * e,
             _buffers("V_j", s): s * Bc * d * e, **p, "mbarriers": wgmma_barrier_bytes(q, s),
             "swizzle alignment": 1024}

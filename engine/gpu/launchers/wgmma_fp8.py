@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...model import formats
 from ...model.config import AttentionConfig, ConfigError
 from ...model.iomodel import p_through_smem, smem_bytes
 from ...model.catalog import fp8_build
@@ -28,7 +29,7 @@ from .wgmma import PERSISTENT, tensor_map, threads, wgmma_ring_options
 
 BUILD = registry_kernel("wgmma fp8")
 FUNCTION, QUANTIZE = BUILD.functions[0], BUILD.functions[1]
-E4M3_MAX = np.float32(448.0)      # the largest finite e4m3 value
+E4M3_MAX = np.float32(formats.E4M3_MAX)    # the largest finite e4m3 value, 448
 V_KEY_GROUP = 16                  # Vᵀ's keys are permuted within groups of 16 (and padded to them)
 # Whether the consumer warpgroups take turns issuing their products: no, at either head_dim.
 # On an H100 (2026-11-27, N = 8192-16384, B·H·N = 32k tokens · 1024/d heads) turns were 3%
