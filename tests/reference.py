@@ -163,6 +163,7 @@ def per_tensor_e4m3_64(x):
     """x rounded to e4m3 at one scale for the whole tensor (its largest magnitude to 448), as
     cuDNN's FP8 forward quantizes q, k, v and writes O; float64 in true units."""
     import ml_dtypes
+    from engine.model.formats import E4M3_MAX
     x = np.asarray(x, dtype=np.float64)
-    s = 448.0 / np.abs(x).max()
+    s = E4M3_MAX / np.abs(x).max()
     return (x * s).astype(ml_dtypes.float8_e4m3fn).astype(np.float64) / s

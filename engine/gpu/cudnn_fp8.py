@@ -22,6 +22,7 @@ from .runtime import gpu_failures
 from .timing import check_ceilings, method_text, summarize, time_stages
 from .torch_reference import TorchUnavailableError, _to_torch, torch_module
 
+
 class CudnnFp8Unavailable(ValueError):
     """The cuDNN frontend is not importable, or cuDNN's FP8 forward cannot run this config."""
 
