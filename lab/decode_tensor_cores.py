@@ -86,6 +86,11 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    rounds of 8 loads a thread at 32 splits); and both. MERGE_BULK left the
                    kernel after its run (9-11% slower): git apply patches/decode_merge_bulk.diff
                    onto commit ca1d399
+  --set fast_end   the kernel, and its end of a split and merge through the free rings
+                   (FAST_END=1 of flash_decode.cu, copy-engine builds only: the warps' O_i
+                   merged in one step with the same fused multiply-adds, the merging block's
+                   O_s brought by cp.async copies all in flight at once), contiguous and on
+                   pages of 64
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since
@@ -327,6 +332,9 @@ BUILDS = {   # name -> force()'s arguments
     # rounds at 32 splits) or 16 (two rounds, the registers of the kernel's 8 float32 loads)
     "half_parts": {"kernel": spec(), "16-bit O_s": spec(defines=("HALF_PARTS=1",)),
                    "16-bit O_s, 16": spec(defines=("HALF_PARTS=1", "MERGE_IN_FLIGHT=16"))},
+    "fast_end": {"kernel": spec(), "fast end": spec(defines=("FAST_END=1",)),
+                 "kernel, paged 64": spec(page_size=64),
+                 "fast end, paged 64": spec(defines=("FAST_END=1",), page_size=64)},
     "block": {"per warp": spec(tma=True),
               "block copies": spec(tma=True, defines=("BLOCK_COPIES=1",), box_rows=True),
               "paged 64": spec(tma=True, page_size=64)},
