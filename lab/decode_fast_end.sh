@@ -11,8 +11,9 @@
 #   FFMA and shared-memory loads, about 100 fewer integer instructions a tile.
 #   Prediction: batch 1 0.8-1.5 us less a step (32k-128k), batch 2-8 level to 0.5 us less.
 # Run from the repository root on a Hopper GPU, committed first (switch_tests.sh takes the
-# kernel back with git checkout): bash lab/decode_fast_end.sh  (about 6 minutes)
+# kernel back with git checkout, so it runs last): bash lab/decode_fast_end.sh  (about 6
+# minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash lab/switch_tests.sh kernels/decode/flash_decode.cu FAST_END tests/test_gpu_decode.py
 python3 lab/decode_tensor_cores.py --set fast_end 2>&1 | grep -v "^  {"
+bash lab/switch_tests.sh kernels/decode/flash_decode.cu FAST_END tests/test_gpu_decode.py
