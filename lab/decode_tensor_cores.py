@@ -90,7 +90,8 @@ against float64 on the GPU tests' shapes, then timed alternately with the projec
                    (FAST_END=1 of flash_decode.cu, copy-engine builds only: the warps' O_i
                    merged in one step with the same fused multiply-adds, the merging block's
                    O_s brought by cp.async copies all in flight at once), contiguous and on
-                   pages of 64
+                   pages of 64; needs patches/decode_fast_end.diff onto e2a98da (1.4-2.0 us
+                   slower at batch 1; not kept)
   --set block      the copy engine's tile by each warp (the kernel on commit 11b5938) or whole
                    by thread 0 (BLOCK_COPIES=1 of patches/decode_block_copies.diff, boxes of 64
                    rows), and a paged cache; the kernel copies whole tiles since

@@ -101,21 +101,6 @@ constexpr int FLOATS = 2 * R * d + Bc * R + 2 * WARPS * R + 2 * R;  // Q_i .. l_
 static_assert(FLOATS % 2 == 0, "the mbarriers after l_blk are 8-byte aligned");
 // The rings of K_j and V_j, in bytes.
 constexpr int RING_BYTES = 2 * STAGES * Bc * RING_ROW * (int)sizeof(elem_t);
-// A lab switch: FAST_END=1 ends a split and merges through the free rings, in the copy
-// engine's builds whose warps' O_i fit them: the warps' O_i merged in one step (each warp's
-// O_i into a slice of its own, one barrier, each thread summing its dimensions over the warps
-// in warp order, with the same fused multiply-adds as a warp at a time), and the merging
-// block's O_s brought by cp.async copies into the rings, all in flight at once, and summed
-// from there in split order (the weights in Q_i's place). The arithmetic is the other path's,
-// so every build gives the same bits.
-#ifndef FAST_END
-#define FAST_END 0
-#endif
-constexpr bool END_IN_RINGS = FAST_END && TMA_COPIES && WARPS * R * d * 4 <= RING_BYTES;
-// The merge's splits a round: as many as the rings hold (all of them at batch 1, d 128).
-constexpr int RING_SPLITS = RING_BYTES / (R * d * 4);
-static_assert(!END_IN_RINGS || R * MAX_SPLITS + R + 1 <= 2 * R * d + Bc * R,
-              "the merge's weights and answer fit Q_i's, P_ij's and O_acc's place");
 // The dynamic shared memory (layout in the kernel), which the merge reuses for its weights.
 constexpr int SMEM_BYTES = (TMA_COPIES ? 1024 : 0) + RING_BYTES + 4 * FLOATS
                            + (TMA_COPIES ? 8 * STAGES * WARPS : 0);
@@ -572,53 +557,25 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
             l_blk[r] = l_s;
         }
     }
-    if constexpr (END_IN_RINGS) {
-        // Each warp's O_i into its slice of the rings (every copy has landed, and the barrier
-        // above follows every warp's last read of them); then each thread sums its dimensions
-        // over the warps, in warp order, scaled as the warp-at-a-time merge scales them.
-        float* const O_w = (float*)ring;                // WARPS × R × d
-        if (kg == 0) {
+    for (int w = 0; w < WARPS; ++w) {
+        if (warp == w && kg == 0) {
             #pragma unroll
             for (int r = 0; r < R; ++r) {
+                float* o = O_acc + r * d + dl * DPL;
                 #pragma unroll
-                for (int e = 0; e < DPL; ++e) O_w[(warp * R + r) * d + dl * DPL + e] = acc[r][e];
+                for (int e = 0; e < DPL; ++e)
+                    o[e] = (w == 0 ? 0.f : o[e]) + own[r] * acc[r][e];
             }
         }
-        __syncthreads();  // every warp's O_i, m_blk and l_blk are in shared memory
-        for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
-            const int r = idx / d, x = idx % d;
-            const float m_s = m_blk[r];
-            float o = 0.f;
-            for (int w = 0; w < WARPS; ++w) {
-                const float m = m_w[w * R + r];
-                const float scale_w = m == neg_inf() ? 0.f : fast_exp2(m - m_s);
-                o = w == 0 ? scale_w * O_w[(w * R + r) * d + x]
-                           : fmaf(scale_w, O_w[(w * R + r) * d + x], o);
-            }
-            const float l = l_blk[r];
-            O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? o / l : 0.f;
-        }
-    } else {
-        for (int w = 0; w < WARPS; ++w) {
-            if (warp == w && kg == 0) {
-                #pragma unroll
-                for (int r = 0; r < R; ++r) {
-                    float* o = O_acc + r * d + dl * DPL;
-                    #pragma unroll
-                    for (int e = 0; e < DPL; ++e)
-                        o[e] = (w == 0 ? 0.f : o[e]) + own[r] * acc[r][e];
-                }
-            }
-            __syncthreads();  // warp w has added its part before warp w + 1 reads O_acc
-        }
+        __syncthreads();  // warp w has added its part before warp w + 1 reads O_acc
+    }
 
-        // Write the split's state: O_s = O_acc / l_s (0 for a row that saw no key of the
-        // split), m_s in natural-log units, l_s.
-        for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
-            const int r = idx / d, x = idx % d;
-            const float l = l_blk[r];
-            O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? O_acc[idx] / l : 0.f;
-        }
+    // Write the split's state: O_s = O_acc / l_s (0 for a row that saw no key of the split),
+    // m_s in natural-log units, l_s.
+    for (int idx = tid; idx < R * d; idx += NUM_THREADS) {
+        const int r = idx / d, x = idx % d;
+        const float l = l_blk[r];
+        O_part[((row0 + r) * S + s) * d + x] = l > 0.f ? O_acc[idx] / l : 0.f;
     }
     if (tid < R) {
         m_part[(row0 + tid) * S + s] = m_blk[tid] * LN2;
@@ -628,7 +585,7 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
     // The merge's shared memory, free once every thread has written its part of the split's
     // state (take_ticket's first barrier): the weights rescale_s · l_s, l_final, and the
     // ticket's answer, which the leader writes after that barrier.
-    float* const weight = END_IN_RINGS ? Q_i : (float*)smem;   // R × S
+    float* const weight = (float*)smem;                 // R × S
     float* l_fin = weight + R * S;                      // R
     volatile int* const merges = (volatile int*)(l_fin + R);
 
@@ -673,56 +630,6 @@ flash_decode_split(const elem_t* __restrict__ Q,        // (B, H, SEQ_Q, d)
         }
     }
     __syncthreads();  // every row's weights and l_final are in shared memory before the sums
-
-    if constexpr (END_IN_RINGS) {
-        // O = Σ_s weight_s · O_s / l_final, RING_SPLITS splits a round: every thread copies
-        // its share of the round's O_s into the rings, then each sums MV dimensions of one row
-        // over the round's splits from there.
-        float* const O_r = (float*)ring;                // R × (splits of the round) × d
-        constexpr int ITEMS = R * d / MV, PER_THREAD = (ITEMS + NUM_THREADS - 1) / NUM_THREADS;
-        float o[PER_THREAD][MV];
-        #pragma unroll
-        for (int i = 0; i < PER_THREAD; ++i) {
-            #pragma unroll
-            for (int e = 0; e < MV; ++e) o[i][e] = 0.f;
-        }
-        for (int s0 = 0; s0 < S; s0 += RING_SPLITS) {
-            const int n = min(RING_SPLITS, S - s0);
-            if (s0 > 0) __syncthreads();    // every thread is done with the last round's O_s
-            for (int q = tid; q < R * n * d / 4; q += NUM_THREADS) {
-                const int r = q / (n * d / 4), rest = q % (n * d / 4);
-                cp_async16(smem_addr(O_r + r * n * d + 4 * rest),
-                           O_part + ((row0 + r) * S + s0) * d + 4 * rest, true);
-            }
-            cp_async_commit();
-            cp_async_wait<0>();
-            __syncthreads();  // the round's O_s are in shared memory before the sums
-            #pragma unroll
-            for (int i = 0; i < PER_THREAD; ++i) {
-                const int item = tid + i * NUM_THREADS;
-                if (ITEMS % NUM_THREADS != 0 && item >= ITEMS) break;
-                const int r = item / (d / MV), x = item % (d / MV) * MV;
-                const float* w = weight + r * S + s0;
-                for (int j = 0; j < n; ++j) {
-                    float v[MV];
-                    #pragma unroll
-                    for (int e = 0; e < MV; ++e) v[e] = O_r[(r * n + j) * d + x + e];
-                    #pragma unroll
-                    for (int e = 0; e < MV; ++e) o[i][e] += w[j] * v[e];
-                }
-            }
-        }
-        #pragma unroll
-        for (int i = 0; i < PER_THREAD; ++i) {
-            const int item = tid + i * NUM_THREADS;
-            if (ITEMS % NUM_THREADS != 0 && item >= ITEMS) break;
-            const int r = item / (d / MV), x = item % (d / MV) * MV;
-            const float l_final = l_fin[r];
-            #pragma unroll
-            for (int e = 0; e < MV; ++e) store_as(O + (row0 + r) * d + x + e, o[i][e] / l_final);
-        }
-        return;
-    }
 
     // O = Σ_s weight_s · O_s / l_final: each thread MV dimensions of one row over all splits,
     // MERGE_IN_FLIGHT splits' loads issued before their sums.
