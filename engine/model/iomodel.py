@@ -106,6 +106,9 @@ WGMMA_RINGS = {("16-bit", 128, 128, 128): (1, 3), ("fp8", 128, 128, 192): (2, 3)
 # warpgroup and P V reads it from there. Measured on an H200 (2026-11-29, lab/NOTES.md, "FP8:
 # P through shared memory"): 2-4% faster than 128×192 at N = 8k-16k, 6% at 2k.
 FP8_P_SMEM = {(128, 256)}
+# Such a build's P_ij: a buffer of 64 rows a consumer warpgroup, in slabs of 128 one-byte keys
+# (the kernel's P_SLAB; a partial slab takes a whole one).
+P_SLAB_BYTES = 64 * 128
 
 
 def p_through_smem(cfg: AttentionConfig) -> bool:
@@ -125,8 +128,8 @@ def wgmma_parts(cfg: AttentionConfig, ring: tuple[int, int] | None = None) -> di
     Br, Bc, d = cfg.block_q, cfg.block_k, cfg.head_dim
     e = 1 if cfg.is_fp8 else 2
     q, s = ring or wgmma_ring(cfg)
-    # P_SMEM: 64 rows of P_ij a consumer warpgroup, in slabs of 128 one-byte keys (P_WG_BYTES)
-    p = ({"P_ij (a buffer a consumer)": Br // 64 * -(-Bc // 128) * 64 * 128}
+    consumers, slabs = Br // 64, -(-Bc // 128)
+    p = ({"P_ij (a buffer a consumer)": consumers * slabs * P_SLAB_BYTES}
          if p_through_smem(cfg) else {})
     return {_buffers("Q_i", q): q * Br * d * e, _buffers("K_j", s): s * Bc * d * e,
             _buffers("V_j", s): s * Bc * d * e, **p, "mbarriers": wgmma_barrier_bytes(q, s),
